@@ -1,0 +1,24 @@
+//! clhip: a conformance and correctness harness for GPU memory interop between OpenCL and HIP.
+//!
+//! Layers, bottom up: `runtimes` (thin safe wrappers over each API), `paths` and `sync` (how
+//! memory crosses between two participants and how ownership passes), `ops` (what a case
+//! computes), `reference` and `tolerance` (the f64 CPU truth and the bounds it is held to),
+//! `runner` and `worker` (isolated execution), `report` (what people and machines read).
+
+pub mod bench;
+pub mod cases;
+pub mod fft;
+pub mod fingerprint;
+pub mod generate;
+pub mod mock;
+pub mod model;
+pub mod ops;
+pub mod paths;
+pub mod probe;
+pub mod reference;
+pub mod report;
+pub mod runner;
+pub mod runtimes;
+pub mod sync;
+pub mod tolerance;
+pub mod worker;

@@ -1,0 +1,489 @@
+//! The domain model of DOMAIN.md as types: participants, pairs, paths, sync modes, ops, cases and
+//! their outcomes. Nothing here touches a runtime; every other module speaks these types.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// An API that can own or touch memory in a case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Api {
+    OpenCl,
+    /// AMD ROCm: libamdhip64, hiprtc, rocBLAS, rocSOLVER.
+    Hip,
+    /// HIP's NVIDIA platform: libcuda, NVRTC, cuBLAS, cuSOLVER.
+    Cuda,
+    /// The CPU, through ordinary host memory.
+    Host,
+}
+
+impl Api {
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::OpenCl => "opencl",
+            Api::Hip => "hip",
+            Api::Cuda => "cuda",
+            Api::Host => "host",
+        }
+    }
+}
+
+/// The participant on the other side of an OpenCL device: the host CPU now, a HIP or CUDA
+/// device later. Its label is what appears in case ids (`host`, `cuda0`, `hip1`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Peer {
+    pub api: Api,
+    /// Device ordinal inside its API; 0 for the host.
+    pub ordinal: usize,
+}
+
+impl Peer {
+    pub const HOST: Peer = Peer {
+        api: Api::Host,
+        ordinal: 0,
+    };
+
+    pub fn label(&self) -> String {
+        match self.api {
+            Api::Host => "host".to_string(),
+            api => format!("{}{}", api.name(), self.ordinal),
+        }
+    }
+}
+
+/// Where an OpenCL device lives in the ICD's enumeration, and the short label case ids use.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct ClDeviceRef {
+    pub platform_index: usize,
+    pub device_index: usize,
+    /// `pocl0`, `nvidia0`, `rocm1`: vendor family plus the index within that family, so ids stay
+    /// stable when another vendor's ICD is installed beside it.
+    pub label: String,
+}
+
+/// An OpenCL device and the participant it exchanges memory with. For device peers this is the
+/// same physical GPU, matched by UUID or PCI bus id, never by name.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Pair {
+    pub opencl: ClDeviceRef,
+    pub peer: Peer,
+}
+
+impl Pair {
+    pub fn id(&self) -> String {
+        format!("{}+{}", self.opencl.label, self.peer.label())
+    }
+}
+
+/// Declares a kebab-case enum with `name()`, `ALL`, `FromStr` and `Display`, so that ids, case
+/// files and JSON all use the same spelling.
+macro_rules! named_enum {
+    ($(#[$m:meta])* pub enum $name:ident { $($(#[$vm:meta])* $variant:ident => $text:literal,)* }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+        pub enum $name { $($(#[$vm])* #[serde(rename = $text)] $variant,)* }
+
+        impl $name {
+            pub const ALL: &'static [$name] = &[$($name::$variant,)*];
+            pub fn name(self) -> &'static str {
+                match self { $($name::$variant => $text,)* }
+            }
+        }
+
+        impl FromStr for $name {
+            type Err = String;
+            fn from_str(s: &str) -> Result<Self, String> {
+                match s {
+                    $($text => Ok($name::$variant),)*
+                    _ => Err(format!(
+                        "unknown {} `{}` (expected one of: {})",
+                        stringify!($name), s,
+                        [$($text,)*].join(", ")
+                    )),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+
+named_enum! {
+    /// How memory owned by one API becomes addressable by the other.
+    pub enum PathKind {
+        /// Each side has its own memory; data crosses by explicit read/write through the host.
+        Copy => "copy",
+        /// clSVMAlloc coarse-grain buffer, used directly by the peer.
+        ClSvmCoarse => "cl-svm-coarse",
+        /// clSVMAlloc with CL_MEM_SVM_FINE_GRAIN_BUFFER, used directly by the peer.
+        ClSvmFine => "cl-svm-fine",
+        /// The peer's ordinary host allocation wrapped by clCreateBuffer(CL_MEM_USE_HOST_PTR).
+        UseHostPtr => "use-host-ptr",
+    }
+}
+
+impl PathKind {
+    /// The sync modes that mean something on this path. A case file naming another is rejected:
+    /// e.g. `map` has nothing to bracket on `copy`, and coarse SVM may only be touched by the
+    /// host between map and unmap (OpenCL 3.0 §5.6.1), so finish alone is not a sync for it.
+    pub fn syncs(self) -> &'static [SyncMode] {
+        use SyncMode::*;
+        match self {
+            PathKind::Copy => &[Finish, Event, None],
+            PathKind::ClSvmCoarse => &[Map, None],
+            PathKind::ClSvmFine => &[Finish, Event, Map, None],
+            PathKind::UseHostPtr => &[Map, None],
+        }
+    }
+
+    /// Which peers a path exists for.
+    pub fn applies_to(self, peer: Api) -> bool {
+        match self {
+            PathKind::Copy | PathKind::ClSvmCoarse | PathKind::ClSvmFine => true,
+            PathKind::UseHostPtr => peer == Api::Host,
+        }
+    }
+}
+
+named_enum! {
+    /// How ownership of the shared memory passes from one API to the other.
+    pub enum SyncMode {
+        /// clFinish (and the peer's device synchronize).
+        Finish => "finish",
+        /// clWaitForEvents on the last command's event (and the peer's stream/event sync).
+        Event => "event",
+        /// clEnqueueMap*/Unmap* bracket around the peer's access.
+        Map => "map",
+        /// clEnqueueAcquire/ReleaseExternalMemObjectsKHR around OpenCL use of imported memory.
+        AcquireRelease => "acquire-release",
+        /// External semaphores signalled by one side and waited on by the other.
+        Semaphore => "semaphore",
+        /// Negative control: no sync at all. A stale read is expected and shows checks see one.
+        None => "none",
+    }
+}
+
+impl SyncMode {
+    pub fn is_negative_control(self) -> bool {
+        self == SyncMode::None
+    }
+}
+
+named_enum! {
+    /// What a case computes across the pair.
+    pub enum Op {
+        /// Bit-exact pattern written by one side, checked and changed by the other, checked again.
+        Handoff => "handoff",
+        /// Forward complex FFT on OpenCL, result consumed by the peer.
+        Fft => "fft",
+        /// cgemm on the peer over matrices produced by OpenCL.
+        Gemm => "gemm",
+        /// cpotrf on the peer over a matrix produced by OpenCL.
+        Cholesky => "cholesky",
+        /// Seed 000: OpenCL add -> OpenCL FFT -> peer scale -> peer magnitude.
+        Pipeline => "pipeline",
+    }
+}
+
+impl Op {
+    /// Which peers can run the op: gemm and cholesky need a BLAS/solver library on the peer.
+    pub fn applies_to(self, peer: Api) -> bool {
+        match self {
+            Op::Handoff | Op::Fft | Op::Pipeline => true,
+            Op::Gemm | Op::Cholesky => peer != Api::Host,
+        }
+    }
+
+    /// Ops that take a matrix dimension rather than a vector length.
+    pub fn is_matrix(self) -> bool {
+        matches!(self, Op::Gemm | Op::Cholesky)
+    }
+}
+
+/// One cell of the matrix on one pair at one size: the unit that runs, passes or fails.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Case {
+    pub pair: Pair,
+    pub path: PathKind,
+    pub sync: SyncMode,
+    pub op: Op,
+    /// Complex elements for vector ops, the matrix dimension for matrix ops.
+    pub n: usize,
+}
+
+impl Case {
+    /// The stable, readable id: `pocl0+host/cl-svm-fine/map/fft/n=4096`.
+    pub fn id(&self) -> String {
+        format!(
+            "{}/{}/{}/{}/n={}",
+            self.pair.id(),
+            self.path,
+            self.sync,
+            self.op,
+            self.n
+        )
+    }
+}
+
+/// A call into a runtime that returned an error: which call, its code and the code's name.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ApiError {
+    pub api: Api,
+    pub call: String,
+    pub code: i64,
+    pub name: String,
+    /// Anything else worth reading (a build log head, the argument that was refused).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub detail: String,
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} returned {} ({})", self.call, self.name, self.code)?;
+        if !self.detail.is_empty() {
+            write!(f, ": {}", self.detail)?;
+        }
+        Ok(())
+    }
+}
+
+/// Where data went wrong, and by how much against which bound.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mismatch {
+    /// What was being checked, e.g. `fft output read by host`.
+    pub what: String,
+    /// First element outside the bound.
+    pub index: usize,
+    pub got: String,
+    pub want: String,
+    /// How many elements are outside the bound.
+    pub count: usize,
+    pub len: usize,
+    pub max_abs_err: f64,
+    pub max_rel_err: f64,
+    pub bound: f64,
+    /// The bound as a formula with its source, e.g. `eps_p*||ref||_inf*ln(N) (rocFFT)`.
+    pub formula: String,
+}
+
+impl fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: {} of {} elements out of bound, first at [{}] got {} want {}; max abs err {:.3e}, max rel err {:.3e}, bound {:.3e} = {}",
+            self.what,
+            self.count,
+            self.len,
+            self.index,
+            self.got,
+            self.want,
+            self.max_abs_err,
+            self.max_rel_err,
+            self.bound,
+            self.formula
+        )
+    }
+}
+
+/// Why a case came out `fail`: wrong data, or an API that misbehaved after accepting the setup.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "kebab-case")]
+pub enum FailReason {
+    Mismatch(Mismatch),
+    Api(ApiError),
+}
+
+impl fmt::Display for FailReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            FailReason::Mismatch(m) => m.fmt(f),
+            FailReason::Api(e) => e.fmt(f),
+        }
+    }
+}
+
+/// What happened to a case. Every non-pass carries its reason.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "outcome", rename_all = "kebab-case")]
+pub enum Outcome {
+    Pass {
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        note: String,
+    },
+    /// Wrong data, or an API that accepted the setup and then broke: silent corruption is the
+    /// worst verdict a user can get.
+    Fail { reason: FailReason },
+    /// The API reported a device memory fault (illegal address, launch failure).
+    Fault { error: ApiError },
+    /// The worker died by a signal.
+    Crash {
+        signal: i32,
+        signal_name: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        stderr_tail: String,
+    },
+    Timeout { after_s: f64 },
+    /// The capability is absent, or an API call cleanly refused the combination.
+    Unsupported {
+        reason: String,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        error: Option<ApiError>,
+    },
+    Skip { reason: String },
+}
+
+named_enum! {
+    /// The outcome without its reason: what matrices and counters show.
+    pub enum OutcomeKind {
+        Pass => "pass",
+        Fail => "fail",
+        Fault => "fault",
+        Crash => "crash",
+        Timeout => "timeout",
+        Unsupported => "unsupported",
+        Skip => "skip",
+    }
+}
+
+impl Outcome {
+    pub fn kind(&self) -> OutcomeKind {
+        match self {
+            Outcome::Pass { .. } => OutcomeKind::Pass,
+            Outcome::Fail { .. } => OutcomeKind::Fail,
+            Outcome::Fault { .. } => OutcomeKind::Fault,
+            Outcome::Crash { .. } => OutcomeKind::Crash,
+            Outcome::Timeout { .. } => OutcomeKind::Timeout,
+            Outcome::Unsupported { .. } => OutcomeKind::Unsupported,
+            Outcome::Skip { .. } => OutcomeKind::Skip,
+        }
+    }
+
+    pub fn pass() -> Self {
+        Outcome::Pass {
+            note: String::new(),
+        }
+    }
+
+    pub fn unsupported(reason: impl Into<String>) -> Self {
+        Outcome::Unsupported {
+            reason: reason.into(),
+            error: None,
+        }
+    }
+
+    pub fn mismatch(m: Mismatch) -> Self {
+        Outcome::Fail {
+            reason: FailReason::Mismatch(m),
+        }
+    }
+
+    /// One line a person reads in a terminal next to the case id.
+    pub fn reason(&self) -> String {
+        match self {
+            Outcome::Pass { note } => note.clone(),
+            Outcome::Fail { reason } => reason.to_string(),
+            Outcome::Fault { error } => error.to_string(),
+            Outcome::Crash {
+                signal,
+                signal_name,
+                stderr_tail,
+            } => {
+                let last = stderr_tail.lines().last().unwrap_or("");
+                format!("worker killed by {signal_name} (signal {signal}) {last}")
+                    .trim_end()
+                    .to_string()
+            }
+            Outcome::Timeout { after_s } => format!("no result after {after_s:.1} s"),
+            Outcome::Unsupported { reason, error } => match error {
+                Some(e) => format!("{reason}: {e}"),
+                None => reason.clone(),
+            },
+            Outcome::Skip { reason } => reason.clone(),
+        }
+    }
+}
+
+/// What a run expects of a case, from the baseline and the case's nature.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Expectation {
+    /// Anything but pass needs a look.
+    Pass,
+    /// A baseline lists this outcome kind as known for this driver.
+    Known(OutcomeKind),
+    /// Negative control: a stale read (`fail`) shows the checks work; `pass` says the driver
+    /// happened to be coherent. Neither is a regression. Any other outcome still counts.
+    NegativeControl,
+}
+
+impl Expectation {
+    /// Whether `kind` should fail the run (non-zero exit).
+    pub fn is_unexpected(self, kind: OutcomeKind) -> bool {
+        use OutcomeKind::*;
+        match self {
+            Expectation::Pass => !matches!(kind, Pass | Unsupported | Skip),
+            Expectation::Known(k) => kind != k && !matches!(kind, Pass | Unsupported | Skip),
+            Expectation::NegativeControl => !matches!(kind, Pass | Fail | Unsupported | Skip),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pocl_host() -> Pair {
+        Pair {
+            opencl: ClDeviceRef {
+                platform_index: 0,
+                device_index: 0,
+                label: "pocl0".into(),
+            },
+            peer: Peer::HOST,
+        }
+    }
+
+    #[test]
+    fn case_id_is_readable_and_stable() {
+        let case = Case {
+            pair: pocl_host(),
+            path: PathKind::ClSvmFine,
+            sync: SyncMode::Map,
+            op: Op::Fft,
+            n: 4096,
+        };
+        assert_eq!(case.id(), "pocl0+host/cl-svm-fine/map/fft/n=4096");
+    }
+
+    #[test]
+    fn names_round_trip() {
+        for p in PathKind::ALL {
+            assert_eq!(p.name().parse::<PathKind>().unwrap(), *p);
+        }
+        for s in SyncMode::ALL {
+            assert_eq!(s.name().parse::<SyncMode>().unwrap(), *s);
+        }
+        for o in Op::ALL {
+            assert_eq!(o.name().parse::<Op>().unwrap(), *o);
+        }
+        let err = "mapp".parse::<SyncMode>().unwrap_err();
+        assert!(err.contains("expected one of: finish, event, map"), "{err}");
+    }
+
+    #[test]
+    fn negative_controls_tolerate_fail_but_not_crash() {
+        let e = Expectation::NegativeControl;
+        assert!(!e.is_unexpected(OutcomeKind::Fail));
+        assert!(!e.is_unexpected(OutcomeKind::Pass));
+        assert!(e.is_unexpected(OutcomeKind::Crash));
+        assert!(Expectation::Pass.is_unexpected(OutcomeKind::Fail));
+        assert!(!Expectation::Known(OutcomeKind::Fault).is_unexpected(OutcomeKind::Fault));
+        assert!(Expectation::Known(OutcomeKind::Fault).is_unexpected(OutcomeKind::Fail));
+    }
+}
