@@ -13,6 +13,7 @@ pub mod generate;
 pub mod mock;
 pub mod model;
 pub mod ops;
+pub mod pairs;
 pub mod paths;
 pub mod probe;
 pub mod reference;

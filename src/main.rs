@@ -1,3 +1,263 @@
-fn main() {
-    println!("Hello, world!");
+//! The `clhip` command line: probe, list, run, report, bench, and the hidden worker.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::{Duration, Instant, SystemTime};
+
+use anyhow::{Context, bail};
+use clap::{Parser, Subcommand};
+
+use clhip::cases::{self, Baseline, Matrix};
+use clhip::report::{self, ConsoleReporter, RunReport};
+use clhip::runner::{self, Planned, RunAborted, RunOptions};
+use clhip::{mock, pairs, probe};
+
+/// The default seed: fixed, so two nightly runs of one build see the same data and a diff of
+/// their matrices is a diff of drivers. Pass --seed to vary it.
+const DEFAULT_SEED: u64 = 0x5EED;
+
+#[derive(Parser)]
+#[command(
+    name = "clhip",
+    version,
+    about = "Conformance and correctness harness for GPU memory interop between OpenCL and HIP"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// List OpenCL platforms and devices with what interop depends on, and the HIP and CUDA
+    /// runtimes found (or why not).
+    Probe {
+        #[arg(long)]
+        json: bool,
+        /// A ROCm install to search first (default: $ROCM_PATH, /opt/rocm, /opt/rocm-*).
+        #[arg(long)]
+        rocm_path: Option<PathBuf>,
+    },
+    /// List the ids of the cases `run` would execute.
+    List {
+        /// Globs (`*` wildcard) or substrings of case ids.
+        filters: Vec<String>,
+        /// Case matrix file (default: the built-in cases/default.toml).
+        #[arg(long)]
+        cases: Option<PathBuf>,
+    },
+    /// Run the case matrix over every pair found and print the support matrix.
+    Run(RunArgs),
+    /// Render a saved results file: the matrix, or Markdown for reports/.
+    Report {
+        file: PathBuf,
+        #[arg(long)]
+        markdown: bool,
+    },
+    /// Benchmarks.
+    Bench {
+        #[command(subcommand)]
+        what: BenchWhat,
+    },
+    /// Runs work items from stdin (internal: started by the runner).
+    #[command(name = "__worker", hide = true)]
+    Worker {
+        #[arg(long)]
+        seed: u64,
+        #[arg(long)]
+        plant: Option<clhip::ops::Plant>,
+    },
+}
+
+#[derive(Subcommand)]
+enum BenchWhat {
+    /// Time the f64 CPU references (FFT of 4,194,304 points, cgemm, Cholesky).
+    Refs,
+}
+
+#[derive(clap::Args)]
+struct RunArgs {
+    /// Globs (`*` wildcard) or substrings of case ids; a filter matching nothing is an error.
+    filters: Vec<String>,
+    #[arg(long, default_value_t = DEFAULT_SEED)]
+    seed: u64,
+    /// Results file (JSON, versioned, with the driver fingerprint).
+    #[arg(long, default_value = "reports/latest.json")]
+    json: PathBuf,
+    /// Also write JUnit XML here.
+    #[arg(long)]
+    junit: Option<PathBuf>,
+    /// Also write the Markdown rendering here.
+    #[arg(long)]
+    markdown: Option<PathBuf>,
+    /// Case matrix file (default: the built-in cases/default.toml).
+    #[arg(long)]
+    cases: Option<PathBuf>,
+    /// Known non-passes for this driver (`case-id,outcome` lines).
+    #[arg(long)]
+    baseline: Option<PathBuf>,
+    /// Per-case timeout in seconds.
+    #[arg(long, default_value_t = 120.0)]
+    timeout: f64,
+    /// Cases per worker process before a fresh one takes over.
+    #[arg(long, default_value_t = 64)]
+    cases_per_worker: usize,
+    #[arg(long)]
+    rocm_path: Option<PathBuf>,
+    /// Test-only: plant an error in every case (flip-element, skip-sync, bad-pointer) to show
+    /// the checks catch it.
+    #[arg(long, hide = true)]
+    plant: Option<clhip::ops::Plant>,
+    /// Test-only: run these mock actions (segfault,abort,hang,fault,...) instead of the matrix.
+    #[arg(long, hide = true)]
+    mock_cases: Option<String>,
+}
+
+fn main() -> ExitCode {
+    match real_main() {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("clhip: error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn real_main() -> anyhow::Result<ExitCode> {
+    match Cli::parse().command {
+        Cmd::Worker { seed, plant } => {
+            clhip::worker::worker_main(seed, plant).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::Probe { json, rocm_path } => {
+            let p = probe::probe(rocm_path.as_deref());
+            if json {
+                println!("{}", serde_json::to_string_pretty(&p)?);
+            } else {
+                print!("{}", p.render());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::List { filters, cases } => {
+            for case in planned_cases(cases.as_deref(), &filters)? {
+                println!("{}", case.id());
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Run(args) => run(args),
+        Cmd::Report { file, markdown } => {
+            let r = report::load_json(&file)?;
+            if markdown {
+                print!("{}", report::render_markdown(&r));
+            } else {
+                print!("{}", report::render_matrix(&r.results));
+                println!("{}", report::closing_line(&r.summary));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Bench {
+            what: BenchWhat::Refs,
+        } => {
+            clhip::bench::run_refs(&mut std::io::stdout())?;
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn load_matrix(file: Option<&Path>) -> anyhow::Result<Matrix> {
+    Ok(match file {
+        Some(f) => Matrix::load(f)?,
+        None => Matrix::default_matrix(),
+    })
+}
+
+fn planned_cases(file: Option<&Path>, filters: &[String]) -> anyhow::Result<Vec<clhip::model::Case>> {
+    let matrix = load_matrix(file)?;
+    let pairs = pairs::discover().context("no OpenCL platform to pair with")?;
+    if pairs.is_empty() {
+        bail!("no OpenCL device found: nothing to pair (see `clhip probe`)");
+    }
+    cases::filter(matrix.expand(&pairs), filters)
+}
+
+fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+    let started = SystemTime::now();
+    let clock = Instant::now();
+    // Inputs first: a bad case file or filter must fail before anything runs or is written.
+    let plan: Vec<Planned> = match &args.mock_cases {
+        Some(list) => mock::planned_mocks(&mock::parse_mock_list(list).map_err(anyhow::Error::msg)?),
+        None => {
+            let baseline = match &args.baseline {
+                Some(f) => Baseline::load(f)?,
+                None => Baseline::default(),
+            };
+            planned_cases(args.cases.as_deref(), &args.filters)?
+                .into_iter()
+                .map(|c| {
+                    let e = baseline.expectation(&c);
+                    Planned::case(c, e)
+                })
+                .collect()
+        }
+    };
+    let fingerprint = probe::probe(args.rocm_path.as_deref()).fingerprint();
+    let exe = std::env::current_exe().context("locating the clhip binary to start workers")?;
+    let mut opts = RunOptions::new(exe, args.seed);
+    opts.timeout = Duration::from_secs_f64(args.timeout);
+    opts.cases_per_worker = args.cases_per_worker;
+    if let Some(p) = args.plant {
+        let name = serde_json::to_value(p)?;
+        opts.worker_args
+            .extend(["--plant".to_string(), name.as_str().unwrap_or_default().to_string()]);
+    }
+
+    eprintln!("clhip: {} cases, seed {}", plan.len(), args.seed);
+    let mut console = ConsoleReporter::new(plan.len());
+    let (results, aborted) = match runner::run(plan, &opts, &mut |e| console.on_event(e)) {
+        Ok(r) => (r, None),
+        Err(e) => match e.downcast::<RunAborted>() {
+            Ok(a) => (a.completed.clone(), Some(a)),
+            Err(e) => return Err(e),
+        },
+    };
+    let report = RunReport::new(
+        args.seed,
+        std::env::args().collect(),
+        fingerprint,
+        started,
+        clock.elapsed().as_secs_f64(),
+        results,
+    );
+    print!("{}", report::render_matrix(&report.results));
+    write_outputs(&report, &args)?;
+    console.finish();
+    println!("{}", report::closing_line(&report.summary));
+    if let Some(a) = aborted {
+        bail!("{a}");
+    }
+    Ok(if report.summary.unexpected == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn write_outputs(report: &RunReport, args: &RunArgs) -> anyhow::Result<()> {
+    let mut targets: Vec<(&Path, fn(&RunReport, &Path) -> anyhow::Result<()>)> =
+        vec![(&args.json, report::write_json)];
+    if let Some(p) = &args.junit {
+        targets.push((p, report::write_junit));
+    }
+    if let Some(p) = &args.markdown {
+        targets.push((p, |r, p| {
+            std::fs::write(p, report::render_markdown(r)).with_context(|| p.display().to_string())
+        }));
+    }
+    for (path, write) in targets {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        }
+        write(report, path)?;
+        eprintln!("clhip: wrote {}", path.display());
+    }
+    Ok(())
 }

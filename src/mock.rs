@@ -1,1 +1,244 @@
-//! TODO
+//! Mock work items: misbehaviour on demand, so the runner's containment can be tested without a
+//! GPU. Each action does inside a worker what a broken driver would do: return a wrong answer,
+//! report a device fault, write through a bad pointer, abort, or hang.
+//!
+//! Test-only: reachable through a hidden CLI flag (`clhip run --mock-cases segfault,pass`) and
+//! the containment tests, never from a normal plan.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{Api, ApiError, Expectation, Mismatch, Outcome, OutcomeKind};
+use crate::runner::{Planned, Work};
+
+/// What a mock work item does when a worker runs it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum MockAction {
+    /// Returns `pass`.
+    Pass,
+    /// Returns `fail` with a made-up mismatch.
+    Fail,
+    /// Returns `fault` with a made-up API error; the worker then retires, as after a real fault.
+    Fault,
+    /// Writes through an invalid pointer: the worker dies by SIGSEGV.
+    Segfault,
+    /// Calls abort(): the worker dies by SIGABRT, as a runtime's failed assertion does.
+    Abort,
+    /// Never returns, and leaves a helper process hanging in the worker's process group, as a
+    /// driver's helper would: the runner must time the case out and kill the whole group.
+    Hang,
+    /// Calls exit(3) mid-case, as some runtimes do on a fatal error instead of aborting.
+    Exit,
+    /// Returns `unsupported`, as a driver that cleanly refuses the combination.
+    Unsupported,
+}
+
+impl MockAction {
+    pub const ALL: &'static [MockAction] = &[
+        MockAction::Pass,
+        MockAction::Fail,
+        MockAction::Fault,
+        MockAction::Segfault,
+        MockAction::Abort,
+        MockAction::Hang,
+        MockAction::Exit,
+        MockAction::Unsupported,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            MockAction::Pass => "pass",
+            MockAction::Fail => "fail",
+            MockAction::Fault => "fault",
+            MockAction::Segfault => "segfault",
+            MockAction::Abort => "abort",
+            MockAction::Hang => "hang",
+            MockAction::Exit => "exit",
+            MockAction::Unsupported => "unsupported",
+        }
+    }
+
+    /// The outcome kind a correct runner records for this action. Used as the item's
+    /// expectation, so a mock run exits zero exactly when containment works.
+    pub fn expected_kind(self) -> OutcomeKind {
+        match self {
+            MockAction::Pass => OutcomeKind::Pass,
+            MockAction::Fail => OutcomeKind::Fail,
+            MockAction::Fault => OutcomeKind::Fault,
+            MockAction::Segfault | MockAction::Abort | MockAction::Exit => OutcomeKind::Crash,
+            MockAction::Hang => OutcomeKind::Timeout,
+            MockAction::Unsupported => OutcomeKind::Unsupported,
+        }
+    }
+
+    fn expectation(self) -> Expectation {
+        match self.expected_kind() {
+            OutcomeKind::Pass => Expectation::Pass,
+            kind => Expectation::Known(kind),
+        }
+    }
+}
+
+impl FromStr for MockAction {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        MockAction::ALL
+            .iter()
+            .copied()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| {
+                let names: Vec<&str> = MockAction::ALL.iter().map(|a| a.name()).collect();
+                format!(
+                    "unknown mock action `{s}` (expected one of: {})",
+                    names.join(", ")
+                )
+            })
+    }
+}
+
+impl fmt::Display for MockAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Parses `segfault,pass,hang` (spaces around names allowed) into actions, in order.
+pub fn parse_mock_list(s: &str) -> Result<Vec<MockAction>, String> {
+    let actions = s
+        .split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::parse)
+        .collect::<Result<Vec<_>, _>>()?;
+    if actions.is_empty() {
+        return Err("empty mock list (expected e.g. `segfault,pass`)".to_string());
+    }
+    Ok(actions)
+}
+
+/// One planned item per action, with id `mock/<action>/<position in the list>`, expecting the
+/// outcome kind a correct runner produces for it.
+pub fn planned_mocks(actions: &[MockAction]) -> Vec<Planned> {
+    actions
+        .iter()
+        .enumerate()
+        .map(|(k, &action)| Planned {
+            id: format!("mock/{action}/{k}"),
+            work: Work::Mock(action),
+            expectation: action.expectation(),
+        })
+        .collect()
+}
+
+/// Runs `action` in the current (worker) process. Segfault, abort, exit and hang do not return.
+pub fn perform(action: MockAction) -> Outcome {
+    match action {
+        MockAction::Pass => Outcome::pass(),
+        MockAction::Fail => Outcome::mismatch(fake_mismatch()),
+        MockAction::Fault => Outcome::Fault {
+            error: ApiError {
+                api: Api::Host,
+                call: "mock".to_string(),
+                code: -1,
+                name: "MOCK_FAULT".to_string(),
+                detail: "mock fault requested".to_string(),
+            },
+        },
+        MockAction::Unsupported => Outcome::unsupported("mock: refused on request"),
+        MockAction::Segfault => segfault(),
+        MockAction::Abort => {
+            eprintln!("mock: aborting");
+            std::process::abort()
+        }
+        MockAction::Exit => {
+            eprintln!("mock: calling exit(3)");
+            std::process::exit(3)
+        }
+        MockAction::Hang => hang(),
+    }
+}
+
+fn fake_mismatch() -> Mismatch {
+    Mismatch {
+        what: "mock data read back".to_string(),
+        index: 7,
+        got: "0x00000000".to_string(),
+        want: "0x5a5a5a5a".to_string(),
+        count: 1,
+        len: 16,
+        max_abs_err: 1.0,
+        max_rel_err: 1.0,
+        bound: 0.0,
+        formula: "bit-exact (mock)".to_string(),
+    }
+}
+
+/// A real invalid write, so the kernel delivers SIGSEGV exactly as for a driver bug. Address 0x8
+/// rather than null: null trips Rust's debug precondition checks, which would abort instead.
+fn segfault() -> ! {
+    // Chatter on stdout, as drivers print: the runner must keep it out of the protocol and show
+    // it in the crash's output tail.
+    println!("mock: driver chatter on stdout before the crash");
+    eprintln!("mock: writing through 0x8");
+    let bad = std::ptr::without_provenance_mut::<u32>(0x8);
+    // SAFETY: none; the point is to fault. The volatile write cannot be optimised away.
+    unsafe { std::ptr::write_volatile(bad, 0xdead) };
+    unreachable!("a write to 0x8 did not fault")
+}
+
+/// Hangs, after starting a helper process that hangs too and holds the worker's output pipes:
+/// killing only the worker would leave it running and the runner's readers waiting for EOF.
+fn hang() -> ! {
+    match std::process::Command::new("sleep").arg("3600").spawn() {
+        Ok(helper) => eprintln!("mock: hanging, helper pid {}", helper.id()),
+        Err(e) => eprintln!("mock: hanging (no helper: {e})"),
+    }
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mock_list_parses_in_order_and_names_bad_entries() {
+        assert_eq!(
+            parse_mock_list("segfault, pass,hang").unwrap(),
+            vec![MockAction::Segfault, MockAction::Pass, MockAction::Hang]
+        );
+        let err = parse_mock_list("pass,segv").unwrap_err();
+        assert!(err.contains("`segv`") && err.contains("segfault"), "{err}");
+        assert!(parse_mock_list(" , ").is_err());
+    }
+
+    #[test]
+    fn planned_mocks_have_positional_ids_and_expect_their_own_outcome() {
+        let plan = planned_mocks(&[MockAction::Pass, MockAction::Hang, MockAction::Pass]);
+        let ids: Vec<&str> = plan.iter().map(|p| p.id.as_str()).collect();
+        assert_eq!(ids, ["mock/pass/0", "mock/hang/1", "mock/pass/2"]);
+        assert_eq!(plan[0].expectation, Expectation::Pass);
+        assert_eq!(
+            plan[1].expectation,
+            Expectation::Known(OutcomeKind::Timeout)
+        );
+    }
+
+    #[test]
+    fn returning_actions_give_their_kind() {
+        for &a in &[
+            MockAction::Pass,
+            MockAction::Fail,
+            MockAction::Fault,
+            MockAction::Unsupported,
+        ] {
+            assert_eq!(perform(a).kind(), a.expected_kind(), "{a}");
+        }
+    }
+}

@@ -253,6 +253,9 @@ impl fmt::Display for ApiError {
     }
 }
 
+/// The formula of a comparison that allows no difference at all.
+pub const BIT_EXACT: &str = "bit-exact";
+
 /// Where data went wrong, and by how much against which bound.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Mismatch {
@@ -265,8 +268,12 @@ pub struct Mismatch {
     /// How many elements are outside the bound.
     pub count: usize,
     pub len: usize,
+    // JSON has no NaN or infinity: serde_json writes them as null, read back here as NaN.
+    #[serde(deserialize_with = "null_as_nan")]
     pub max_abs_err: f64,
+    #[serde(deserialize_with = "null_as_nan")]
     pub max_rel_err: f64,
+    #[serde(deserialize_with = "null_as_nan")]
     pub bound: f64,
     /// The bound as a formula with its source, e.g. `eps_p*||ref||_inf*ln(N) (rocFFT)`.
     pub formula: String,
@@ -274,6 +281,13 @@ pub struct Mismatch {
 
 impl fmt::Display for Mismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.formula == BIT_EXACT {
+            return write!(
+                f,
+                "{}: {} of {} words differ (bit-exact), first at [{}] got {} want {}",
+                self.what, self.count, self.len, self.index, self.got, self.want
+            );
+        }
         write!(
             f,
             "{}: {} of {} elements out of bound, first at [{}] got {} want {}; max abs err {:.3e}, max rel err {:.3e}, bound {:.3e} = {}",
@@ -289,6 +303,10 @@ impl fmt::Display for Mismatch {
             self.formula
         )
     }
+}
+
+fn null_as_nan<'de, D: serde::Deserializer<'de>>(d: D) -> Result<f64, D::Error> {
+    Ok(Option::<f64>::deserialize(d)?.unwrap_or(f64::NAN))
 }
 
 /// Why a case came out `fail`: wrong data, or an API that misbehaved after accepting the setup.
@@ -395,9 +413,12 @@ impl Outcome {
                 stderr_tail,
             } => {
                 let last = stderr_tail.lines().last().unwrap_or("");
-                format!("worker killed by {signal_name} (signal {signal}) {last}")
-                    .trim_end()
-                    .to_string()
+                let how = if *signal == 0 {
+                    format!("worker ended with {signal_name} mid-case")
+                } else {
+                    format!("worker killed by {signal_name} (signal {signal})")
+                };
+                format!("{how} {last}").trim_end().to_string()
             }
             Outcome::Timeout { after_s } => format!("no result after {after_s:.1} s"),
             Outcome::Unsupported { reason, error } => match error {
@@ -477,6 +498,25 @@ mod tests {
     }
 
     #[test]
+    fn non_finite_errors_survive_json() {
+        let m = Mismatch {
+            what: "x".into(),
+            index: 3,
+            got: "NaN".into(),
+            want: "1".into(),
+            count: 1,
+            len: 4,
+            max_abs_err: f64::NAN,
+            max_rel_err: f64::INFINITY,
+            bound: 0.5,
+            formula: "f".into(),
+        };
+        let back: Mismatch = serde_json::from_str(&serde_json::to_string(&m).unwrap()).unwrap();
+        assert!(back.max_abs_err.is_nan() && back.max_rel_err.is_nan());
+        assert_eq!(back.bound, 0.5);
+    }
+
+    #[test]
     fn negative_controls_tolerate_fail_but_not_crash() {
         let e = Expectation::NegativeControl;
         assert!(!e.is_unexpected(OutcomeKind::Fail));
@@ -487,3 +527,93 @@ mod tests {
         assert!(Expectation::Known(OutcomeKind::Fault).is_unexpected(OutcomeKind::Fail));
     }
 }
+
+/// How a case stops early. Which variant an API error becomes depends on the phase it came
+/// from: while setting up the combination a refusal is `Unsupported` (the driver said no); once
+/// the setup was accepted, a device memory fault is `Fault` and any other error is `Broken`.
+#[derive(Debug, Clone, PartialEq)]
+pub enum CaseError {
+    Unsupported {
+        reason: String,
+        error: Option<ApiError>,
+    },
+    Fault(ApiError),
+    Broken(ApiError),
+    Mismatch(Mismatch),
+}
+
+impl CaseError {
+    pub fn unsupported(reason: impl Into<String>) -> Self {
+        CaseError::Unsupported {
+            reason: reason.into(),
+            error: None,
+        }
+    }
+
+    pub fn into_outcome(self) -> Outcome {
+        match self {
+            CaseError::Unsupported { reason, error } => Outcome::Unsupported { reason, error },
+            CaseError::Fault(error) => Outcome::Fault { error },
+            CaseError::Broken(e) => Outcome::Fail {
+                reason: FailReason::Api(e),
+            },
+            CaseError::Mismatch(m) => Outcome::mismatch(m),
+        }
+    }
+}
+
+impl From<Mismatch> for CaseError {
+    fn from(m: Mismatch) -> Self {
+        CaseError::Mismatch(m)
+    }
+}
+
+/// Classify an API error by the phase it came from.
+pub trait Phase<T> {
+    /// Setting up the combination: an error is the driver refusing it.
+    fn refused(self, what: &str) -> Result<T, CaseError>;
+    /// Running an accepted combination: a fault, or a broken API.
+    fn running(self) -> Result<T, CaseError>;
+}
+
+impl<T> Phase<T> for Result<T, ApiError> {
+    fn refused(self, what: &str) -> Result<T, CaseError> {
+        self.map_err(|e| CaseError::Unsupported {
+            reason: what.to_string(),
+            error: Some(e),
+        })
+    }
+
+    fn running(self) -> Result<T, CaseError> {
+        self.map_err(|e| {
+            if e.is_device_fault() {
+                CaseError::Fault(e)
+            } else {
+                CaseError::Broken(e)
+            }
+        })
+    }
+}
+
+impl ApiError {
+    /// Codes by which a runtime reports that a device touched memory it must not. NVIDIA's
+    /// OpenCL reports a kernel's illegal address as CL_OUT_OF_RESOURCES on the next call and
+    /// fails dependent commands with CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST.
+    pub fn is_device_fault(&self) -> bool {
+        match self.api {
+            Api::OpenCl => matches!(self.code, -5 | -14),
+            Api::Cuda | Api::Hip => matches!(
+                self.name.as_str(),
+                "CUDA_ERROR_ILLEGAL_ADDRESS"
+                    | "CUDA_ERROR_LAUNCH_FAILED"
+                    | "CUDA_ERROR_ILLEGAL_INSTRUCTION"
+                    | "CUDA_ERROR_MISALIGNED_ADDRESS"
+                    | "hipErrorIllegalAddress"
+                    | "hipErrorLaunchFailure"
+            ),
+            Api::Host => false,
+        }
+    }
+}
+
+impl std::error::Error for ApiError {}

@@ -1,1 +1,1438 @@
-//! TODO
+//! The bounds device results are held to, and the checks that apply them.
+//!
+//! Every check compares what the device produced (f32, as read back) with the f64 reference and
+//! returns either a [`CheckSummary`] (a pass, with its margin) or a [`Mismatch`] naming the first
+//! element out of bound, the got/want pair there, how many elements are out, the largest errors,
+//! the bound and its formula with its source. The bounds are the ones the vendors' own test
+//! clients use (DOMAIN.md, "Accuracy bounds used by the field"); where ours deviate the formula
+//! says so.
+//!
+//! A NaN or infinity in device output is always out of bound, whatever the bound. Errors that are
+//! not finite are reported as `f64::MAX`: JSON has no inf/NaN (serde_json writes `null`, which
+//! does not read back as f64).
+
+// A Mismatch is the product of a failed check, built once per case and handed up with `?`;
+// boxing it would only move the allocation.
+#![allow(clippy::result_large_err)]
+
+use std::fmt;
+
+use num_complex::{Complex32, Complex64};
+use serde::{Deserialize, Serialize};
+
+use crate::model::{BIT_EXACT, Mismatch};
+use crate::reference::{PipelineReference, Uplo};
+
+/// rocFFT's `type_epsilon` for single precision (clients' accuracy_test.h): looser than f32's
+/// machine epsilon because it absorbs the twiddle and butterfly round-off of real FFT kernels.
+pub const EPS_FFT_SINGLE: f64 = 3.75e-5;
+
+/// f32 machine epsilon, 2^-23 = 1.19e-7: rocSOLVER clients' eps for complex float.
+pub const EPS32: f64 = f32::EPSILON as f64;
+
+/// rocBLAS clients' `sum_error_tolerance<rocblas_float_complex>`: allowed error per summed term.
+pub const GEMM_SUM_TOLERANCE: f64 = 1e-4;
+
+/// Allowed ULP distance per component when inputs make every partial sum exact.
+pub const GEMM_EXACT_ULPS: u32 = 4;
+
+/// A check that passed, and by how much.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckSummary {
+    pub len: usize,
+    pub max_abs_err: f64,
+    /// Each check's doc says what this is relative to.
+    pub max_rel_err: f64,
+    pub bound: f64,
+    /// The bound as a formula with its source (and, for two-criteria checks, both measurements).
+    pub formula: String,
+    /// The largest measured/bound ratio over all the check's criteria: below 1 passes. A case
+    /// that drifts from 0.01 to 0.9 between driver releases is worth a look before it fails.
+    pub worst_ratio: f64,
+}
+
+impl fmt::Display for CheckSummary {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} elements within bound, worst err/bound {:.2e}: max abs err {:.3e}, max rel err {:.3e}, bound {:.3e} = {}",
+            self.len,
+            self.worst_ratio,
+            self.max_abs_err,
+            self.max_rel_err,
+            self.bound,
+            self.formula
+        )
+    }
+}
+
+/// For report fields: a non-finite error becomes `f64::MAX` (see the module doc).
+fn reportable(x: f64) -> f64 {
+    if x.is_finite() { x } else { f64::MAX }
+}
+
+/// `measured / bound` with 0/0 = 0 and x/0 = inf: a zero bound passes only zero error.
+fn ratio(measured: f64, bound: f64) -> f64 {
+    if measured == 0.0 {
+        0.0
+    } else if bound > 0.0 {
+        measured / bound
+    } else {
+        f64::INFINITY
+    }
+}
+
+fn fmt_c32(z: Complex32) -> String {
+    format!("({:.8e}, {:.8e})", z.re, z.im)
+}
+
+fn fmt_c64(z: Complex64) -> String {
+    format!("({:.8e}, {:.8e})", z.re, z.im)
+}
+
+fn widen(z: Complex32) -> Complex64 {
+    Complex64::new(f64::from(z.re), f64::from(z.im))
+}
+
+fn is_finite_c32(z: Complex32) -> bool {
+    z.re.is_finite() && z.im.is_finite()
+}
+
+/// `max(|Δre|, |Δim|)`, the component-wise error rocFFT and rocBLAS compare; infinite when `got`
+/// is not finite (f64::max would silently drop a NaN).
+fn component_err(got: Complex32, want: Complex64) -> f64 {
+    if !is_finite_c32(got) {
+        return f64::INFINITY;
+    }
+    let d = widen(got) - want;
+    d.re.abs().max(d.im.abs())
+}
+
+/// `||x||_inf` over components, as rocFFT's norms are.
+fn linf(x: &[Complex64]) -> f64 {
+    x.iter().fold(0.0, |m, z| m.max(z.re.abs()).max(z.im.abs()))
+}
+
+fn length_mismatch(what: &str, got: usize, want: usize) -> Mismatch {
+    Mismatch {
+        what: what.to_string(),
+        index: got.min(want),
+        got: format!("{got} elements"),
+        want: format!("{want} elements"),
+        count: got.abs_diff(want),
+        len: want,
+        max_abs_err: 0.0,
+        max_rel_err: 0.0,
+        bound: 0.0,
+        formula: "output length must equal the reference's".into(),
+    }
+}
+
+/// A reference with NaN or inf makes every bound meaningless (inf passes everything): that is a
+/// harness bug, reported as a failure rather than a pass.
+fn nonfinite_reference(what: &str, index: usize, want: String, len: usize) -> Mismatch {
+    Mismatch {
+        what: what.to_string(),
+        index,
+        got: "(not compared)".into(),
+        want,
+        count: 1,
+        len,
+        max_abs_err: 0.0,
+        max_rel_err: 0.0,
+        bound: 0.0,
+        formula: "the f64 reference must be finite (inputs out of the generators' range?)".into(),
+    }
+}
+
+fn first_nonfinite(want: &[Complex64]) -> Option<usize> {
+    want.iter()
+        .position(|z| !(z.re.is_finite() && z.im.is_finite()))
+}
+
+/// The one comparison every check makes: false for a NaN error, so NaN is never within bound.
+fn within(err: f64, bound: f64) -> bool {
+    err <= bound
+}
+
+/// Walks per-element errors against per-element bounds.
+#[derive(Default)]
+struct Scan {
+    first_bad: Option<usize>,
+    bad: usize,
+    max_err: f64,
+    argmax: usize,
+    worst_ratio: f64,
+}
+
+impl Scan {
+    fn visit(&mut self, i: usize, err: f64, bound: f64) {
+        if !within(err, bound) {
+            self.bad += 1;
+            self.first_bad.get_or_insert(i);
+        }
+        let err = if err.is_nan() { f64::INFINITY } else { err };
+        if err > self.max_err {
+            self.max_err = err;
+            self.argmax = i;
+        }
+        self.worst_ratio = self.worst_ratio.max(ratio(err, bound));
+    }
+}
+
+/// ln-factor of rocFFT's Linf bound, `max(ln N, 1)`. The max is ours: rocFFT's `ln N` is 0 at
+/// N = 1 (the identity transform), which would demand bit-exact output from an FFT that may
+/// still multiply by a rounded twiddle of 1.
+fn ln_factor(n: usize) -> f64 {
+    (n as f64).ln().max(1.0)
+}
+
+/// `sqrt(max(log2 N, 1))`, rocFFT's L2 factor with the same deviation at N = 1.
+fn l2_factor(n: usize) -> f64 {
+    (n as f64).log2().max(1.0).sqrt()
+}
+
+/// rocFFT's Linf bound for a single-precision transform whose exact result is `reference`:
+/// `eps_p * ||ref||_inf * max(ln N, 1)`, eps_p = 3.75e-5, norms over components.
+pub fn fft_linf_bound(reference: &[Complex64]) -> f64 {
+    EPS_FFT_SINGLE * linf(reference) * ln_factor(reference.len())
+}
+
+/// Single-precision complex FFT output against the f64 reference (rocFFT clients,
+/// shared/accuracy_test.h), two criteria:
+///
+/// - Linf, per element: `max(|Δre|, |Δim|) <= eps_p * ||ref||_inf * max(ln N, 1)`;
+/// - L2, whole vector: `||got - ref||_2 / ||ref||_2 <= sqrt(max(log2 N, 1)) * eps_p`;
+///
+/// eps_p = 3.75e-5; the `max(., 1)` is our deviation so N = 1 is not held to zero error.
+///
+/// `max_abs_err` is the largest component error; `max_rel_err` is the measured relative L2
+/// error. On a Linf failure the index is the first element out of bound; if only the L2
+/// criterion fails it is the element with the largest error, and `count` is the number of
+/// elements whose error exceeds an even share `L2 budget / sqrt(N)` of it.
+pub fn check_fft(
+    what: &str,
+    got: &[Complex32],
+    want: &[Complex64],
+) -> Result<CheckSummary, Mismatch> {
+    let n = want.len();
+    if got.len() != n {
+        return Err(length_mismatch(what, got.len(), n));
+    }
+    if let Some(i) = first_nonfinite(want) {
+        return Err(nonfinite_reference(what, i, fmt_c64(want[i]), n));
+    }
+    let ref_inf = linf(want);
+    let ref_l2 = want.iter().map(|z| z.norm_sqr()).sum::<f64>().sqrt();
+    let linf_bound = EPS_FFT_SINGLE * ref_inf * ln_factor(n);
+    let l2_bound = EPS_FFT_SINGLE * l2_factor(n);
+
+    let mut scan = Scan::default();
+    let mut d2 = 0.0;
+    for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let e = component_err(g, w);
+        scan.visit(i, e, linf_bound);
+        d2 += if e.is_finite() {
+            (widen(g) - w).norm_sqr()
+        } else {
+            f64::INFINITY
+        };
+    }
+    let l2_rel = ratio(d2.sqrt(), ref_l2);
+    let l2_ok = l2_rel <= l2_bound;
+
+    let linf_text = format!(
+        "max(|dre|,|dim|) <= eps_p*||ref||_inf*max(ln N,1) with eps_p={EPS_FFT_SINGLE:e}, N={n}, ||ref||_inf={ref_inf:.4e}"
+    );
+    let l2_text = format!(
+        "||got-ref||_2/||ref||_2 = {:.3e} {} sqrt(max(log2 N,1))*eps_p = {l2_bound:.3e}",
+        reportable(l2_rel),
+        if l2_ok { "<=" } else { ">" }
+    );
+    const SOURCE: &str = "(rocFFT clients shared/accuracy_test.h; max(.,1) ours, for N=1)";
+
+    let mismatch = |index: usize, count: usize, bound: f64, formula: String| Mismatch {
+        what: what.to_string(),
+        index,
+        got: fmt_c32(got[index]),
+        want: fmt_c64(want[index]),
+        count,
+        len: n,
+        max_abs_err: reportable(scan.max_err),
+        max_rel_err: reportable(l2_rel),
+        bound,
+        formula,
+    };
+    if let Some(first) = scan.first_bad {
+        return Err(mismatch(
+            first,
+            scan.bad,
+            linf_bound,
+            format!("{linf_text}; L2: {l2_text} {SOURCE}"),
+        ));
+    }
+    if !l2_ok {
+        let share = l2_bound * ref_l2 / (n as f64).sqrt();
+        let over = got
+            .iter()
+            .zip(want)
+            .filter(|&(&g, &w)| !within(component_err(g, w), share))
+            .count();
+        return Err(mismatch(
+            scan.argmax,
+            over,
+            l2_bound,
+            format!("L2: {l2_text} {SOURCE}; Linf holds"),
+        ));
+    }
+    Ok(CheckSummary {
+        len: n,
+        max_abs_err: scan.max_err,
+        max_rel_err: l2_rel,
+        bound: linf_bound,
+        formula: format!("{linf_text}; L2: {l2_text} {SOURCE}"),
+        worst_ratio: scan.worst_ratio.max(ratio(l2_rel, l2_bound)),
+    })
+}
+
+/// Pipeline magnitudes (`|scale * FFT(a + b)|`, computed on the device in f32) against the f64
+/// reference, per element:
+///
+/// `|got_i - ref_i| <= |scale| * sqrt(2) * B_fft + 4 * eps32 * ref_i`
+///
+/// where `B_fft = eps_p * ||FFT ref||_inf * max(ln N, 1)` is [`check_fft`]'s Linf bound on the
+/// unscaled transform (ours, derived from rocFFT's): `||x| - |y|| <= |x - y| <= sqrt(2) *
+/// max(|Δre|, |Δim|)` carries the FFT's component bound through the magnitude, and
+/// `4 eps32 |ref|` covers the f32 rounding of the add, scale and magnitude stages themselves.
+///
+/// `bound` is the bound at the reported element (at the worst-ratio element on a pass);
+/// `max_rel_err` is relative to the largest reference magnitude.
+pub fn check_pipeline(
+    what: &str,
+    got: &[f32],
+    want: &PipelineReference,
+    scale: f32,
+) -> Result<CheckSummary, Mismatch> {
+    let n = want.magnitude.len();
+    if got.len() != n {
+        return Err(length_mismatch(what, got.len(), n));
+    }
+    if want.fft.len() != n {
+        return Err(length_mismatch(
+            &format!("{what} (reference FFT vs reference magnitude)"),
+            want.fft.len(),
+            n,
+        ));
+    }
+    if let Some(i) = first_nonfinite(&want.fft) {
+        return Err(nonfinite_reference(what, i, fmt_c64(want.fft[i]), n));
+    }
+    let b_fft = fft_linf_bound(&want.fft);
+    let abs_term = f64::from(scale).abs() * std::f64::consts::SQRT_2 * b_fft;
+    let bound_at = |i: usize| abs_term + 4.0 * EPS32 * want.magnitude[i].abs();
+
+    let mut scan = Scan::default();
+    let mut worst = (0.0, 0);
+    for (i, (&g, &w)) in got.iter().zip(&want.magnitude).enumerate() {
+        let e = if g.is_finite() {
+            (f64::from(g) - w).abs()
+        } else {
+            f64::INFINITY
+        };
+        let b = bound_at(i);
+        scan.visit(i, e, b);
+        let r = ratio(e, b);
+        if r > worst.0 {
+            worst = (r, i);
+        }
+    }
+    let ref_max = want.magnitude.iter().fold(0.0f64, |m, x| m.max(x.abs()));
+    let formula = format!(
+        "|got-ref| <= |scale|*sqrt(2)*B_fft + 4*eps32*|ref| with scale={scale:e}, B_fft=eps_p*||FFT ref||_inf*max(ln N,1)={b_fft:.4e}, eps_p={EPS_FFT_SINGLE:e}, N={n} (ours, from rocFFT clients shared/accuracy_test.h)"
+    );
+    if let Some(first) = scan.first_bad {
+        return Err(Mismatch {
+            what: what.to_string(),
+            index: first,
+            got: format!("{:.8e}", got[first]),
+            want: format!("{:.8e}", want.magnitude[first]),
+            count: scan.bad,
+            len: n,
+            max_abs_err: reportable(scan.max_err),
+            max_rel_err: reportable(ratio(scan.max_err, ref_max)),
+            bound: bound_at(first),
+            formula,
+        });
+    }
+    Ok(CheckSummary {
+        len: n,
+        max_abs_err: scan.max_err,
+        max_rel_err: ratio(scan.max_err, ref_max),
+        bound: if n == 0 { abs_term } else { bound_at(worst.1) },
+        formula,
+        worst_ratio: scan.worst_ratio,
+    })
+}
+
+/// Distance in units in the last place between two f32 (0 for +0 vs -0). Maps the sign-magnitude
+/// bit pattern onto a line where adjacent floats are adjacent integers.
+fn ulp_distance(a: f32, b: f32) -> u64 {
+    fn key(x: f32) -> i64 {
+        let bits = i64::from(x.to_bits() & 0x7FFF_FFFF);
+        if x.is_sign_negative() { -bits } else { bits }
+    }
+    key(a).abs_diff(key(b))
+}
+
+/// cgemm output `C` (`m x n`, leading dimension `ldc`, `k` the inner dimension) against the f64
+/// reference from [`crate::reference::cgemm`] (rocBLAS clients' conventions):
+///
+/// - `exact_inputs` (A, B, C from `generate::integer_matrix`, integer alpha and beta, every
+///   partial sum below 2^24): each component within 4 ULP of the reference rounded to f32.
+///   rocBLAS clients compare such results exactly; the 4 ULP leave room for a kernel that
+///   splits alpha/beta scaling differently. `bound` is 4 (ULP), errors are still reported in
+///   absolute terms.
+/// - otherwise: each component `|Δ| <= max(k, 1) * 1e-4 * sqrt(0.5)` (rocBLAS
+///   `sum_error_tolerance<rocblas_float_complex>` = 1e-4 per summed term, split over the two
+///   components). It is absolute: it assumes entries of order 1 (the generators' [-0.5, 0.5])
+///   and |alpha|, |beta| of order 1. `max(k, 1)` is ours so that k = 0 (C = beta C) still
+///   allows rounding.
+///
+/// Rows `m..ldc` (and anything else outside the `m x n` block) are padding a cgemm must not
+/// write: they must be bit-identical to the reference, which carries the input's padding.
+/// Indices are positions in the `ldc`-strided slice. `max_rel_err` is relative to the largest
+/// reference component in the block.
+#[allow(clippy::too_many_arguments)] // the cgemm shape, as BLAS passes it
+pub fn check_cgemm(
+    what: &str,
+    got: &[Complex32],
+    want: &[Complex64],
+    m: usize,
+    n: usize,
+    ldc: usize,
+    k: usize,
+    exact_inputs: bool,
+) -> Result<CheckSummary, Mismatch> {
+    if got.len() != want.len() {
+        return Err(length_mismatch(what, got.len(), want.len()));
+    }
+    let ldc = ldc.max(1);
+    let in_block = |p: usize| p % ldc < m && p / ldc < n;
+    let block_ref_max = want
+        .iter()
+        .enumerate()
+        .filter(|&(p, _)| in_block(p))
+        .fold(0.0f64, |a, (_, z)| a.max(z.re.abs()).max(z.im.abs()));
+    if !block_ref_max.is_finite() {
+        let i = want
+            .iter()
+            .enumerate()
+            .position(|(p, z)| in_block(p) && !(z.re.is_finite() && z.im.is_finite()))
+            .unwrap_or(0);
+        return Err(nonfinite_reference(what, i, fmt_c64(want[i]), want.len()));
+    }
+    let abs_bound = k.max(1) as f64 * GEMM_SUM_TOLERANCE * std::f64::consts::FRAC_1_SQRT_2;
+    let bound = if exact_inputs {
+        f64::from(GEMM_EXACT_ULPS)
+    } else {
+        abs_bound
+    };
+
+    let mut scan = Scan::default();
+    let mut max_abs = 0.0f64;
+    let mut first_padding_write = None;
+    for (p, (&g, &w)) in got.iter().zip(want).enumerate() {
+        let abs = component_err(g, w);
+        max_abs = max_abs.max(abs);
+        if !in_block(p) {
+            // Padding came from an f32 input, so the widened reference is exact: compare bits.
+            let same = g.re.to_bits() == (w.re as f32).to_bits()
+                && g.im.to_bits() == (w.im as f32).to_bits();
+            if !same {
+                scan.visit(p, f64::INFINITY, 0.0);
+                first_padding_write.get_or_insert(p);
+            }
+            continue;
+        }
+        let err = if exact_inputs {
+            if is_finite_c32(g) {
+                let r = ulp_distance(g.re, w.re as f32).max(ulp_distance(g.im, w.im as f32));
+                r as f64
+            } else {
+                f64::INFINITY
+            }
+        } else {
+            abs
+        };
+        scan.visit(p, err, bound);
+    }
+    let formula = if exact_inputs {
+        "ulp(got, f32(ref)) <= 4 per component: integer inputs 1..10 make every partial sum exact (rocBLAS clients unit_check convention)".to_string()
+    } else {
+        format!(
+            "|dre|,|dim| <= max(K,1)*1e-4*sqrt(0.5) with K={k} (rocBLAS clients sum_error_tolerance<rocblas_float_complex>; max(K,1) ours)"
+        )
+    };
+    let padding_formula = "rows m..ldc of C are padding: cgemm must leave them bit-identical";
+    let max_rel = ratio(max_abs, block_ref_max);
+    if let Some(first) = scan.first_bad {
+        let (bound, formula) = if first_padding_write == Some(first) {
+            (0.0, format!("{padding_formula} (m={m}, n={n}, ldc={ldc})"))
+        } else if first_padding_write.is_some() {
+            (bound, format!("{formula}; padding rows were written too"))
+        } else {
+            (bound, formula)
+        };
+        return Err(Mismatch {
+            what: what.to_string(),
+            index: first,
+            got: fmt_c32(got[first]),
+            want: fmt_c64(want[first]),
+            count: scan.bad,
+            len: want.len(),
+            max_abs_err: reportable(max_abs),
+            max_rel_err: reportable(max_rel),
+            bound,
+            formula,
+        });
+    }
+    Ok(CheckSummary {
+        len: want.len(),
+        max_abs_err: max_abs,
+        max_rel_err: max_rel,
+        bound,
+        formula,
+        worst_ratio: scan.worst_ratio,
+    })
+}
+
+/// cpotrf's factor against the f64 reference from [`crate::reference::cholesky`] (rocSOLVER
+/// clients), over the factor triangle (diagonal included) only:
+///
+/// `||A_ref - A_got||_F / ||A_ref||_F <= n * eps`, eps = 1.19e-7 (f32 epsilon).
+///
+/// A normwise criterion has no per-element verdict, so the reported index is the first element
+/// whose error alone exceeds the whole budget `n eps ||A_ref||_F`, or failing that the element
+/// with the largest error; `count` is the number of elements over an even share of the budget
+/// (budget / sqrt(elements in the triangle)). `max_rel_err` is the measured Frobenius ratio;
+/// `max_abs_err` the largest element's |Δ| (complex modulus). The other triangle is LAPACK's to
+/// leave alone or use as workspace, and is not checked. Indices are positions in the
+/// `lda`-strided slice.
+pub fn check_cholesky(
+    what: &str,
+    got: &[Complex32],
+    want: &[Complex64],
+    uplo: Uplo,
+    n: usize,
+    lda: usize,
+) -> Result<CheckSummary, Mismatch> {
+    if got.len() != want.len() {
+        return Err(length_mismatch(what, got.len(), want.len()));
+    }
+    let lda = lda.max(1);
+    let triangle = |p: usize| {
+        let (i, j) = (p % lda, p / lda);
+        i < n
+            && j < n
+            && match uplo {
+                Uplo::Lower => i >= j,
+                Uplo::Upper => i <= j,
+            }
+    };
+    let mut d2 = 0.0;
+    let mut r2 = 0.0;
+    let mut elements = 0usize;
+    let mut errs = Vec::with_capacity(n * (n + 1) / 2);
+    for (p, (&g, &w)) in got.iter().zip(want).enumerate() {
+        if !triangle(p) {
+            continue;
+        }
+        if !(w.re.is_finite() && w.im.is_finite()) {
+            return Err(nonfinite_reference(what, p, fmt_c64(w), want.len()));
+        }
+        let e = if is_finite_c32(g) {
+            (widen(g) - w).norm()
+        } else {
+            f64::INFINITY
+        };
+        d2 += e * e;
+        r2 += w.norm_sqr();
+        elements += 1;
+        errs.push((p, e));
+    }
+    let rel = ratio(d2.sqrt(), r2.sqrt());
+    let bound = n.max(1) as f64 * EPS32;
+    let max = errs.iter().fold(
+        (0.0f64, 0usize),
+        |m, &(p, e)| if e > m.0 { (e, p) } else { m },
+    );
+    let formula = format!(
+        "||ref-got||_F/||ref||_F = {:.3e} {} n*eps = {bound:.3e} over the {} triangle, n={n}, eps={EPS32:.3e} (rocSOLVER clients)",
+        reportable(rel),
+        if rel <= bound { "<=" } else { ">" },
+        match uplo {
+            Uplo::Lower => "lower",
+            Uplo::Upper => "upper",
+        }
+    );
+    if !within(rel, bound) {
+        let budget = bound * r2.sqrt();
+        let share = budget / (elements.max(1) as f64).sqrt();
+        let index = errs
+            .iter()
+            .find(|&&(_, e)| !within(e, budget))
+            .map_or(max.1, |&(p, _)| p);
+        return Err(Mismatch {
+            what: what.to_string(),
+            index,
+            got: fmt_c32(got[index]),
+            want: fmt_c64(want[index]),
+            count: errs.iter().filter(|&&(_, e)| !within(e, share)).count(),
+            len: elements,
+            max_abs_err: reportable(max.0),
+            max_rel_err: reportable(rel),
+            bound,
+            formula,
+        });
+    }
+    Ok(CheckSummary {
+        len: elements,
+        max_abs_err: max.0,
+        max_rel_err: rel,
+        bound,
+        formula,
+        worst_ratio: ratio(rel, bound),
+    })
+}
+
+/// cpotrf's `info` must be LAPACK's: 0 for an HPD matrix, else the 1-based order of the first
+/// leading minor that is not positive definite (rocSOLVER clients compare it exactly). A
+/// negative value is LAPACK's "argument -info was invalid".
+pub fn check_info(what: &str, got_info: i64, want_info: usize) -> Result<CheckSummary, Mismatch> {
+    let formula = "info == LAPACK's: 0 if HPD, else 1-based order of the first non-PD leading minor (rocSOLVER clients)";
+    if i64::try_from(want_info) == Ok(got_info) {
+        return Ok(CheckSummary {
+            len: 1,
+            max_abs_err: 0.0,
+            max_rel_err: 0.0,
+            bound: 0.0,
+            formula: formula.into(),
+            worst_ratio: 0.0,
+        });
+    }
+    let got = if got_info < 0 {
+        format!(
+            "info = {got_info} (argument {} reported invalid)",
+            -got_info
+        )
+    } else {
+        format!("info = {got_info}")
+    };
+    Err(Mismatch {
+        what: what.to_string(),
+        index: 0,
+        got,
+        want: format!("info = {want_info}"),
+        count: 1,
+        len: 1,
+        max_abs_err: (got_info as f64 - want_info as f64).abs(),
+        max_rel_err: 0.0,
+        bound: 0.0,
+        formula: formula.into(),
+    })
+}
+
+/// Bit-exact comparison for data that must cross unchanged; the formula is
+/// [`BIT_EXACT`], which `Mismatch`'s Display knows. `max_abs_err` is the largest
+/// number of differing bits in one element (1 = a bit flip, ~half the width = wholly other
+/// data, e.g. a stale buffer); `max_rel_err` is that as a fraction of the element's bits.
+fn check_bits(
+    what: &str,
+    len: (usize, usize),
+    width_bits: u32,
+    differing_bits: impl Fn(usize) -> u32,
+    show: impl Fn(usize) -> (String, String),
+    formula: &str,
+) -> Result<CheckSummary, Mismatch> {
+    let (got_len, want_len) = len;
+    if got_len != want_len {
+        return Err(length_mismatch(what, got_len, want_len));
+    }
+    let mut first = None;
+    let mut count = 0;
+    let mut max_bits = 0;
+    for i in 0..want_len {
+        let d = differing_bits(i);
+        if d != 0 {
+            count += 1;
+            first.get_or_insert(i);
+            max_bits = max_bits.max(d);
+        }
+    }
+    let max_abs_err = f64::from(max_bits);
+    let max_rel_err = max_abs_err / f64::from(width_bits);
+    match first {
+        None => Ok(CheckSummary {
+            len: want_len,
+            max_abs_err,
+            max_rel_err,
+            bound: 0.0,
+            formula: formula.into(),
+            worst_ratio: 0.0,
+        }),
+        Some(index) => {
+            let (got, want) = show(index);
+            Err(Mismatch {
+                what: what.to_string(),
+                index,
+                got,
+                want,
+                count,
+                len: want_len,
+                max_abs_err,
+                max_rel_err,
+                bound: 0.0,
+                formula: formula.into(),
+            })
+        }
+    }
+}
+
+/// The handoff pattern (`generate::pattern`), bit for bit. See [`check_bits`] for what the
+/// error fields mean here.
+pub fn check_exact_u32(what: &str, got: &[u32], want: &[u32]) -> Result<CheckSummary, Mismatch> {
+    check_bits(
+        what,
+        (got.len(), want.len()),
+        32,
+        |i| (got[i] ^ want[i]).count_ones(),
+        |i| (format!("{:#010x}", got[i]), format!("{:#010x}", want[i])),
+        BIT_EXACT,
+    )
+}
+
+/// Complex f32 data that must cross unchanged (an input after a copy or a mapping), bit for
+/// bit, NaN payloads and signed zeros included.
+pub fn check_exact_c32(
+    what: &str,
+    got: &[Complex32],
+    want: &[Complex32],
+) -> Result<CheckSummary, Mismatch> {
+    check_bits(
+        what,
+        (got.len(), want.len()),
+        64,
+        |i| {
+            (got[i].re.to_bits() ^ want[i].re.to_bits()).count_ones()
+                + (got[i].im.to_bits() ^ want[i].im.to_bits()).count_ones()
+        },
+        |i| (fmt_c32(got[i]), fmt_c32(want[i])),
+        BIT_EXACT,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::{
+        PAD_C, complex_vec, complex_vec_strategy, hpd_strategy, integer_matrix, matrix,
+        non_hpd_strategy, pattern, pow2_size_strategy, size_strategy,
+    };
+    use crate::reference::{self, Transpose, fft_forward};
+    use proptest::prelude::*;
+    use proptest::sample::Index;
+
+    // ---- f32 implementations: what a correct device computes, round-off and all ----
+
+    fn twiddle(jk: usize, n: usize) -> Complex32 {
+        // Angles in f64, rounded once, as real FFT libraries precompute them.
+        let t = -2.0 * std::f64::consts::PI * (jk % n) as f64 / n as f64;
+        Complex32::new(t.cos() as f32, t.sin() as f32)
+    }
+
+    /// Iterative radix-2 decimation in time, all arithmetic in f32.
+    fn fft32_radix2(x: &[Complex32]) -> Vec<Complex32> {
+        let n = x.len();
+        assert!(n.is_power_of_two());
+        let bits = n.trailing_zeros();
+        let mut a: Vec<Complex32> = (0..n)
+            .map(|i| {
+                if bits == 0 {
+                    x[0]
+                } else {
+                    x[i.reverse_bits() >> (usize::BITS - bits)]
+                }
+            })
+            .collect();
+        let mut len = 2;
+        while len <= n {
+            let tw: Vec<Complex32> = (0..len / 2).map(|j| twiddle(j, len)).collect();
+            for start in (0..n).step_by(len) {
+                for j in 0..len / 2 {
+                    let u = a[start + j];
+                    let v = a[start + j + len / 2] * tw[j];
+                    a[start + j] = u + v;
+                    a[start + j + len / 2] = u - v;
+                }
+            }
+            len *= 2;
+        }
+        a
+    }
+
+    /// O(N^2) DFT in f32 for the lengths radix-2 cannot do.
+    fn dft32(x: &[Complex32]) -> Vec<Complex32> {
+        let n = x.len();
+        (0..n)
+            .map(|k| {
+                x.iter()
+                    .enumerate()
+                    .fold(Complex32::new(0.0, 0.0), |s, (j, &v)| {
+                        s + v * twiddle(j * k, n)
+                    })
+            })
+            .collect()
+    }
+
+    fn fft32(x: &[Complex32]) -> Vec<Complex32> {
+        if x.len().is_power_of_two() {
+            fft32_radix2(x)
+        } else {
+            dft32(x)
+        }
+    }
+
+    fn pipeline32(a: &[Complex32], b: &[Complex32], scale: f32) -> Vec<f32> {
+        let sum: Vec<Complex32> = a.iter().zip(b).map(|(x, y)| x + y).collect();
+        fft32(&sum).iter().map(|z| (z * scale).norm()).collect()
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn cgemm32(
+        op_a: Transpose,
+        op_b: Transpose,
+        (m, n, k): (usize, usize, usize),
+        alpha: Complex32,
+        (a, lda): (&[Complex32], usize),
+        (b, ldb): (&[Complex32], usize),
+        beta: Complex32,
+        (c, ldc): (&[Complex32], usize),
+    ) -> Vec<Complex32> {
+        let at = |i: usize, l: usize| match op_a {
+            Transpose::None => a[i + l * lda],
+            Transpose::Trans => a[l + i * lda],
+            Transpose::ConjTrans => a[l + i * lda].conj(),
+        };
+        let bt = |l: usize, j: usize| match op_b {
+            Transpose::None => b[l + j * ldb],
+            Transpose::Trans => b[j + l * ldb],
+            Transpose::ConjTrans => b[j + l * ldb].conj(),
+        };
+        let mut out = c.to_vec();
+        for j in 0..n {
+            for i in 0..m {
+                let s = (0..k).fold(Complex32::new(0.0, 0.0), |s, l| s + at(i, l) * bt(l, j));
+                let old = if beta == Complex32::new(0.0, 0.0) {
+                    Complex32::new(0.0, 0.0)
+                } else {
+                    beta * out[i + j * ldc]
+                };
+                out[i + j * ldc] = alpha * s + old;
+            }
+        }
+        out
+    }
+
+    /// Left-looking Cholesky in f32, LAPACK's conventions (diagonal's real part, 1-based info).
+    fn cholesky32(
+        uplo: Uplo,
+        n: usize,
+        a: &[Complex32],
+        lda: usize,
+    ) -> Result<Vec<Complex32>, usize> {
+        let read = |i: usize, j: usize| match uplo {
+            Uplo::Lower => a[i + j * lda],
+            Uplo::Upper => a[j + i * lda].conj(),
+        };
+        let mut l = vec![Complex32::new(0.0, 0.0); n * n];
+        for j in 0..n {
+            let d = (0..j).fold(read(j, j).re, |d, p| d - l[j + p * n].norm_sqr());
+            // LAPACK's test, NaN included: `d <= 0 || isnan(d)`.
+            if d <= 0.0 || d.is_nan() {
+                return Err(j + 1);
+            }
+            let d = d.sqrt();
+            l[j + j * n] = Complex32::new(d, 0.0);
+            for i in j + 1..n {
+                let s = (0..j).fold(read(i, j), |s, p| s - l[i + p * n] * l[j + p * n].conj());
+                l[i + j * n] = s / d;
+            }
+        }
+        let mut out = a.to_vec();
+        for j in 0..n {
+            for i in j..n {
+                match uplo {
+                    Uplo::Lower => out[i + j * lda] = l[i + j * n],
+                    Uplo::Upper => out[j + i * lda] = l[i + j * n].conj(),
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    // ---- corruptions ----
+
+    #[derive(Debug, Clone, Copy)]
+    enum Corruption {
+        FlipSign,
+        AddDelta,
+        /// Bit 22: the top mantissa bit, a 25-50% change.
+        FlipMantissaTop,
+        /// Bit 30: the top exponent bit: huge, inf/NaN, or tiny.
+        FlipExponentTop,
+        Nan,
+    }
+
+    fn corruption() -> impl Strategy<Value = (Corruption, bool)> {
+        let kind = prop_oneof![
+            Just(Corruption::FlipSign),
+            Just(Corruption::AddDelta),
+            Just(Corruption::FlipMantissaTop),
+            Just(Corruption::FlipExponentTop),
+            Just(Corruption::Nan),
+        ];
+        (kind, any::<bool>())
+    }
+
+    fn corrupt_f32(kind: Corruption, x: f32, delta: f32) -> f32 {
+        match kind {
+            Corruption::FlipSign => -x,
+            Corruption::AddDelta => x + delta,
+            Corruption::FlipMantissaTop => f32::from_bits(x.to_bits() ^ (1 << 22)),
+            Corruption::FlipExponentTop => f32::from_bits(x.to_bits() ^ (1 << 30)),
+            Corruption::Nan => f32::NAN,
+        }
+    }
+
+    fn corrupt_c32((kind, im): (Corruption, bool), z: Complex32, delta: f32) -> Complex32 {
+        if im {
+            Complex32::new(z.re, corrupt_f32(kind, z.im, delta))
+        } else {
+            Complex32::new(corrupt_f32(kind, z.re, delta), z.im)
+        }
+    }
+
+    /// How far a corruption moves a value (inf if it makes it non-finite).
+    fn moved(before: Complex32, after: Complex32) -> f64 {
+        component_err(after, widen(before))
+    }
+
+    /// First index at or after `start` (cyclically) where a corruption is certain to be out of
+    /// bound; a sign flip of 0.0 or a mantissa flip of a tiny value would not be a corruption
+    /// any check could, or should, see.
+    fn pick(len: usize, start: usize, eligible: impl Fn(usize) -> bool) -> Option<usize> {
+        (0..len).map(|o| (start + o) % len).find(|&i| eligible(i))
+    }
+
+    fn cfg(cases: u32) -> ProptestConfig {
+        ProptestConfig {
+            cases,
+            failure_persistence: None,
+            ..ProptestConfig::default()
+        }
+    }
+
+    // ---- FFT ----
+
+    fn small_fft_input() -> impl Strategy<Value = Vec<Complex32>> {
+        size_strategy()
+            .prop_filter("debug-sized", |&n| n <= 2048)
+            .prop_flat_map(complex_vec_strategy)
+    }
+
+    proptest! {
+        #![proptest_config(cfg(48))]
+
+        /// A correct f32 FFT (radix 2, or a direct DFT for other lengths, N = 1 included)
+        /// passes both rocFFT criteria.
+        #[test]
+        fn fft_accepts_f32_roundoff(x in small_fft_input()) {
+            let want = fft_forward(&x);
+            let s = check_fft("fft", &fft32(&x), &want).map_err(|m| TestCaseError::fail(m.to_string()))?;
+            prop_assert!(s.worst_ratio < 1.0);
+        }
+
+        /// One corrupted element, found at its index, alone.
+        #[test]
+        fn fft_rejects_one_corrupted_element(
+            x in pow2_size_strategy(11).prop_flat_map(complex_vec_strategy),
+            start in any::<Index>(),
+            how in corruption(),
+        ) {
+            let want = fft_forward(&x);
+            let mut got = fft32(&x);
+            let bound = fft_linf_bound(&want);
+            let delta = (10.0 * bound) as f32;
+            let Some(i) = pick(got.len(), start.index(got.len()), |i| {
+                moved(got[i], corrupt_c32(how, got[i], delta)) > 3.0 * bound
+            }) else {
+                return Err(TestCaseError::reject("no element this corruption would visibly change"));
+            };
+            got[i] = corrupt_c32(how, got[i], delta);
+            let m = check_fft("fft", &got, &want).err().ok_or_else(|| TestCaseError::fail("accepted"))?;
+            prop_assert_eq!(m.index, i);
+            prop_assert_eq!(m.count, 1);
+            prop_assert!(m.formula.contains("rocFFT"));
+        }
+    }
+
+    #[test]
+    fn fft_of_length_one_is_held_to_a_nonzero_bound() {
+        let x = [Complex32::new(0.3, -0.2)];
+        let want = fft_forward(&x);
+        assert!(fft_linf_bound(&want) > 0.0);
+        assert!(check_fft("n=1", &x, &want).is_ok());
+        let off = [Complex32::new(0.3 * (1.0 + 2.0 * 3.75e-5), -0.2)];
+        assert!(check_fft("n=1", &off, &want).is_err());
+    }
+
+    /// Every element inside the Linf bound, yet too much error overall: the L2 criterion
+    /// fails alone, and names the element with the largest error.
+    #[test]
+    fn fft_l2_criterion_fails_alone_at_the_largest_error() {
+        let n = 256;
+        let x = vec![Complex32::new(0.25, 0.0); n]; // FFT: one spike of 64 at 0, zeros elsewhere
+        let want = fft_forward(&x);
+        let lb = fft_linf_bound(&want);
+        let mut got: Vec<Complex32> = want
+            .iter()
+            .map(|z| Complex32::new((z.re + 0.9 * lb) as f32, (z.im - 0.9 * lb) as f32))
+            .collect();
+        got[77].re = (want[77].re + 0.97 * lb) as f32;
+        let m = check_fft("l2", &got, &want).expect_err("L2 must fail");
+        assert!(m.formula.starts_with("L2:"), "{}", m.formula);
+        assert_eq!(m.index, 77);
+        assert!(m.count > 1);
+        assert!(m.max_abs_err <= lb);
+        assert!(m.max_rel_err > m.bound);
+    }
+
+    #[test]
+    fn nan_and_inf_are_out_of_any_bound_and_serialize() {
+        let x = complex_vec(5, 64);
+        let want = fft_forward(&x);
+        let mut got = fft32(&x);
+        got[9].im = f32::INFINITY;
+        got[40].re = f32::NAN;
+        let m = check_fft("nan", &got, &want).expect_err("non-finite output");
+        assert_eq!((m.index, m.count), (9, 2));
+        assert_eq!(m.max_abs_err, f64::MAX);
+        // The run's JSON must read back: no inf or NaN in the record.
+        let json = serde_json::to_string(&m).expect("serialize");
+        let back: Mismatch = serde_json::from_str(&json).expect("round trip");
+        assert_eq!(back, m);
+    }
+
+    #[test]
+    fn length_mismatch_is_a_mismatch() {
+        let want = fft_forward(&complex_vec(1, 8));
+        let m = check_fft("len", &[Complex32::new(0.0, 0.0); 7], &want).expect_err("short");
+        assert_eq!((m.index, m.count, m.len), (7, 1, 8));
+    }
+
+    // ---- pipeline ----
+
+    fn pipeline_inputs() -> impl Strategy<Value = (Vec<Complex32>, Vec<Complex32>)> {
+        pow2_size_strategy(11).prop_flat_map(|n| (complex_vec_strategy(n), complex_vec_strategy(n)))
+    }
+
+    proptest! {
+        #![proptest_config(cfg(32))]
+
+        #[test]
+        fn pipeline_accepts_f32_roundoff((a, b) in pipeline_inputs(), unit_scale in any::<bool>()) {
+            // The runner scales by 1/N; other scales must work too.
+            let scale = if unit_scale { 1.0 } else { 1.0 / a.len() as f32 };
+            let want = reference::pipeline(&a, &b, scale);
+            let got = pipeline32(&a, &b, scale);
+            check_pipeline("pipeline", &got, &want, scale).map_err(|m| TestCaseError::fail(m.to_string()))?;
+        }
+
+        #[test]
+        fn pipeline_rejects_one_corrupted_magnitude(
+            (a, b) in pipeline_inputs(),
+            start in any::<Index>(),
+            (kind, _) in corruption(),
+        ) {
+            let scale = 1.0 / a.len() as f32;
+            let want = reference::pipeline(&a, &b, scale);
+            let mut got = pipeline32(&a, &b, scale);
+            let worst_bound = want
+                .magnitude
+                .iter()
+                .map(|r| f64::from(scale) * std::f64::consts::SQRT_2 * fft_linf_bound(&want.fft) + 4.0 * EPS32 * r)
+                .fold(0.0, f64::max);
+            let delta = (10.0 * worst_bound) as f32;
+            let Some(i) = pick(got.len(), start.index(got.len()), |i| {
+                let c = corrupt_f32(kind, got[i], delta);
+                !c.is_finite() || f64::from((c - got[i]).abs()) > 3.0 * worst_bound
+            }) else {
+                return Err(TestCaseError::reject("no element this corruption would visibly change"));
+            };
+            got[i] = corrupt_f32(kind, got[i], delta);
+            let m = check_pipeline("pipeline", &got, &want, scale).err().ok_or_else(|| TestCaseError::fail("accepted"))?;
+            prop_assert_eq!(m.index, i);
+            prop_assert_eq!(m.count, 1);
+        }
+    }
+
+    // ---- cgemm ----
+
+    #[derive(Debug, Clone)]
+    struct GemmCase {
+        op_a: Transpose,
+        op_b: Transpose,
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: Complex32,
+        beta: Complex32,
+        a: Vec<Complex32>,
+        lda: usize,
+        b: Vec<Complex32>,
+        ldb: usize,
+        c: Vec<Complex32>,
+        ldc: usize,
+    }
+
+    impl GemmCase {
+        fn reference(&self) -> Vec<Complex64> {
+            reference::cgemm(
+                self.op_a, self.op_b, self.m, self.n, self.k, self.alpha, &self.a, self.lda,
+                &self.b, self.ldb, self.beta, &self.c, self.ldc,
+            )
+        }
+        fn f32_result(&self) -> Vec<Complex32> {
+            cgemm32(
+                self.op_a,
+                self.op_b,
+                (self.m, self.n, self.k),
+                self.alpha,
+                (&self.a, self.lda),
+                (&self.b, self.ldb),
+                self.beta,
+                (&self.c, self.ldc),
+            )
+        }
+    }
+
+    fn op() -> impl Strategy<Value = Transpose> {
+        prop_oneof![
+            Just(Transpose::None),
+            Just(Transpose::Trans),
+            Just(Transpose::ConjTrans)
+        ]
+    }
+
+    /// Shapes shrink together; the matrices come from the runner's seeded generators, so a
+    /// shrunk shape never disagrees with its data.
+    fn gemm_case(exact: bool) -> impl Strategy<Value = GemmCase> {
+        let scalar = |int: bool| {
+            if int {
+                (-2i8..=2, -2i8..=2)
+                    .prop_map(|(r, i)| Complex32::new(r.into(), i.into()))
+                    .boxed()
+            } else {
+                (-1.0f32..1.0, -1.0f32..1.0)
+                    .prop_map(|(r, i)| Complex32::new(r, i))
+                    .boxed()
+            }
+        };
+        (
+            (1usize..12, 1usize..12, 0usize..24, 0usize..3),
+            (op(), op()),
+            (scalar(exact), scalar(exact), any::<bool>()),
+            any::<u64>(),
+        )
+            .prop_map(
+                move |((m, n, k, pad), (op_a, op_b), (alpha, beta, beta_zero), seed)| {
+                    let draw = if exact { integer_matrix } else { matrix };
+                    let stored = |op, r, c| {
+                        if op == Transpose::None {
+                            (r, c)
+                        } else {
+                            (c, r)
+                        }
+                    };
+                    let (ar, ac) = stored(op_a, m, k);
+                    let (br, bc) = stored(op_b, k, n);
+                    let (lda, ldb, ldc) = (ar.max(1) + pad, br.max(1) + pad, m + pad);
+                    GemmCase {
+                        op_a,
+                        op_b,
+                        m,
+                        n,
+                        k,
+                        alpha,
+                        beta: if beta_zero {
+                            Complex32::new(0.0, 0.0)
+                        } else {
+                            beta
+                        },
+                        a: draw(seed, ar, ac, lda),
+                        lda,
+                        b: draw(seed ^ 1, br, bc, ldb),
+                        ldb,
+                        c: draw(seed ^ 2, m, n, ldc),
+                        ldc,
+                    }
+                },
+            )
+    }
+
+    proptest! {
+        #![proptest_config(cfg(48))]
+
+        #[test]
+        fn cgemm_accepts_f32_roundoff(g in gemm_case(false)) {
+            check_cgemm("cgemm", &g.f32_result(), &g.reference(), g.m, g.n, g.ldc, g.k, false)
+                .map_err(|m| TestCaseError::fail(m.to_string()))?;
+        }
+
+        /// Integer inputs: the f32 result is exact, so the 4-ULP check passes with 0 ULP.
+        #[test]
+        fn cgemm_exact_inputs_are_exact(g in gemm_case(true)) {
+            let s = check_cgemm("cgemm", &g.f32_result(), &g.reference(), g.m, g.n, g.ldc, g.k, true)
+                .map_err(|m| TestCaseError::fail(m.to_string()))?;
+            prop_assert_eq!(s.max_abs_err, 0.0);
+        }
+
+        #[test]
+        fn cgemm_rejects_one_corrupted_element(
+            g in prop_oneof![gemm_case(false), gemm_case(true)],
+            exact in any::<bool>(),
+            start in any::<Index>(),
+            how in corruption(),
+        ) {
+            // Integer data may also be checked with the absolute bound; not the reverse.
+            let exact = exact && g.a.iter().all(|z| z.re.fract() == 0.0) && g.alpha.re.fract() == 0.0
+                && g.alpha.im.fract() == 0.0 && g.beta.re.fract() == 0.0 && g.beta.im.fract() == 0.0
+                && g.c.iter().all(|z| z.re.fract() == 0.0);
+            let want = g.reference();
+            let mut got = g.f32_result();
+            let abs_bound = g.k.max(1) as f64 * 1e-4 * std::f64::consts::FRAC_1_SQRT_2;
+            let in_block = |p: usize| p % g.ldc < g.m && p / g.ldc < g.n;
+            let visible = |before: Complex32, after: Complex32| {
+                if exact {
+                    !is_finite_c32(after)
+                        || ulp_distance(after.re, before.re).max(ulp_distance(after.im, before.im)) > 4
+                } else {
+                    moved(before, after) > 3.0 * abs_bound
+                }
+            };
+            let delta = (10.0 * abs_bound) as f32;
+            let Some(i) = pick(got.len(), start.index(got.len()), |p| {
+                in_block(p) && visible(got[p], corrupt_c32(how, got[p], delta))
+            }) else {
+                return Err(TestCaseError::reject("no element this corruption would visibly change"));
+            };
+            got[i] = corrupt_c32(how, got[i], delta);
+            let m = check_cgemm("cgemm", &got, &want, g.m, g.n, g.ldc, g.k, exact)
+                .err().ok_or_else(|| TestCaseError::fail("accepted"))?;
+            prop_assert_eq!(m.index, i);
+            prop_assert_eq!(m.count, 1);
+        }
+    }
+
+    #[test]
+    fn cgemm_ulp_edge_is_four() {
+        let one = Complex32::new(1000.0, -7.0);
+        let want = [widen(one)];
+        let nudge = |bits: u32| Complex32::new(f32::from_bits(one.re.to_bits() + bits), one.im);
+        assert!(check_cgemm("ulp", &[nudge(4)], &want, 1, 1, 1, 3, true).is_ok());
+        let m = check_cgemm("ulp", &[nudge(5)], &want, 1, 1, 1, 3, true).expect_err("5 ulp");
+        assert_eq!(m.bound, 4.0);
+        assert!(m.formula.contains("rocBLAS"));
+        assert_eq!(ulp_distance(0.0, -0.0), 0);
+        assert_eq!(ulp_distance(f32::from_bits(1), -f32::from_bits(1)), 2);
+    }
+
+    #[test]
+    fn cgemm_write_into_padding_is_caught() {
+        let (m, n, k, ldc) = (3, 2, 4, 5);
+        let a = matrix(1, m, k, m);
+        let b = matrix(2, k, n, k);
+        let c = matrix(3, m, n, ldc);
+        let (one, zero) = (Complex32::new(1.0, 0.0), Complex32::new(0.0, 0.0));
+        let want = reference::cgemm(
+            Transpose::None,
+            Transpose::None,
+            m,
+            n,
+            k,
+            one,
+            &a,
+            m,
+            &b,
+            k,
+            zero,
+            &c,
+            ldc,
+        );
+        let mut got = cgemm32(
+            Transpose::None,
+            Transpose::None,
+            (m, n, k),
+            one,
+            (&a, m),
+            (&b, k),
+            zero,
+            (&c, ldc),
+        );
+        assert!(check_cgemm("pad", &got, &want, m, n, ldc, k, false).is_ok());
+        assert_eq!(got[ldc + m], PAD_C);
+        got[ldc + m] = Complex32::new(0.0, 0.0);
+        let mm = check_cgemm("pad", &got, &want, m, n, ldc, k, false).expect_err("padding written");
+        assert_eq!((mm.index, mm.count, mm.bound), (ldc + m, 1, 0.0));
+        assert!(mm.formula.contains("padding"), "{}", mm.formula);
+    }
+
+    // ---- cholesky ----
+
+    fn uplo() -> impl Strategy<Value = Uplo> {
+        prop_oneof![Just(Uplo::Lower), Just(Uplo::Upper)]
+    }
+
+    proptest! {
+        #![proptest_config(cfg(32))]
+
+        #[test]
+        fn cholesky_accepts_f32_roundoff(a in hpd_strategy(1..48usize, 0..3usize), uplo in uplo()) {
+            let want = reference::cholesky(uplo, a.rows, &a.data, a.lda).map_err(|i| TestCaseError::fail(format!("ref info {i}")))?;
+            let got = cholesky32(uplo, a.rows, &a.data, a.lda).map_err(|i| TestCaseError::fail(format!("f32 info {i}")))?;
+            let s = check_cholesky("potrf", &got, &want, uplo, a.rows, a.lda).map_err(|m| TestCaseError::fail(m.to_string()))?;
+            prop_assert!(s.worst_ratio < 1.0);
+            check_info("info", 0, 0).map_err(|m| TestCaseError::fail(m.to_string()))?;
+        }
+
+        #[test]
+        fn cholesky_rejects_one_corrupted_element(
+            a in hpd_strategy(1..48usize, 0..3usize),
+            uplo in uplo(),
+            start in any::<Index>(),
+            how in corruption(),
+        ) {
+            let want = reference::cholesky(uplo, a.rows, &a.data, a.lda).map_err(|i| TestCaseError::fail(format!("ref info {i}")))?;
+            let mut got = cholesky32(uplo, a.rows, &a.data, a.lda).map_err(|i| TestCaseError::fail(format!("f32 info {i}")))?;
+            let (n, lda) = (a.rows, a.lda);
+            let in_triangle = |p: usize| {
+                let (i, j) = (p % lda, p / lda);
+                i < n && j < n && match uplo { Uplo::Lower => i >= j, Uplo::Upper => i <= j }
+            };
+            let fro = (0..got.len()).filter(|&p| in_triangle(p)).map(|p| want[p].norm_sqr()).sum::<f64>().sqrt();
+            let budget = n as f64 * EPS32 * fro;
+            let delta = (10.0 * budget) as f32;
+            let Some(i) = pick(got.len(), start.index(got.len()), |p| {
+                let after = corrupt_c32(how, got[p], delta);
+                in_triangle(p) && (!is_finite_c32(after) || (widen(after) - widen(got[p])).norm() > 3.0 * budget)
+            }) else {
+                return Err(TestCaseError::reject("no element this corruption would visibly change"));
+            };
+            got[i] = corrupt_c32(how, got[i], delta);
+            let m = check_cholesky("potrf", &got, &want, uplo, n, lda).err().ok_or_else(|| TestCaseError::fail("accepted"))?;
+            prop_assert_eq!(m.index, i);
+            prop_assert!(m.formula.contains("rocSOLVER"));
+        }
+
+        /// The generator's info, the reference's and an f32 factorization's all agree, and
+        /// check_info tells a wrong one apart.
+        #[test]
+        fn non_hpd_info_agrees_everywhere(m in non_hpd_strategy(1..40usize, 0..3usize), uplo in uplo()) {
+            let (n, lda) = (m.matrix.rows, m.matrix.lda);
+            prop_assert_eq!(reference::cholesky(uplo, n, &m.matrix.data, lda).err(), Some(m.info));
+            let got = cholesky32(uplo, n, &m.matrix.data, lda).err().ok_or_else(|| TestCaseError::fail("f32 factored"))?;
+            check_info("info", got as i64, m.info).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            prop_assert!(check_info("info", 0, m.info).is_err());
+            prop_assert!(check_info("info", m.info as i64 + 1, m.info).is_err());
+        }
+    }
+
+    #[test]
+    fn check_info_explains_negative_info() {
+        let m = check_info("info", -4, 0).expect_err("invalid argument");
+        assert!(m.got.contains("argument 4"), "{}", m.got);
+    }
+
+    /// A factor that never arrived (the input matrix read back unchanged) is caught, with the
+    /// first wrong element named and most of the triangle counted.
+    #[test]
+    fn stale_cholesky_output_is_caught() {
+        let n = 16;
+        let a = crate::generate::hpd_matrix(4, n, n);
+        let want = reference::cholesky(Uplo::Lower, n, &a, n).expect("HPD");
+        let m = check_cholesky("stale", &a, &want, Uplo::Lower, n, n).expect_err("stale");
+        assert_eq!(m.index, 0);
+        assert!(m.count > n * (n + 1) / 4, "{}", m.count);
+    }
+
+    // ---- bit-exact ----
+
+    proptest! {
+        #![proptest_config(cfg(64))]
+
+        #[test]
+        fn exact_u32_finds_a_single_bit_flip(seed in any::<u32>(), words in 1usize..5000, start in any::<Index>(), bit in 0u32..32) {
+            let want = pattern(seed, words);
+            let mut got = want.clone();
+            prop_assert!(check_exact_u32("handoff", &got, &want).is_ok());
+            let i = start.index(words);
+            got[i] ^= 1 << bit;
+            let m = check_exact_u32("handoff", &got, &want).err().ok_or_else(|| TestCaseError::fail("accepted"))?;
+            prop_assert_eq!((m.index, m.count, m.max_abs_err), (i, 1, 1.0));
+        }
+
+        #[test]
+        fn exact_c32_finds_a_single_bit_flip(x in complex_vec_strategy(1..3000usize), start in any::<Index>(), bit in 0u32..32, im in any::<bool>()) {
+            let mut got = x.clone();
+            let i = start.index(x.len());
+            let flip = |v: f32| f32::from_bits(v.to_bits() ^ (1 << bit));
+            if im { got[i].im = flip(got[i].im) } else { got[i].re = flip(got[i].re) }
+            let m = check_exact_c32("copy", &got, &x).err().ok_or_else(|| TestCaseError::fail("accepted"))?;
+            prop_assert_eq!((m.index, m.count), (i, 1));
+        }
+    }
+
+    #[test]
+    fn stale_handoff_is_counted_as_mostly_wrong() {
+        let m = check_exact_u32("stale", &pattern(1, 4096), &pattern(2, 4096)).expect_err("stale");
+        assert!(m.count > 4000 && m.max_abs_err > 16.0, "{m}");
+    }
+
+    // ---- at the seed's size (release builds; ~10 s in debug, so ignored there) ----
+
+    #[test]
+    #[cfg_attr(debug_assertions, ignore = "4M-point FFTs: run with --release")]
+    fn fft_and_pipeline_at_four_million_points() {
+        let n = crate::generate::SEED_LEN;
+        let a = complex_vec(1, n);
+        let b = complex_vec(2, n);
+        let want = fft_forward(&a);
+        let mut got = fft32_radix2(&a);
+        let s = check_fft("4M", &got, &want).expect("genuine f32 round-off");
+        println!("4M radix-2 f32 FFT: {s}");
+        assert!(s.worst_ratio < 0.5, "{s}");
+        let i = 3_000_001;
+        got[i].re = -got[i].re + if got[i].re >= 0.0 { -1.0 } else { 1.0 };
+        let m = check_fft("4M", &got, &want).expect_err("corrupted");
+        assert_eq!((m.index, m.count), (i, 1));
+
+        let scale = 1.0 / n as f32;
+        let want = reference::pipeline(&a, &b, scale);
+        let mut got = pipeline32(&a, &b, scale);
+        let s = check_pipeline("4M pipeline", &got, &want, scale).expect("genuine f32 round-off");
+        println!("4M f32 pipeline: {s}");
+        got[12345] *= 1.5;
+        let m = check_pipeline("4M pipeline", &got, &want, scale).expect_err("corrupted");
+        assert_eq!((m.index, m.count), (12345, 1));
+    }
+}

@@ -1,1 +1,177 @@
-//! TODO
+//! The worker: a child process that runs work items one after another and reports each over a
+//! line protocol, so that a crash, a hang or a device fault costs one case and not the run.
+//!
+//! Protocol (one JSON object per line, both directions):
+//! - parent -> worker, on stdin: [`WorkItem`] `{"id":"...","work":{"case":{...}}}`; EOF ends the
+//!   batch.
+//! - worker -> parent: [`PROTOCOL_PREFIX`] then a [`WorkerEvent`]:
+//!   `@@clhip {"event":"start","id":"..."}` before running an item and
+//!   `@@clhip {"event":"done","id":"...","outcome":{...},"duration_s":0.01}` after it, each
+//!   flushed at once so that the parent knows which case was in flight when the worker died.
+//!
+//! Protocol lines go to a private duplicate of the original stdout; the worker's fd 1 is pointed
+//! at stderr first, so driver chatter (printf from a runtime, buffered by C stdio and flushed in
+//! arbitrary chunks) can never split a protocol line. The parent still ignores unprefixed lines.
+
+use std::fs::File;
+use std::io::{BufRead, Write};
+use std::os::fd::AsFd;
+use std::time::Instant;
+
+use anyhow::Context;
+use serde::{Deserialize, Serialize};
+
+use crate::model::Outcome;
+use crate::runner::Work;
+
+/// Marks the worker's protocol lines among anything else a driver prints.
+pub const PROTOCOL_PREFIX: &str = "@@clhip ";
+
+/// One line on the worker's stdin.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkItem {
+    pub id: String,
+    pub work: Work,
+}
+
+/// One protocol line from the worker, after [`PROTOCOL_PREFIX`].
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "kebab-case")]
+pub enum WorkerEvent {
+    Start {
+        id: String,
+    },
+    Done {
+        id: String,
+        outcome: Outcome,
+        duration_s: f64,
+    },
+}
+
+impl WorkerEvent {
+    /// Finds a protocol event in a line of worker output. Returns `None` for driver output, and
+    /// an error for a prefixed line that does not parse (a harness bug, never driver noise).
+    pub fn parse_line(line: &str) -> Option<Result<WorkerEvent, serde_json::Error>> {
+        let json = line.strip_prefix(PROTOCOL_PREFIX)?;
+        Some(serde_json::from_str(json))
+    }
+
+    fn to_line(&self) -> anyhow::Result<String> {
+        let json = serde_json::to_string(self).context("encoding a protocol line")?;
+        Ok(format!("{PROTOCOL_PREFIX}{json}\n"))
+    }
+}
+
+/// The hidden `clhip __worker --seed N` subcommand: runs work items from stdin until EOF, or
+/// until one faults. A faulted device context is not trusted for further cases, so the worker
+/// exits 0 after reporting the fault and the parent starts a fresh one for the rest.
+pub fn worker_main(seed: u64, plant: Option<crate::ops::Plant>) -> anyhow::Result<()> {
+    die_with_parent();
+    let mut protocol = take_stdout_for_protocol()?;
+    let mut state = crate::ops::WorkerState::default();
+
+    for line in std::io::stdin().lock().lines() {
+        let line = line.context("reading work from stdin")?;
+        if line.trim().is_empty() {
+            continue;
+        }
+        let item: WorkItem = serde_json::from_str(&line)
+            .with_context(|| format!("decoding a work item from stdin: {line}"))?;
+
+        send(
+            &mut protocol,
+            &WorkerEvent::Start {
+                id: item.id.clone(),
+            },
+        )?;
+        let started = Instant::now();
+        let outcome = match &item.work {
+            Work::Case(case) => crate::ops::execute_planted(&mut state, case, seed, plant),
+            Work::Mock(action) => crate::mock::perform(*action),
+        };
+        let faulted = matches!(outcome, Outcome::Fault { .. });
+        send(
+            &mut protocol,
+            &WorkerEvent::Done {
+                id: item.id,
+                outcome,
+                duration_s: started.elapsed().as_secs_f64(),
+            },
+        )?;
+        if faulted {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// Writes and flushes one protocol line: the parent must see `start` before the case can crash.
+fn send(protocol: &mut File, event: &WorkerEvent) -> anyhow::Result<()> {
+    protocol
+        .write_all(event.to_line()?.as_bytes())
+        .and_then(|()| protocol.flush())
+        .context("writing a protocol line to the parent")
+}
+
+/// Keeps the original stdout for the protocol (close-on-exec, so helpers a driver spawns do not
+/// hold it) and points fd 1 at stderr, where driver prints land in the crash tail instead.
+fn take_stdout_for_protocol() -> anyhow::Result<File> {
+    let stdout = std::io::stdout();
+    let protocol = stdout
+        .as_fd()
+        .try_clone_to_owned()
+        .context("duplicating stdout for the protocol")?;
+    nix::unistd::dup2_stdout(std::io::stderr().as_fd())
+        .context("pointing stdout at stderr for driver output")?;
+    Ok(File::from(protocol))
+}
+
+/// Asks the kernel to SIGKILL this worker when the parent dies: the worker runs in its own
+/// process group, so a Ctrl-C (or SIGKILL) of the parent would otherwise leave it running on the
+/// GPU. Best effort: without it the worker still ends at the next stdin EOF or stdout EPIPE.
+fn die_with_parent() {
+    if let Err(e) = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL) {
+        eprintln!("clhip worker: cannot set parent-death signal: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mock::MockAction;
+
+    #[test]
+    fn protocol_lines_round_trip_and_driver_output_is_not_protocol() {
+        let done = WorkerEvent::Done {
+            id: "mock/pass/0".into(),
+            outcome: Outcome::pass(),
+            duration_s: 0.5,
+        };
+        let line = done.to_line().unwrap();
+        assert_eq!(
+            line,
+            "@@clhip {\"event\":\"done\",\"id\":\"mock/pass/0\",\"outcome\":{\"outcome\":\"pass\"},\"duration_s\":0.5}\n"
+        );
+        let parsed = WorkerEvent::parse_line(line.trim_end()).unwrap().unwrap();
+        assert_eq!(parsed, done);
+        assert!(WorkerEvent::parse_line("amdgpu: some driver message").is_none());
+        assert!(
+            WorkerEvent::parse_line("@@clhip {not json")
+                .unwrap()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn work_items_encode_as_one_json_line() {
+        let item = WorkItem {
+            id: "mock/segfault/1".into(),
+            work: Work::Mock(MockAction::Segfault),
+        };
+        let json = serde_json::to_string(&item).unwrap();
+        assert_eq!(
+            json,
+            r#"{"id":"mock/segfault/1","work":{"mock":"segfault"}}"#
+        );
+    }
+}

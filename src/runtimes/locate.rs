@@ -1,1 +1,294 @@
-//! TODO
+//! Finding the device runtimes' libraries at run time. Nothing GPU-related is linked at build
+//! time: one binary tests several ROCm installs side by side, and a missing library is an
+//! `unsupported` cell with the list of names and paths tried, not a start-up failure.
+
+use std::ffi::{CStr, c_char, c_int};
+use std::path::{Path, PathBuf};
+
+use libloading::Library;
+use serde::Serialize;
+
+use crate::model::Api;
+
+/// One name or path handed to dlopen, and why it did not load.
+#[derive(Debug, Clone, Serialize)]
+pub struct Attempt {
+    pub candidate: String,
+    pub error: String,
+}
+
+/// What a runtime search found.
+#[derive(Debug, Clone, Serialize)]
+pub struct RuntimeStatus {
+    pub api: Api,
+    /// The candidate that loaded, if any.
+    pub library: Option<String>,
+    /// Every candidate that did not load, in search order.
+    pub tried: Vec<Attempt>,
+    /// `loaded`, or why the runtime is unusable.
+    pub status: String,
+    pub runtime_version: Option<String>,
+    pub driver_version: Option<String>,
+    pub device_count: Option<usize>,
+    /// The device-count call's error, e.g. `hipErrorNoDevice (100)` on a machine without GPU.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub device_error: Option<String>,
+}
+
+impl RuntimeStatus {
+    fn not_found(api: Api, tried: Vec<Attempt>) -> Self {
+        let names: Vec<&str> = tried.iter().map(|a| a.candidate.as_str()).collect();
+        RuntimeStatus {
+            api,
+            library: None,
+            status: format!("unsupported: library not found (tried {})", names.join(", ")),
+            tried,
+            runtime_version: None,
+            driver_version: None,
+            device_count: None,
+            device_error: None,
+        }
+    }
+}
+
+/// dlopen each candidate in order; the first that loads wins.
+pub fn open_first(candidates: &[String]) -> Result<(Library, String), Vec<Attempt>> {
+    let mut tried = Vec::new();
+    for c in candidates {
+        // SAFETY: loading a vendor runtime runs its initialisers; that is the point.
+        match unsafe { Library::new(c) } {
+            Ok(lib) => return Ok((lib, c.clone())),
+            Err(e) => tried.push(Attempt {
+                candidate: c.clone(),
+                error: error_chain(&e),
+            }),
+        }
+    }
+    Err(tried)
+}
+
+/// libloading's Display says only "dlopen failed"; dlerror()'s text is in the source.
+fn error_chain(e: &dyn std::error::Error) -> String {
+    match e.source() {
+        Some(s) => s.to_string(),
+        None => e.to_string(),
+    }
+}
+
+/// ROCm install roots in the order a user means them: the explicit flag, `ROCM_PATH`, then
+/// `/opt/rocm` and versioned `/opt/rocm-*` (newest name last, as ls sorts them).
+pub fn rocm_roots(rocm_path: Option<&Path>) -> Vec<PathBuf> {
+    let mut roots = Vec::new();
+    if let Some(p) = rocm_path {
+        roots.push(p.to_path_buf());
+    }
+    if let Some(p) = std::env::var_os("ROCM_PATH") {
+        roots.push(PathBuf::from(p));
+    }
+    roots.push(PathBuf::from("/opt/rocm"));
+    if let Ok(entries) = std::fs::read_dir("/opt") {
+        let mut versioned: Vec<PathBuf> = entries
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| {
+                p.file_name()
+                    .and_then(|n| n.to_str())
+                    .is_some_and(|n| n.starts_with("rocm-"))
+            })
+            .collect();
+        versioned.sort();
+        roots.extend(versioned);
+    }
+    roots.dedup();
+    roots
+}
+
+/// libamdhip64 candidates: sonames 7, 6, 5 under each root's lib/, then the loader path.
+pub fn hip_candidates(rocm_path: Option<&Path>) -> Vec<String> {
+    const SONAMES: [&str; 3] = ["libamdhip64.so.7", "libamdhip64.so.6", "libamdhip64.so.5"];
+    let mut out = Vec::new();
+    for root in rocm_roots(rocm_path) {
+        for so in SONAMES {
+            out.push(root.join("lib").join(so).display().to_string());
+        }
+    }
+    // Only the explicit path when the user named one: comparing two installs must never
+    // silently fall back to whatever the loader finds first.
+    if rocm_path.is_none() {
+        out.extend(SONAMES.iter().map(|s| s.to_string()));
+    }
+    out
+}
+
+/// libcuda is the driver API and ships with the kernel driver, not the toolkit: the loader
+/// path is where it lives.
+pub fn cuda_candidates() -> Vec<String> {
+    vec!["libcuda.so.1".into(), "libcuda.so".into()]
+}
+
+type GetIntFn = unsafe extern "C" fn(*mut c_int) -> c_int;
+type InitFn = unsafe extern "C" fn(u32) -> c_int;
+type ErrNameFn = unsafe extern "C" fn(c_int) -> *const c_char;
+type CuErrNameFn = unsafe extern "C" fn(c_int, *mut *const c_char) -> c_int;
+
+fn get_int(lib: &Library, symbol: &str) -> Result<i32, String> {
+    // SAFETY: the symbol's C signature is `int f(int*)` in hip_runtime_api.h / cuda.h.
+    let f = unsafe { lib.get::<GetIntFn>(symbol.as_bytes()) }
+        .map_err(|e| format!("{symbol}: {e}"))?;
+    let mut v: c_int = 0;
+    // SAFETY: `v` is a live out-parameter.
+    let rc = unsafe { f(&mut v) };
+    if rc == 0 {
+        Ok(v)
+    } else {
+        Err(format!("{symbol} returned {rc}"))
+    }
+}
+
+/// Load libamdhip64 and read what can be read without a device.
+pub fn probe_hip(rocm_path: Option<&Path>) -> RuntimeStatus {
+    let (lib, path) = match open_first(&hip_candidates(rocm_path)) {
+        Ok(x) => x,
+        Err(tried) => return RuntimeStatus::not_found(Api::Hip, tried),
+    };
+    let runtime_version = get_int(&lib, "hipRuntimeGetVersion").ok().map(hip_version);
+    let driver_version = get_int(&lib, "hipDriverGetVersion").ok().map(hip_version);
+    let (device_count, device_error) = count_devices(&lib, "hipGetDeviceCount", |rc| {
+        // SAFETY: `const char* hipGetErrorName(hipError_t)` returns a static string.
+        unsafe { lib.get::<ErrNameFn>(b"hipGetErrorName") }
+            .ok()
+            .and_then(|f| c_str(unsafe { f(rc) }))
+    });
+    RuntimeStatus {
+        api: Api::Hip,
+        status: status_line(device_count, &device_error, "HIP"),
+        library: Some(path),
+        tried: Vec::new(),
+        runtime_version,
+        driver_version,
+        device_count,
+        device_error,
+    }
+}
+
+/// Load libcuda and read its version and device count.
+pub fn probe_cuda() -> RuntimeStatus {
+    let (lib, path) = match open_first(&cuda_candidates()) {
+        Ok(x) => x,
+        Err(tried) => return RuntimeStatus::not_found(Api::Cuda, tried),
+    };
+    let driver_version = get_int(&lib, "cuDriverGetVersion").ok().map(cuda_version);
+    let name = |rc: c_int| {
+        // SAFETY: `CUresult cuGetErrorName(CUresult, const char**)`.
+        let f = unsafe { lib.get::<CuErrNameFn>(b"cuGetErrorName") }.ok()?;
+        let mut p: *const c_char = std::ptr::null();
+        (unsafe { f(rc, &mut p) } == 0).then(|| c_str(p)).flatten()
+    };
+    // SAFETY: `CUresult cuInit(unsigned int)`.
+    let init = unsafe { lib.get::<InitFn>(b"cuInit") }
+        .map_err(|e| e.to_string())
+        .map(|f| unsafe { f(0) });
+    let (device_count, device_error) = match init {
+        Ok(0) => count_devices(&lib, "cuDeviceGetCount", name),
+        Ok(rc) => (
+            None,
+            Some(format!(
+                "cuInit returned {} ({rc})",
+                name(rc).unwrap_or_default()
+            )),
+        ),
+        Err(e) => (None, Some(format!("cuInit: {e}"))),
+    };
+    RuntimeStatus {
+        api: Api::Cuda,
+        status: status_line(device_count, &device_error, "CUDA"),
+        library: Some(path),
+        tried: Vec::new(),
+        runtime_version: None,
+        driver_version,
+        device_count,
+        device_error,
+    }
+}
+
+fn count_devices(
+    lib: &Library,
+    symbol: &str,
+    name: impl Fn(c_int) -> Option<String>,
+) -> (Option<usize>, Option<String>) {
+    // SAFETY: `int f(int*)`.
+    let f = match unsafe { lib.get::<GetIntFn>(symbol.as_bytes()) } {
+        Ok(f) => f,
+        Err(e) => return (None, Some(format!("{symbol}: {e}"))),
+    };
+    let mut v: c_int = 0;
+    // SAFETY: live out-parameter.
+    let rc = unsafe { f(&mut v) };
+    if rc == 0 {
+        (Some(v.max(0) as usize), None)
+    } else {
+        let n = name(rc).unwrap_or_else(|| "?".into());
+        (Some(0), Some(format!("{symbol} returned {n} ({rc})")))
+    }
+}
+
+fn status_line(count: Option<usize>, err: &Option<String>, what: &str) -> String {
+    match (count, err) {
+        (Some(n), None) if n > 0 => "loaded".into(),
+        (_, Some(e)) => format!("unsupported: no {what} device ({e})"),
+        _ => format!("unsupported: no {what} device"),
+    }
+}
+
+fn c_str(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: runtimes return NUL-terminated static strings.
+    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// hipRuntimeGetVersion: major*10^7 + minor*10^5 + patch (HIP_VERSION in hip_version.h).
+pub fn hip_version(v: i32) -> String {
+    format!("{}.{}.{}", v / 10_000_000, (v / 100_000) % 100, v % 100_000)
+}
+
+/// cuDriverGetVersion: 1000*major + 10*minor.
+pub fn cuda_version(v: i32) -> String {
+    format!("{}.{}", v / 1000, (v % 1000) / 10)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn versions_decode_per_header_encoding() {
+        assert_eq!(hip_version(50_221_153), "5.2.21153");
+        assert_eq!(hip_version(60_342_134), "6.3.42134");
+        assert_eq!(cuda_version(13000), "13.0");
+        assert_eq!(cuda_version(12080), "12.8");
+    }
+
+    #[test]
+    fn an_explicit_rocm_path_is_searched_alone_then_first() {
+        let c = hip_candidates(Some(Path::new("/x/rocm-6.2")));
+        assert_eq!(c[0], "/x/rocm-6.2/lib/libamdhip64.so.7");
+        assert!(!c.iter().any(|s| !s.starts_with('/')), "{c:?}");
+        let c = hip_candidates(None);
+        assert_eq!(c.last().unwrap(), "libamdhip64.so.5");
+    }
+
+    #[test]
+    fn a_missing_library_lists_every_attempt() {
+        let err = open_first(&["/nonexistent/libfoo.so.1".into(), "libfoo-nope.so".into()])
+            .unwrap_err();
+        assert_eq!(err.len(), 2);
+        let s = RuntimeStatus::not_found(Api::Cuda, err);
+        assert!(
+            s.status
+                .contains("tried /nonexistent/libfoo.so.1, libfoo-nope.so"),
+            "{}",
+            s.status
+        );
+    }
+}

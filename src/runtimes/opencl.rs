@@ -1,1 +1,430 @@
-//! TODO
+//! OpenCL, through opencl3/cl3 with the ICD loader opened at run time. This is the thin safe
+//! layer the paths and ops use: device enumeration with stable labels, raw device queries, a
+//! session (context, in-order queue, the harness's program), memory that is either a `cl_mem`
+//! or an SVM pointer, and kernel launches. Every failing call becomes an [`ApiError`] naming
+//! the call, so a refusal or a fault reaches the report with its code.
+
+use std::collections::HashMap;
+use std::ffi::c_void;
+use std::ptr;
+
+use opencl3::command_queue::CommandQueue;
+use opencl3::context::Context;
+use opencl3::device::Device;
+use opencl3::kernel::Kernel;
+use opencl3::program::Program;
+use opencl3::types::{cl_device_id, cl_event, cl_mem, cl_platform_id};
+
+use crate::model::{Api, ApiError, ClDeviceRef};
+
+pub use cl3::device as cl_device;
+pub use opencl3::types;
+
+/// The harness's OpenCL C sources, embedded so the binary carries them to a GPU machine.
+pub const KERNEL_SOURCES: &[(&str, &str)] = &[
+    ("pattern.cl", include_str!("../../kernels/pattern.cl")),
+    ("elementwise.cl", include_str!("../../kernels/elementwise.cl")),
+    ("fft.cl", include_str!("../../kernels/fft.cl")),
+];
+
+/// Build an [`ApiError`] for an OpenCL call; the name comes from the Khronos code table.
+pub fn cl_error(call: &str, code: i32) -> ApiError {
+    ApiError {
+        api: Api::OpenCl,
+        call: call.to_string(),
+        code: code as i64,
+        name: cl3::error_codes::error_text(code).to_string(),
+        detail: String::new(),
+    }
+}
+
+/// Attach the call name to a cl3/opencl3 result.
+pub trait ClResultExt<T> {
+    fn call(self, name: &str) -> Result<T, ApiError>;
+}
+
+impl<T> ClResultExt<T> for Result<T, i32> {
+    fn call(self, name: &str) -> Result<T, ApiError> {
+        self.map_err(|code| cl_error(name, code))
+    }
+}
+
+impl<T> ClResultExt<T> for Result<T, opencl3::error_codes::ClError> {
+    fn call(self, name: &str) -> Result<T, ApiError> {
+        self.map_err(|e| cl_error(name, e.0))
+    }
+}
+
+/// An OpenCL device found through the ICD loader.
+#[derive(Debug, Clone)]
+pub struct ClDevice {
+    pub r: ClDeviceRef,
+    pub platform: cl_platform_id,
+    pub id: cl_device_id,
+    pub platform_name: String,
+    pub name: String,
+}
+
+// SAFETY: platform and device ids are opaque handles to objects that live as long as the ICD is
+// loaded, and the OpenCL API is thread-safe for every query on them (OpenCL 3.0 §A.2).
+unsafe impl Send for ClDevice {}
+unsafe impl Sync for ClDevice {}
+
+/// The vendor family that prefixes a device label. Derived from the platform name because that
+/// is what stays the same across driver releases.
+pub fn family(platform_name: &str) -> &'static str {
+    let p = platform_name.to_ascii_lowercase();
+    if p.contains("portable computing language") || p.contains("pocl") {
+        "pocl"
+    } else if p.contains("nvidia") {
+        "nvidia"
+    } else if p.contains("amd accelerated parallel processing") || p.contains("amd") {
+        "rocm"
+    } else if p.contains("rusticl") {
+        "rusticl"
+    } else if p.contains("clover") {
+        "clover"
+    } else if p.contains("intel") {
+        "intel"
+    } else {
+        "cl"
+    }
+}
+
+/// Every device of every platform, labelled `<family><index within family>`.
+pub fn enumerate() -> Result<Vec<ClDevice>, ApiError> {
+    let platforms = cl3::platform::get_platform_ids().call("clGetPlatformIDs")?;
+    let mut per_family: HashMap<&'static str, usize> = HashMap::new();
+    let mut out = Vec::new();
+    for (pi, &platform) in platforms.iter().enumerate() {
+        let platform_name = platform_string(platform, cl3::platform::CL_PLATFORM_NAME)
+            .unwrap_or_else(|e| format!("<{e}>"));
+        let fam = family(&platform_name);
+        let ids = match cl3::device::get_device_ids(platform, cl3::device::CL_DEVICE_TYPE_ALL) {
+            Ok(ids) => ids,
+            // A platform with no devices is not an error worth failing enumeration for.
+            Err(cl3::error_codes::CL_DEVICE_NOT_FOUND) => Vec::new(),
+            Err(code) => return Err(cl_error("clGetDeviceIDs", code)),
+        };
+        for (di, &id) in ids.iter().enumerate() {
+            let k = per_family.entry(fam).or_insert(0);
+            let label = format!("{fam}{k}");
+            *k += 1;
+            let name = device_string(id, cl3::device::CL_DEVICE_NAME)
+                .unwrap_or_else(|e| format!("<{e}>"));
+            out.push(ClDevice {
+                r: ClDeviceRef {
+                    platform_index: pi,
+                    device_index: di,
+                    label,
+                },
+                platform,
+                id,
+                platform_name: platform_name.clone(),
+                name,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// Raw bytes of a device query; the caller decodes. Used for extension queries that cl3 does
+/// not type (UUID, PCI info, AMD topology, handle-type lists).
+pub fn device_bytes(id: cl_device_id, param: u32) -> Result<Vec<u8>, ApiError> {
+    cl3::device::get_device_data(id, param).call("clGetDeviceInfo")
+}
+
+pub fn device_string(id: cl_device_id, param: u32) -> Result<String, ApiError> {
+    device_bytes(id, param).map(|b| c_string(&b))
+}
+
+pub fn device_u64(id: cl_device_id, param: u32) -> Result<u64, ApiError> {
+    let b = device_bytes(id, param)?;
+    Ok(match b.len() {
+        1 => b[0] as u64,
+        2 => u16::from_ne_bytes([b[0], b[1]]) as u64,
+        4 => u32::from_ne_bytes([b[0], b[1], b[2], b[3]]) as u64,
+        n if n >= 8 => u64::from_ne_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]),
+        n => {
+            let mut e = cl_error("clGetDeviceInfo", 0);
+            e.name = "UNEXPECTED_SIZE".into();
+            e.detail = format!("param {param:#x} returned {n} bytes");
+            return Err(e);
+        }
+    })
+}
+
+pub fn platform_string(id: cl_platform_id, param: u32) -> Result<String, ApiError> {
+    cl3::platform::get_platform_data(id, param)
+        .call("clGetPlatformInfo")
+        .map(|b| c_string(&b))
+}
+
+fn c_string(bytes: &[u8]) -> String {
+    let end = bytes.iter().position(|&b| b == 0).unwrap_or(bytes.len());
+    String::from_utf8_lossy(&bytes[..end]).trim().to_string()
+}
+
+/// SVM capability bits (OpenCL 2.0+; 0 on a 1.2 device, where the query itself errors).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SvmCaps {
+    pub coarse_grain_buffer: bool,
+    pub fine_grain_buffer: bool,
+    pub fine_grain_system: bool,
+    pub atomics: bool,
+}
+
+impl SvmCaps {
+    pub fn from_bits(bits: u64) -> Self {
+        use cl3::device::*;
+        SvmCaps {
+            coarse_grain_buffer: bits & CL_DEVICE_SVM_COARSE_GRAIN_BUFFER != 0,
+            fine_grain_buffer: bits & CL_DEVICE_SVM_FINE_GRAIN_BUFFER != 0,
+            fine_grain_system: bits & CL_DEVICE_SVM_FINE_GRAIN_SYSTEM != 0,
+            atomics: bits & CL_DEVICE_SVM_ATOMICS != 0,
+        }
+    }
+
+    pub fn query(id: cl_device_id) -> Result<Self, ApiError> {
+        device_u64(id, cl3::device::CL_DEVICE_SVM_CAPABILITIES).map(Self::from_bits)
+    }
+}
+
+/// Memory a kernel can take as an argument: a buffer object, or an SVM/raw device pointer that
+/// is passed with clSetKernelArgSVMPointer.
+#[derive(Debug, Clone, Copy)]
+pub enum ClMem {
+    Buffer(cl_mem),
+    Svm(*mut c_void),
+}
+
+/// A kernel argument.
+#[derive(Debug, Clone, Copy)]
+pub enum ClArg {
+    Mem(ClMem),
+    U32(u32),
+    F32(f32),
+}
+
+/// An event the caller owns; released on drop.
+pub struct ClEvent(pub cl_event);
+
+impl ClEvent {
+    pub fn wait(&self) -> Result<(), ApiError> {
+        cl3::event::wait_for_events(&[self.0]).call("clWaitForEvents")
+    }
+}
+
+impl Drop for ClEvent {
+    fn drop(&mut self) {
+        if !self.0.is_null() {
+            // SAFETY: we own one reference to this event.
+            unsafe {
+                let _ = cl3::event::release_event(self.0);
+            }
+        }
+    }
+}
+
+/// One device's context, in-order queue and the harness's built program.
+pub struct ClSession {
+    pub device: ClDevice,
+    pub svm: SvmCaps,
+    pub max_work_group: usize,
+    pub extensions: Vec<String>,
+    // Field order is drop order: kernels and program before queue before context.
+    kernels: HashMap<String, Kernel>,
+    program: Program,
+    pub queue: CommandQueue,
+    pub context: Context,
+}
+
+/// Why a session could not be opened: a clean refusal (reported as unsupported) or a program
+/// that the driver would not build (the driver's compiler is broken for valid OpenCL C).
+#[derive(Debug)]
+pub enum SessionError {
+    Api(ApiError),
+    Build(ApiError),
+}
+
+impl ClSession {
+    pub fn open(device: ClDevice) -> Result<Self, SessionError> {
+        let dev = Device::new(device.id);
+        let context = Context::from_device(&dev)
+            .call("clCreateContext")
+            .map_err(SessionError::Api)?;
+        #[allow(deprecated)]
+        let queue = CommandQueue::create_default(&context, 0)
+            .call("clCreateCommandQueue")
+            .map_err(SessionError::Api)?;
+        // One string: cl3's multi-source call passes Rust fat pointers as the C `char**`
+        // (cl3 0.13 program.rs), which reads past the array for more than one source.
+        let source: String = KERNEL_SOURCES
+            .iter()
+            .map(|(name, text)| format!("// ---- kernels/{name} ----\n{text}\n"))
+            .collect();
+        let program = Program::create_and_build_from_source(&context, &source, "")
+            .map_err(|log| {
+                let mut e = cl_error("clBuildProgram", cl3::error_codes::CL_BUILD_PROGRAM_FAILURE);
+                e.detail = log.chars().take(2000).collect();
+                SessionError::Build(e)
+            })?;
+        let svm = SvmCaps::query(device.id).unwrap_or_default();
+        let max_work_group = device_u64(device.id, cl3::device::CL_DEVICE_MAX_WORK_GROUP_SIZE)
+            .map_err(SessionError::Api)? as usize;
+        let extensions = device_string(device.id, cl3::device::CL_DEVICE_EXTENSIONS)
+            .map_err(SessionError::Api)?
+            .split_whitespace()
+            .map(str::to_string)
+            .collect();
+        Ok(ClSession {
+            device,
+            svm,
+            max_work_group,
+            extensions,
+            kernels: HashMap::new(),
+            program,
+            queue,
+            context,
+        })
+    }
+
+    pub fn has_extension(&self, name: &str) -> bool {
+        self.extensions.iter().any(|e| e == name)
+    }
+
+    fn kernel(&mut self, name: &str) -> Result<&Kernel, ApiError> {
+        if !self.kernels.contains_key(name) {
+            let k = Kernel::create(&self.program, name).call("clCreateKernel")?;
+            self.kernels.insert(name.to_string(), k);
+        }
+        Ok(&self.kernels[name])
+    }
+
+    /// Enqueue a 1-D kernel over `global` work-items (rounded up to the work-group size; every
+    /// kernel bounds-checks its own index) after `wait` events.
+    pub fn launch(
+        &mut self,
+        name: &str,
+        global: usize,
+        args: &[ClArg],
+        wait: &[cl_event],
+    ) -> Result<ClEvent, ApiError> {
+        let device = self.device.id;
+        let max_wg = self.max_work_group;
+        let queue = self.queue.get();
+        let kernel = self.kernel(name)?;
+        let kernel_wg = kernel.get_work_group_size(device).call("clGetKernelWorkGroupInfo")?;
+        let local = local_size(global, max_wg.min(kernel_wg));
+        let global = global.div_ceil(local) * local;
+        for (i, arg) in args.iter().enumerate() {
+            let i = i as u32;
+            // SAFETY: each argument matches the kernel's declared parameter type; cl3 passes
+            // the pointer and size straight to clSetKernelArg*.
+            unsafe {
+                match arg {
+                    ClArg::Mem(ClMem::Buffer(m)) => kernel.set_arg(i, m),
+                    ClArg::Mem(ClMem::Svm(p)) => kernel.set_arg_svm_pointer(i, *p),
+                    ClArg::U32(v) => kernel.set_arg(i, v),
+                    ClArg::F32(v) => kernel.set_arg(i, v),
+                }
+            }
+            .call(match arg {
+                ClArg::Mem(ClMem::Svm(_)) => "clSetKernelArgSVMPointer",
+                _ => "clSetKernelArg",
+            })?;
+        }
+        let gws = [global];
+        let lws = [local];
+        // SAFETY: arguments are set above; sizes are 1-D arrays that outlive the call.
+        let ev = unsafe {
+            cl3::command_queue::enqueue_nd_range_kernel(
+                queue,
+                kernel.get(),
+                1,
+                ptr::null(),
+                gws.as_ptr(),
+                lws.as_ptr(),
+                wait.len() as u32,
+                if wait.is_empty() {
+                    ptr::null()
+                } else {
+                    wait.as_ptr()
+                },
+            )
+        }
+        .call("clEnqueueNDRangeKernel")?;
+        Ok(ClEvent(ev))
+    }
+
+    pub fn finish(&self) -> Result<(), ApiError> {
+        self.queue.finish().call("clFinish")
+    }
+
+    pub fn flush(&self) -> Result<(), ApiError> {
+        self.queue.flush().call("clFlush")
+    }
+}
+
+/// Largest power of two not above `limit`, 256 or `global` (rounded up to a power of two).
+fn local_size(global: usize, limit: usize) -> usize {
+    let cap = limit.clamp(1, 256);
+    let mut l = 1;
+    while l * 2 <= cap && l < global {
+        l *= 2;
+    }
+    l
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn families_from_real_platform_names() {
+        assert_eq!(family("Portable Computing Language"), "pocl");
+        assert_eq!(family("NVIDIA CUDA"), "nvidia");
+        assert_eq!(family("AMD Accelerated Parallel Processing"), "rocm");
+        assert_eq!(family("rusticl"), "rusticl");
+        assert_eq!(family("Intel(R) OpenCL Graphics"), "intel");
+    }
+
+    #[test]
+    fn local_size_respects_limits() {
+        assert_eq!(local_size(1, 1024), 1);
+        assert_eq!(local_size(3, 1024), 4);
+        assert_eq!(local_size(1 << 22, 1024), 256);
+        assert_eq!(local_size(1 << 22, 64), 64);
+        assert_eq!(local_size(1000, 1), 1);
+    }
+
+    #[test]
+    fn error_names_come_from_the_code_table() {
+        let e = cl_error("clSVMAlloc", -30);
+        assert_eq!(e.name, "CL_INVALID_VALUE");
+        assert_eq!(e.to_string(), "clSVMAlloc returned CL_INVALID_VALUE (-30)");
+    }
+}
+
+/// For tests: the first OpenCL device, or `None` when no ICD answers. Under
+/// `CLHIP_REQUIRE_OPENCL=1` (CI) a missing OpenCL is a test failure, not a skip, so a green run
+/// cannot hide a missing install step.
+pub fn test_device() -> Option<ClDevice> {
+    // Enumerate once per process: test threads run in parallel, and the ICD loader's first
+    // initialisation is not safe to race (ocl-icd segfaults).
+    static FIRST: std::sync::OnceLock<Result<ClDevice, String>> = std::sync::OnceLock::new();
+    let required = std::env::var("CLHIP_REQUIRE_OPENCL").is_ok_and(|v| v == "1");
+    let first = FIRST.get_or_init(|| match enumerate() {
+        Ok(devices) if !devices.is_empty() => Ok(devices[0].clone()),
+        Ok(_) => Err("no OpenCL device".to_string()),
+        Err(e) => Err(e.to_string()),
+    });
+    match first {
+        Ok(d) => Some(d.clone()),
+        Err(why) => {
+            assert!(!required, "CLHIP_REQUIRE_OPENCL=1 but {why}");
+            eprintln!("skipping: {why}");
+            None
+        }
+    }
+}

