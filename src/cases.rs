@@ -135,7 +135,10 @@ impl Matrix {
                 ("sizes", g.sizes.is_empty()),
             ] {
                 if empty {
-                    return Err(err(gspan.clone(), format!("group has an empty `{what}` list")));
+                    return Err(err(
+                        gspan.clone(),
+                        format!("group has an empty `{what}` list"),
+                    ));
                 }
             }
             let paths: Vec<PathKind> = g.paths.iter().map(|p| *p.get_ref()).collect();
@@ -301,7 +304,10 @@ impl Baseline {
                 .parse()
                 .map_err(|e: String| at(raw.find(',').map_or(1, |c| c + 2), e))?;
             if kind == OutcomeKind::Pass {
-                return Err(at(1, "a baseline lists non-passes only; remove this line".into()));
+                return Err(at(
+                    1,
+                    "a baseline lists non-passes only; remove this line".into(),
+                ));
             }
             if known.insert(id.trim().to_string(), kind).is_some() {
                 return Err(at(1, format!("case `{}` is listed twice", id.trim())));
@@ -358,7 +364,7 @@ mod tests {
         .unwrap_err();
         assert_eq!((e.line, e.file.to_str().unwrap()), (4, "cases/test.toml"));
         assert!(e.message.contains("mapp"), "{e}");
-        assert!(e.message.contains("finish, event, map"), "{e}");
+        assert!(e.message.contains("expected one of `finish`, `event`, `map`"), "{e}");
         assert!(e.to_string().starts_with("cases/test.toml:4:"), "{e}");
     }
 
@@ -378,7 +384,7 @@ mod tests {
             "version = 1\n[[group]]\npaths = [\"copy\"]\nsyncs = [\"finish\"]\nops = [\"handoff\", \"fft\"]\nsizes = [4, 1000]\n",
         )
         .unwrap_err();
-        assert_eq!((e.line, e.column), (6, 14), "{e}");
+        assert_eq!((e.line, e.column), (6, 13), "{e}");
         assert!(e.message.contains("power of two"), "{e}");
     }
 

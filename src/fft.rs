@@ -88,18 +88,16 @@ pub fn plan(n: usize) -> Result<Plan, ApiError> {
         return Err(bad_size(n));
     }
     let l = n.trailing_zeros();
-    let mut best: Option<((u32, u32, u32), (u32, u32, u32))> = None;
+    // (sweeps, radix-2 passes, radix-4 passes, radix-8 passes): the smallest wins.
+    let mut best = (u32::MAX, 0, 0, 0);
     for c8 in 0..=l / 3 {
         for c4 in 0..=(l - 3 * c8) / 2 {
             let c2 = l - 3 * c8 - 2 * c4;
             let passes = c8 + c4 + c2;
-            let key = (passes + passes % 2, c2, c4);
-            if best.is_none_or(|(k, _)| key < k) {
-                best = Some((key, (c8, c4, c2)));
-            }
+            best = best.min((passes + passes % 2, c2, c4, c8));
         }
     }
-    let (_, (c8, c4, c2)) = best.expect("l >= 0 always has a decomposition");
+    let (_, c2, c4, c8) = best;
     let radices = std::iter::repeat_n(8u32, c8 as usize)
         .chain(std::iter::repeat_n(4, c4 as usize))
         .chain(std::iter::repeat_n(2, c2 as usize));

@@ -12,6 +12,12 @@ pub struct ClDeviceFingerprint {
     pub device_name: String,
     pub device_version: String,
     pub driver_version: String,
+    /// cl_khr_device_uuid, where the device has it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
+    /// `domain:bus:device.function`, from whichever PCI query the device has.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pci_bus_id: Option<String>,
 }
 
 /// A device runtime (hip, cuda) as found, or why not.

@@ -1,5 +1,6 @@
 //! The `clhip` command line: probe, list, run, report, bench, and the hidden worker.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant, SystemTime};
@@ -138,8 +139,15 @@ fn real_main() -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::List { filters, cases } => {
-            for case in planned_cases(cases.as_deref(), &filters)? {
-                println!("{}", case.id());
+            // Inputs first: a bad case file fails before anything is probed.
+            load_matrix(cases.as_deref())?;
+            let probe = probe_child(None)?;
+            let mut out = std::io::stdout().lock();
+            for case in planned_cases(&probe, cases.as_deref(), &filters)? {
+                // A closed pipe (`clhip list | head`) ends the listing, not in a panic.
+                if writeln!(out, "{}", case.id()).is_err() {
+                    break;
+                }
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -170,44 +178,61 @@ fn load_matrix(file: Option<&Path>) -> anyhow::Result<Matrix> {
     })
 }
 
-fn planned_cases(file: Option<&Path>, filters: &[String]) -> anyhow::Result<Vec<clhip::model::Case>> {
+/// The matrix expanded over the pairs a probe found, filtered.
+fn planned_cases(
+    probe: &probe::Probe,
+    file: Option<&Path>,
+    filters: &[String],
+) -> anyhow::Result<Vec<clhip::model::Case>> {
     let matrix = load_matrix(file)?;
-    let pairs = pairs::discover().context("no OpenCL platform to pair with")?;
+    let pairs = pairs::from_probe(probe);
     if pairs.is_empty() {
-        bail!("no OpenCL device found: nothing to pair (see `clhip probe`)");
+        bail!(
+            "no OpenCL device found, nothing to pair (OpenCL: {}; see `clhip probe`)",
+            probe.opencl_status
+        );
     }
     cases::filter(matrix.expand(&pairs), filters)
+}
+
+fn probe_child(rocm_path: Option<&Path>) -> anyhow::Result<probe::Probe> {
+    let exe = std::env::current_exe().context("locating the clhip binary")?;
+    probe::probe_in_child(&exe, rocm_path)
 }
 
 fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let started = SystemTime::now();
     let clock = Instant::now();
-    // Inputs first: a bad case file or filter must fail before anything runs or is written.
-    let plan: Vec<Planned> = match &args.mock_cases {
-        Some(list) => mock::planned_mocks(&mock::parse_mock_list(list).map_err(anyhow::Error::msg)?),
-        None => {
-            let baseline = match &args.baseline {
-                Some(f) => Baseline::load(f)?,
-                None => Baseline::default(),
-            };
-            planned_cases(args.cases.as_deref(), &args.filters)?
-                .into_iter()
-                .map(|c| {
-                    let e = baseline.expectation(&c);
-                    Planned::case(c, e)
-                })
-                .collect()
-        }
+    // Inputs first: a bad case file, baseline or filter fails before anything runs or is written.
+    load_matrix(args.cases.as_deref())?;
+    let baseline = match &args.baseline {
+        Some(f) => Baseline::load(f)?,
+        None => Baseline::default(),
     };
-    let fingerprint = probe::probe(args.rocm_path.as_deref()).fingerprint();
+    let probe = probe_child(args.rocm_path.as_deref())?;
+    let plan: Vec<Planned> = match &args.mock_cases {
+        Some(list) => {
+            mock::planned_mocks(&mock::parse_mock_list(list).map_err(anyhow::Error::msg)?)
+        }
+        None => planned_cases(&probe, args.cases.as_deref(), &args.filters)?
+            .into_iter()
+            .map(|c| {
+                let e = baseline.expectation(&c);
+                Planned::case(c, e)
+            })
+            .collect(),
+    };
+    let fingerprint = probe.fingerprint();
     let exe = std::env::current_exe().context("locating the clhip binary to start workers")?;
     let mut opts = RunOptions::new(exe, args.seed);
     opts.timeout = Duration::from_secs_f64(args.timeout);
     opts.cases_per_worker = args.cases_per_worker;
     if let Some(p) = args.plant {
         let name = serde_json::to_value(p)?;
-        opts.worker_args
-            .extend(["--plant".to_string(), name.as_str().unwrap_or_default().to_string()]);
+        opts.worker_args.extend([
+            "--plant".to_string(),
+            name.as_str().unwrap_or_default().to_string(),
+        ]);
     }
 
     eprintln!("clhip: {} cases, seed {}", plan.len(), args.seed);
@@ -242,8 +267,8 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn write_outputs(report: &RunReport, args: &RunArgs) -> anyhow::Result<()> {
-    let mut targets: Vec<(&Path, fn(&RunReport, &Path) -> anyhow::Result<()>)> =
-        vec![(&args.json, report::write_json)];
+    type Writer = fn(&RunReport, &Path) -> anyhow::Result<()>;
+    let mut targets: Vec<(&Path, Writer)> = vec![(&args.json, report::write_json)];
     if let Some(p) = &args.junit {
         targets.push((p, report::write_junit));
     }

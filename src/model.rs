@@ -336,9 +336,13 @@ pub enum Outcome {
     },
     /// Wrong data, or an API that accepted the setup and then broke: silent corruption is the
     /// worst verdict a user can get.
-    Fail { reason: FailReason },
+    Fail {
+        reason: FailReason,
+    },
     /// The API reported a device memory fault (illegal address, launch failure).
-    Fault { error: ApiError },
+    Fault {
+        error: ApiError,
+    },
     /// The worker died by a signal.
     Crash {
         signal: i32,
@@ -346,14 +350,18 @@ pub enum Outcome {
         #[serde(default, skip_serializing_if = "String::is_empty")]
         stderr_tail: String,
     },
-    Timeout { after_s: f64 },
+    Timeout {
+        after_s: f64,
+    },
     /// The capability is absent, or an API call cleanly refused the combination.
     Unsupported {
         reason: String,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         error: Option<ApiError>,
     },
-    Skip { reason: String },
+    Skip {
+        reason: String,
+    },
 }
 
 named_enum! {
@@ -539,7 +547,7 @@ pub enum CaseError {
     },
     Fault(ApiError),
     Broken(ApiError),
-    Mismatch(Mismatch),
+    Mismatch(Box<Mismatch>),
 }
 
 impl CaseError {
@@ -557,14 +565,14 @@ impl CaseError {
             CaseError::Broken(e) => Outcome::Fail {
                 reason: FailReason::Api(e),
             },
-            CaseError::Mismatch(m) => Outcome::mismatch(m),
+            CaseError::Mismatch(m) => Outcome::mismatch(*m),
         }
     }
 }
 
 impl From<Mismatch> for CaseError {
     fn from(m: Mismatch) -> Self {
-        CaseError::Mismatch(m)
+        CaseError::Mismatch(Box::new(m))
     }
 }
 

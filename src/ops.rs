@@ -115,11 +115,24 @@ fn session<'a>(
             });
             let opened = match devices {
                 Err(e) => Err(e.clone()),
-                Ok(list) => match list.iter().find(|d| d.r == *want) {
-                    None => Err(CaseError::unsupported(format!(
-                        "OpenCL device {} (platform {}, device {}) not found in this process",
-                        want.label, want.platform_index, want.device_index
-                    ))),
+                // By label: family and index within it stay the same when another vendor's
+                // platform enumerates first, which platform indices do not.
+                Ok(list) => match list.iter().find(|d| d.r.label == want.label) {
+                    None => {
+                        let seen: Vec<String> = list
+                            .iter()
+                            .map(|d| format!("{} ({})", d.r.label, d.platform_name))
+                            .collect();
+                        Err(CaseError::unsupported(format!(
+                            "OpenCL device {} not found by the worker, which sees: {}",
+                            want.label,
+                            if seen.is_empty() {
+                                "nothing".into()
+                            } else {
+                                seen.join(", ")
+                            }
+                        )))
+                    }
                     Some(d) => ClSession::open(d.clone()).map_err(|e| match e {
                         SessionError::Api(e) => CaseError::Unsupported {
                             reason: "OpenCL refused a context or queue".into(),
@@ -261,7 +274,15 @@ fn handoff(
                 &sync::raw(&ready),
             )
             .running()?;
-        let out = take_output(s, peer, m, case.sync, Some(&checked), Access::ReadWrite, plant)?;
+        let out = take_output(
+            s,
+            peer,
+            m,
+            case.sync,
+            Some(&checked),
+            Access::ReadWrite,
+            plant,
+        )?;
         let seen = peer.check_pattern(out, b)?;
         peer.fill_pattern(m.peer, c)?;
         peer.synchronize()?;
@@ -296,7 +317,11 @@ fn handoff(
         };
         Err(pattern_mismatch(what, check, seed, words, false).into())
     };
-    from_cl(&ra, a, format!("pattern written by {peer_name}, read by OpenCL"))?;
+    from_cl(
+        &ra,
+        a,
+        format!("pattern written by {peer_name}, read by OpenCL"),
+    )?;
     if seen_by_peer.mismatches > 0 {
         return Err(pattern_mismatch(
             format!("pattern written by OpenCL, read by {peer_name}"),
@@ -307,7 +332,11 @@ fn handoff(
         )
         .into());
     }
-    from_cl(&rc, c, format!("pattern rewritten by {peer_name}, read by OpenCL"))?;
+    from_cl(
+        &rc,
+        c,
+        format!("pattern rewritten by {peer_name}, read by OpenCL"),
+    )?;
     Ok(format!("{words} words bit-exact across 4 crossings"))
 }
 
@@ -354,9 +383,7 @@ fn fft_op(
         peer.upload(m.peer, &input)?;
         peer.synchronize()?;
         let ready = sync::to_cl(s, m, case.sync)?;
-        let done = fft
-            .forward(s, m.cl, case.n, &sync::raw(&ready))
-            .running()?;
+        let done = fft.forward(s, m.cl, case.n, &sync::raw(&ready)).running()?;
         let out = take_output(s, peer, m, case.sync, Some(&done), Access::Read, plant)?;
         peer.download(out)
     })?;
@@ -417,7 +444,11 @@ fn pipeline(
         s.launch(
             "ccopy",
             n,
-            &[ClArg::Mem(m.cl), ClArg::Mem(out.arg()), ClArg::U32(n as u32)],
+            &[
+                ClArg::Mem(m.cl),
+                ClArg::Mem(out.arg()),
+                ClArg::U32(n as u32),
+            ],
             &sync::raw(&ready),
         )
         .running()?;

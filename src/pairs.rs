@@ -2,7 +2,8 @@
 //! OpenCL device; device runtimes pair with the OpenCL device that is the same physical GPU,
 //! matched by UUID or PCI bus id, never by name (names differ between the APIs).
 
-use crate::model::{ApiError, Pair, Peer};
+use crate::model::{ApiError, ClDeviceRef, Pair, Peer};
+use crate::probe::Probe;
 use crate::runtimes::opencl;
 
 /// Every pair on this machine, in OpenCL enumeration order.
@@ -15,4 +16,21 @@ pub fn discover() -> Result<Vec<Pair>, ApiError> {
             peer: Peer::HOST,
         })
         .collect())
+}
+
+/// The pairs a probe found (what the CLI uses: its probe runs in a child process).
+pub fn from_probe(probe: &Probe) -> Vec<Pair> {
+    probe
+        .platforms
+        .iter()
+        .flat_map(|p| &p.devices)
+        .map(|d| Pair {
+            opencl: ClDeviceRef {
+                platform_index: d.platform_index,
+                device_index: d.device_index,
+                label: d.label.clone(),
+            },
+            peer: Peer::HOST,
+        })
+        .collect()
 }

@@ -92,12 +92,17 @@ impl Shared {
                 };
                 if !have {
                     return Err(CaseError::unsupported(format!(
-                        "device lacks {} buffer SVM (CL_DEVICE_SVM_CAPABILITIES: {:?})",
+                        "device lacks {} buffer SVM (CL_DEVICE_SVM_CAPABILITIES: {})",
                         if fine { "fine-grain" } else { "coarse-grain" },
                         caps
                     )));
                 }
-                let flags = CL_MEM_READ_WRITE | if fine { CL_MEM_SVM_FINE_GRAIN_BUFFER } else { 0 };
+                let flags = CL_MEM_READ_WRITE
+                    | if fine {
+                        CL_MEM_SVM_FINE_GRAIN_BUFFER
+                    } else {
+                        0
+                    };
                 // SAFETY: valid context; alignment 0 means the device's default.
                 let p = unsafe { cl3::memory::svm_alloc(ctx, flags, bytes, 0) }.map_err(|_| {
                     let mut e = cl_error("clSVMAlloc", 0);
@@ -177,15 +182,15 @@ impl Shared {
                 }
             }
         }
-        if self.path == PathKind::ClSvmCoarse && self.owner == Owner::Peer {
-            if let Backing::Svm { ptr } = self.backing {
-                // A coarse buffer still mapped for the host must be unmapped before free.
-                // SAFETY: mapped by sync::to_peer on this queue.
-                if let Ok(ev) =
-                    unsafe { cl3::command_queue::enqueue_svm_unmap(queue, ptr, 0, ptr::null()) }
-                {
-                    let _ = crate::runtimes::opencl::ClEvent(ev);
-                }
+        // A coarse buffer still mapped for the host must be unmapped before it is freed.
+        if let (PathKind::ClSvmCoarse, Owner::Peer, Backing::Svm { ptr }) =
+            (self.path, self.owner, &self.backing)
+        {
+            // SAFETY: mapped by sync::to_peer on this queue.
+            if let Ok(ev) =
+                unsafe { cl3::command_queue::enqueue_svm_unmap(queue, *ptr, 0, ptr::null()) }
+            {
+                drop(crate::runtimes::opencl::ClEvent(ev));
             }
         }
         if let Err(e) = session.finish().running() {

@@ -60,6 +60,8 @@ pub const INTEROP_EXTENSIONS: &[&str] = &[
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceProbe {
     pub label: String,
+    pub platform_index: usize,
+    pub device_index: usize,
     pub name: String,
     pub vendor: Queried<String>,
     pub device_version: Queried<String>,
@@ -90,7 +92,7 @@ pub struct PlatformProbe {
     pub devices: Vec<DeviceProbe>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Probe {
     /// `ok`, or why no platform could be listed (loader missing, no ICD).
     pub opencl_status: String,
@@ -224,6 +226,8 @@ fn probe_device(d: &opencl::ClDevice) -> DeviceProbe {
     let (pci, pci_source) = pci_bus_id(id, &has);
     DeviceProbe {
         label: d.r.label.clone(),
+        platform_index: d.r.platform_index,
+        device_index: d.r.device_index,
         name: d.name.clone(),
         vendor: s(id, CL_DEVICE_VENDOR),
         device_version: s(id, CL_DEVICE_VERSION),
@@ -249,7 +253,13 @@ fn probe_device(d: &opencl::ClDevice) -> DeviceProbe {
                 .map(|b| {
                     u32s(&b)
                         .into_iter()
-                        .map(|t| if t == 1 { "BINARY".into() } else { format!("{t:#x}") })
+                        .map(|t| {
+                            if t == 1 {
+                                "BINARY".into()
+                            } else {
+                                format!("{t:#x}")
+                            }
+                        })
                         .collect()
                 })
                 .into()
@@ -271,7 +281,9 @@ fn probe_device(d: &opencl::ClDevice) -> DeviceProbe {
             semaphore_handle_name,
         ),
         uuid: if has("cl_khr_device_uuid") {
-            opencl::device_bytes(id, 0x106A).map(|b| uuid_string(&b)).into()
+            opencl::device_bytes(id, 0x106A)
+                .map(|b| uuid_string(&b))
+                .into()
         } else {
             Queried::Absent("no cl_khr_device_uuid".into())
         },
@@ -309,6 +321,30 @@ pub fn probe(rocm_path: Option<&Path>) -> Probe {
         os_kernel: read_trim("/proc/sys/kernel/osrelease"),
         kernel_modules: kernel_modules(),
     }
+}
+
+/// Probe from a child process (`exe probe --json`). The harness's parent process never loads a
+/// GPU driver: a driver that crashes while being enumerated must not take the run with it, and
+/// a driver that lets one process at a time hold the GPU (exclusive compute mode) must not be
+/// held by the parent while the workers need it.
+pub fn probe_in_child(exe: &Path, rocm_path: Option<&Path>) -> anyhow::Result<Probe> {
+    use anyhow::Context as _;
+    let mut cmd = std::process::Command::new(exe);
+    cmd.args(["probe", "--json"]);
+    if let Some(p) = rocm_path {
+        cmd.arg("--rocm-path").arg(p);
+    }
+    let out = cmd
+        .output()
+        .with_context(|| format!("starting {} probe", exe.display()))?;
+    if !out.status.success() {
+        anyhow::bail!(
+            "the probe process failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    serde_json::from_slice(&out.stdout).context("reading the probe process's JSON")
 }
 
 fn probe_opencl() -> (String, Vec<PlatformProbe>) {
@@ -384,6 +420,10 @@ impl Probe {
             Queried::Value(v) => v.clone(),
             other => other.show(|v| v.clone()),
         };
+        let known = |q: &Queried<String>| match q {
+            Queried::Value(v) => Some(v.clone()),
+            _ => None,
+        };
         let runtime = |r: &RuntimeStatus| RuntimeFingerprint {
             api: r.api.name().into(),
             status: r.status.clone(),
@@ -402,6 +442,8 @@ impl Probe {
                         device_name: d.name.clone(),
                         device_version: val(&d.device_version),
                         driver_version: val(&d.driver_version),
+                        uuid: known(&d.uuid),
+                        pci_bus_id: known(&d.pci_bus_id),
                     })
                 })
                 .collect(),
@@ -474,19 +516,11 @@ fn render_device(o: &mut String, d: &DeviceProbe) {
         ("device version", str_(&d.device_version)),
         ("driver version", str_(&d.driver_version)),
         ("OpenCL C", str_(&d.opencl_c_version)),
+        ("SVM", d.svm.show(|c| c.to_string())),
         (
-            "SVM",
-            d.svm.show(|c| {
-                format!(
-                    "coarse buffer {}, fine buffer {}, fine system {}, atomics {}",
-                    yes(c.coarse_grain_buffer),
-                    yes(c.fine_grain_buffer),
-                    yes(c.fine_grain_system),
-                    yes(c.atomics)
-                )
-            }),
+            "max work-group",
+            d.max_work_group_size.show(|v| v.to_string()),
         ),
-        ("max work-group", d.max_work_group_size.show(|v| v.to_string())),
         (
             "memory",
             format!(
@@ -502,7 +536,10 @@ fn render_device(o: &mut String, d: &DeviceProbe) {
                 .trim_end()
                 .to_string(),
         ),
-        ("ext. memory import", list(&d.external_memory_import_handle_types)),
+        (
+            "ext. memory import",
+            list(&d.external_memory_import_handle_types),
+        ),
         ("semaphore types", list(&d.semaphore_types)),
         ("semaphore import", list(&d.semaphore_import_handle_types)),
         ("semaphore export", list(&d.semaphore_export_handle_types)),
@@ -532,10 +569,6 @@ fn or_none(v: &[&str]) -> String {
     } else {
         v.join(" ")
     }
-}
-
-fn yes(b: bool) -> &'static str {
-    if b { "yes" } else { "no" }
 }
 
 fn mib(b: u64) -> String {

@@ -589,12 +589,20 @@ fn fingerprint_rows(f: &Fingerprint) -> Vec<Vec<String>> {
         rows.push(vec![
             format!("opencl {}", d.label),
             format!(
-                "{} ({}); {} ({}); driver {}",
+                "{} ({}); {} ({}); driver {}{}{}",
                 d.platform_name,
                 d.platform_version,
                 d.device_name,
                 d.device_version,
-                d.driver_version
+                d.driver_version,
+                d.pci_bus_id
+                    .as_ref()
+                    .map(|p| format!("; PCI {p}"))
+                    .unwrap_or_default(),
+                d.uuid
+                    .as_ref()
+                    .map(|u| format!("; UUID {u}"))
+                    .unwrap_or_default(),
             ),
         ]);
     }
@@ -924,6 +932,8 @@ mod tests {
                     device_name: "cpu-haswell".into(),
                     device_version: "OpenCL 3.0 PoCL".into(),
                     driver_version: "6.0".into(),
+                    uuid: None,
+                    pci_bus_id: None,
                 }],
                 runtimes: vec![
                     RuntimeFingerprint {

@@ -8,7 +8,7 @@ use std::ptr;
 use cl3::memory::{CL_MAP_READ, CL_MAP_WRITE, CL_MAP_WRITE_INVALIDATE_REGION};
 use cl3::types::{CL_FALSE, CL_TRUE, cl_event};
 
-use crate::model::{ApiError, Api, CaseError, PathKind, Phase, SyncMode};
+use crate::model::{Api, ApiError, CaseError, PathKind, Phase, SyncMode};
 use crate::paths::{Backing, Owner, Shared};
 use crate::runtimes::opencl::{ClEvent, ClResultExt, ClSession};
 

@@ -10,9 +10,18 @@ use clhip::report::{RunReport, load_json};
 
 /// Runs `clhip run` over a one-group matrix with `plant`, returning the exit code and report;
 /// `None` when there is no OpenCL (a failure instead under CLHIP_REQUIRE_OPENCL=1).
-fn run_planted(paths: &str, syncs: &str, ops: &str, n: usize, plant: &str) -> Option<(i32, RunReport)> {
+fn run_planted(
+    paths: &str,
+    syncs: &str,
+    ops: &str,
+    n: usize,
+    plant: &str,
+) -> Option<(i32, RunReport)> {
     clhip::runtimes::opencl::test_device()?;
-    let dir = std::env::temp_dir().join(format!("clhip-planted-{}-{plant}-{ops}-{n}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!(
+        "clhip-planted-{}-{plant}-{ops}-{n}",
+        std::process::id()
+    ));
     std::fs::create_dir_all(&dir).unwrap();
     let cases = dir.join("cases.toml");
     std::fs::write(
@@ -31,9 +40,8 @@ fn run_planted(paths: &str, syncs: &str, ops: &str, n: usize, plant: &str) -> Op
         .arg(&json)
         .output()
         .unwrap();
-    let report = load_json(Path::new(&json)).unwrap_or_else(|e| {
-        panic!("{e}\nstderr: {}", String::from_utf8_lossy(&out.stderr))
-    });
+    let report = load_json(Path::new(&json))
+        .unwrap_or_else(|e| panic!("{e}\nstderr: {}", String::from_utf8_lossy(&out.stderr)));
     Some((out.status.code().unwrap_or(-1), report))
 }
 
@@ -52,8 +60,14 @@ const SYNCED: &str = r#""finish", "event", "map""#;
 #[test]
 fn a_flipped_element_fails_every_op_at_that_element() {
     let n = 4096;
-    for (op, index) in [("handoff", 2 * (n / 2)), ("fft", n / 2), ("pipeline", n / 2)] {
-        let Some((code, report)) = run_planted(ALL_PATHS, SYNCED, &format!("\"{op}\""), n, "flip-element") else {
+    for (op, index) in [
+        ("handoff", 2 * (n / 2)),
+        ("fft", n / 2),
+        ("pipeline", n / 2),
+    ] {
+        let Some((code, report)) =
+            run_planted(ALL_PATHS, SYNCED, &format!("\"{op}\""), n, "flip-element")
+        else {
             return;
         };
         assert_eq!(code, 1, "a planted flip must fail the run");
@@ -71,19 +85,33 @@ fn a_skipped_sync_is_a_stale_read() {
     // Big enough that OpenCL is still working when the peer looks (2^20 complex: ~8 MiB).
     let n = 1 << 20;
     for op in ["handoff", "fft", "pipeline"] {
-        let Some((code, report)) = run_planted(ALL_PATHS, SYNCED, &format!("\"{op}\""), n, "skip-sync") else {
+        let Some((code, report)) =
+            run_planted(ALL_PATHS, SYNCED, &format!("\"{op}\""), n, "skip-sync")
+        else {
             return;
         };
         assert_eq!(code, 1);
         for r in &report.results {
-            assert_eq!(r.outcome.kind(), OutcomeKind::Fail, "{}: {:?}", r.id, r.outcome);
+            assert_eq!(
+                r.outcome.kind(),
+                OutcomeKind::Fail,
+                "{}: {:?}",
+                r.id,
+                r.outcome
+            );
         }
     }
 }
 
 #[test]
 fn a_bad_pointer_is_contained_as_a_crash() {
-    let Some((code, report)) = run_planted(r#""cl-svm-fine", "copy""#, r#""finish""#, r#""fft", "handoff""#, 64, "bad-pointer") else {
+    let Some((code, report)) = run_planted(
+        r#""cl-svm-fine", "copy""#,
+        r#""finish""#,
+        r#""fft", "handoff""#,
+        64,
+        "bad-pointer",
+    ) else {
         return;
     };
     assert_eq!(code, 1);
@@ -99,9 +127,20 @@ fn a_bad_pointer_is_contained_as_a_crash() {
 #[test]
 fn without_a_plant_the_same_cases_pass() {
     // The control for the three above: the harness is not simply failing everything.
-    let Some((code, report)) = run_planted(ALL_PATHS, SYNCED, r#""handoff", "fft", "pipeline""#, 4096, "none") else {
+    let Some((code, report)) = run_planted(
+        ALL_PATHS,
+        SYNCED,
+        r#""handoff", "fft", "pipeline""#,
+        4096,
+        "none",
+    ) else {
         return;
     };
     assert_eq!(code, 0, "{:#?}", report.summary);
-    assert!(report.results.iter().all(|r| r.outcome.kind() == OutcomeKind::Pass));
+    assert!(
+        report
+            .results
+            .iter()
+            .all(|r| r.outcome.kind() == OutcomeKind::Pass)
+    );
 }

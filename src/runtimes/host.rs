@@ -127,7 +127,10 @@ impl PeerRuntime for HostPeer {
         let (p, n) = words(ptr);
         assert!(word < n, "flip past the buffer");
         // SAFETY: host-accessible for 2 * len words.
-        unsafe { p.add(word).write_volatile(p.add(word).read_volatile() ^ bit) };
+        unsafe {
+            p.add(word)
+                .write_volatile(p.add(word).read_volatile() ^ bit)
+        };
         Ok(())
     }
 

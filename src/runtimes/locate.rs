@@ -6,19 +6,19 @@ use std::ffi::{CStr, c_char, c_int};
 use std::path::{Path, PathBuf};
 
 use libloading::Library;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::model::Api;
 
 /// One name or path handed to dlopen, and why it did not load.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Attempt {
     pub candidate: String,
     pub error: String,
 }
 
 /// What a runtime search found.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct RuntimeStatus {
     pub api: Api,
     /// The candidate that loaded, if any.
@@ -31,7 +31,7 @@ pub struct RuntimeStatus {
     pub driver_version: Option<String>,
     pub device_count: Option<usize>,
     /// The device-count call's error, e.g. `hipErrorNoDevice (100)` on a machine without GPU.
-    #[serde(skip_serializing_if = "Option::is_none")]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_error: Option<String>,
 }
 
@@ -41,7 +41,10 @@ impl RuntimeStatus {
         RuntimeStatus {
             api,
             library: None,
-            status: format!("unsupported: library not found (tried {})", names.join(", ")),
+            status: format!(
+                "unsupported: library not found (tried {})",
+                names.join(", ")
+            ),
             tried,
             runtime_version: None,
             driver_version: None,
@@ -132,8 +135,8 @@ type CuErrNameFn = unsafe extern "C" fn(c_int, *mut *const c_char) -> c_int;
 
 fn get_int(lib: &Library, symbol: &str) -> Result<i32, String> {
     // SAFETY: the symbol's C signature is `int f(int*)` in hip_runtime_api.h / cuda.h.
-    let f = unsafe { lib.get::<GetIntFn>(symbol.as_bytes()) }
-        .map_err(|e| format!("{symbol}: {e}"))?;
+    let f =
+        unsafe { lib.get::<GetIntFn>(symbol.as_bytes()) }.map_err(|e| format!("{symbol}: {e}"))?;
     let mut v: c_int = 0;
     // SAFETY: `v` is a live out-parameter.
     let rc = unsafe { f(&mut v) };
@@ -280,8 +283,8 @@ mod tests {
 
     #[test]
     fn a_missing_library_lists_every_attempt() {
-        let err = open_first(&["/nonexistent/libfoo.so.1".into(), "libfoo-nope.so".into()])
-            .unwrap_err();
+        let err =
+            open_first(&["/nonexistent/libfoo.so.1".into(), "libfoo-nope.so".into()]).unwrap_err();
         assert_eq!(err.len(), 2);
         let s = RuntimeStatus::not_found(Api::Cuda, err);
         assert!(

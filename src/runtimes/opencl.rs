@@ -23,7 +23,10 @@ pub use opencl3::types;
 /// The harness's OpenCL C sources, embedded so the binary carries them to a GPU machine.
 pub const KERNEL_SOURCES: &[(&str, &str)] = &[
     ("pattern.cl", include_str!("../../kernels/pattern.cl")),
-    ("elementwise.cl", include_str!("../../kernels/elementwise.cl")),
+    (
+        "elementwise.cl",
+        include_str!("../../kernels/elementwise.cl"),
+    ),
     ("fft.cl", include_str!("../../kernels/fft.cl")),
 ];
 
@@ -110,8 +113,8 @@ pub fn enumerate() -> Result<Vec<ClDevice>, ApiError> {
             let k = per_family.entry(fam).or_insert(0);
             let label = format!("{fam}{k}");
             *k += 1;
-            let name = device_string(id, cl3::device::CL_DEVICE_NAME)
-                .unwrap_or_else(|e| format!("<{e}>"));
+            let name =
+                device_string(id, cl3::device::CL_DEVICE_NAME).unwrap_or_else(|e| format!("<{e}>"));
             out.push(ClDevice {
                 r: ClDeviceRef {
                     platform_index: pi,
@@ -190,6 +193,20 @@ impl SvmCaps {
     }
 }
 
+impl std::fmt::Display for SvmCaps {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        write!(
+            f,
+            "coarse buffer {}, fine buffer {}, fine system {}, atomics {}",
+            yes(self.coarse_grain_buffer),
+            yes(self.fine_grain_buffer),
+            yes(self.fine_grain_system),
+            yes(self.atomics)
+        )
+    }
+}
+
 /// Memory a kernel can take as an argument: a buffer object, or an SVM/raw device pointer that
 /// is passed with clSetKernelArgSVMPointer.
 #[derive(Debug, Clone, Copy)]
@@ -233,7 +250,10 @@ pub struct ClSession {
     pub max_work_group: usize,
     pub extensions: Vec<String>,
     // Field order is drop order: kernels and program before queue before context.
-    kernels: HashMap<String, Kernel>,
+    /// Keyed by name and which arguments are SVM pointers: NVIDIA's OpenCL (580) refuses a
+    /// buffer in a slot that once held an SVM pointer (CL_INVALID_KERNEL_ARGS), so a kernel
+    /// object is never switched between the two.
+    kernels: HashMap<(String, u64), Kernel>,
     program: Program,
     pub queue: CommandQueue,
     pub context: Context,
@@ -263,8 +283,8 @@ impl ClSession {
             .iter()
             .map(|(name, text)| format!("// ---- kernels/{name} ----\n{text}\n"))
             .collect();
-        let program = Program::create_and_build_from_source(&context, &source, "")
-            .map_err(|log| {
+        let program =
+            Program::create_and_build_from_source(&context, &source, "").map_err(|log| {
                 let mut e = cl_error("clBuildProgram", cl3::error_codes::CL_BUILD_PROGRAM_FAILURE);
                 e.detail = log.chars().take(2000).collect();
                 SessionError::Build(e)
@@ -293,12 +313,13 @@ impl ClSession {
         self.extensions.iter().any(|e| e == name)
     }
 
-    fn kernel(&mut self, name: &str) -> Result<&Kernel, ApiError> {
-        if !self.kernels.contains_key(name) {
+    fn kernel(&mut self, name: &str, svm_args: u64) -> Result<&Kernel, ApiError> {
+        let key = (name.to_string(), svm_args);
+        if !self.kernels.contains_key(&key) {
             let k = Kernel::create(&self.program, name).call("clCreateKernel")?;
-            self.kernels.insert(name.to_string(), k);
+            self.kernels.insert(key.clone(), k);
         }
-        Ok(&self.kernels[name])
+        Ok(&self.kernels[&key])
     }
 
     /// Enqueue a 1-D kernel over `global` work-items (rounded up to the work-group size; every
@@ -313,8 +334,15 @@ impl ClSession {
         let device = self.device.id;
         let max_wg = self.max_work_group;
         let queue = self.queue.get();
-        let kernel = self.kernel(name)?;
-        let kernel_wg = kernel.get_work_group_size(device).call("clGetKernelWorkGroupInfo")?;
+        let svm_args = args
+            .iter()
+            .enumerate()
+            .filter(|(_, a)| matches!(a, ClArg::Mem(ClMem::Svm(_))))
+            .fold(0u64, |m, (i, _)| m | 1 << i);
+        let kernel = self.kernel(name, svm_args)?;
+        let kernel_wg = kernel
+            .get_work_group_size(device)
+            .call("clGetKernelWorkGroupInfo")?;
         let local = local_size(global, max_wg.min(kernel_wg));
         let global = global.div_ceil(local) * local;
         for (i, arg) in args.iter().enumerate() {
@@ -376,6 +404,29 @@ fn local_size(global: usize, limit: usize) -> usize {
     l
 }
 
+/// For tests: the first OpenCL device, or `None` when no ICD answers. Under
+/// `CLHIP_REQUIRE_OPENCL=1` (CI) a missing OpenCL is a test failure, not a skip, so a green run
+/// cannot hide a missing install step.
+pub fn test_device() -> Option<ClDevice> {
+    // Enumerate once per process: test threads run in parallel, and the ICD loader's first
+    // initialisation is not safe to race (ocl-icd segfaults).
+    static FIRST: std::sync::OnceLock<Result<ClDevice, String>> = std::sync::OnceLock::new();
+    let required = std::env::var("CLHIP_REQUIRE_OPENCL").is_ok_and(|v| v == "1");
+    let first = FIRST.get_or_init(|| match enumerate() {
+        Ok(devices) if !devices.is_empty() => Ok(devices[0].clone()),
+        Ok(_) => Err("no OpenCL device".to_string()),
+        Err(e) => Err(e.to_string()),
+    });
+    match first {
+        Ok(d) => Some(d.clone()),
+        Err(why) => {
+            assert!(!required, "CLHIP_REQUIRE_OPENCL=1 but {why}");
+            eprintln!("skipping: {why}");
+            None
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -403,28 +454,5 @@ mod tests {
         let e = cl_error("clSVMAlloc", -30);
         assert_eq!(e.name, "CL_INVALID_VALUE");
         assert_eq!(e.to_string(), "clSVMAlloc returned CL_INVALID_VALUE (-30)");
-    }
-}
-
-/// For tests: the first OpenCL device, or `None` when no ICD answers. Under
-/// `CLHIP_REQUIRE_OPENCL=1` (CI) a missing OpenCL is a test failure, not a skip, so a green run
-/// cannot hide a missing install step.
-pub fn test_device() -> Option<ClDevice> {
-    // Enumerate once per process: test threads run in parallel, and the ICD loader's first
-    // initialisation is not safe to race (ocl-icd segfaults).
-    static FIRST: std::sync::OnceLock<Result<ClDevice, String>> = std::sync::OnceLock::new();
-    let required = std::env::var("CLHIP_REQUIRE_OPENCL").is_ok_and(|v| v == "1");
-    let first = FIRST.get_or_init(|| match enumerate() {
-        Ok(devices) if !devices.is_empty() => Ok(devices[0].clone()),
-        Ok(_) => Err("no OpenCL device".to_string()),
-        Err(e) => Err(e.to_string()),
-    });
-    match first {
-        Ok(d) => Some(d.clone()),
-        Err(why) => {
-            assert!(!required, "CLHIP_REQUIRE_OPENCL=1 but {why}");
-            eprintln!("skipping: {why}");
-            None
-        }
     }
 }

@@ -1,0 +1,113 @@
+//! The command line as a user meets it: bad input gets a clear error naming the file and line
+//! and a non-zero exit, and nothing already written is lost.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn clhip(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_clhip"))
+        .args(args)
+        .output()
+        .expect("clhip runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("clhip-cli-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+#[test]
+fn a_malformed_case_file_is_rejected_with_file_and_line_and_nothing_is_overwritten() {
+    let dir = scratch("malformed");
+    let cases = dir.join("bad.toml");
+    std::fs::write(
+        &cases,
+        "version = 1\n[[group]]\npaths = [\"copy\"]\nsyncs = [\"finish\", \"mapp\"]\nops = [\"fft\"]\nsizes = [4]\n",
+    )
+    .unwrap();
+    let json = dir.join("results.json");
+    std::fs::write(&json, "previous results").unwrap();
+    let o = clhip(&[
+        "run",
+        "--cases",
+        cases.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    let err = stderr(&o);
+    assert!(err.contains(&format!("{}:4:", cases.display())), "{err}");
+    assert!(
+        err.contains("unknown SyncMode `mapp`") || err.contains("mapp"),
+        "{err}"
+    );
+    assert_eq!(std::fs::read_to_string(&json).unwrap(), "previous results");
+}
+
+#[test]
+fn an_unknown_filter_is_an_error_not_an_empty_run() {
+    if clhip::runtimes::opencl::test_device().is_none() {
+        return;
+    }
+    let o = clhip(&["list", "no-such-path-anywhere"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("`no-such-path-anywhere` matches none"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn a_corrupt_report_names_file_line_and_column() {
+    let dir = scratch("corrupt");
+    let f = dir.join("r.json");
+    std::fs::write(
+        &f,
+        "{\n  \"schema\": \"clhip-results/1\",\n  \"seed\": oops\n}\n",
+    )
+    .unwrap();
+    let o = clhip(&["report", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains(&format!("{}:3:", f.display())),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
+fn probe_json_parses_and_names_every_runtime() {
+    let o = clhip(&["probe", "--json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("probe --json is JSON");
+    for api in ["hip", "cuda"] {
+        assert!(v[api]["status"].is_string(), "{api} section: {v}");
+    }
+    if clhip::runtimes::opencl::test_device().is_some() {
+        assert_eq!(v["opencl_status"], "ok");
+        let dev = &v["platforms"][0]["devices"][0];
+        assert!(dev["svm"].is_object(), "{dev}");
+    }
+}
+
+#[test]
+fn list_shows_the_default_matrix_for_the_host_pair() {
+    if clhip::runtimes::opencl::test_device().is_none() {
+        return;
+    }
+    let o = clhip(&["list"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ids: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert!(ids.len() >= 40, "{} ids", ids.len());
+    assert!(ids.iter().any(|i| i.ends_with("/fft/n=4194304")));
+    assert!(ids.iter().all(|i| i.contains("+host/")));
+}
