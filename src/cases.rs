@@ -364,7 +364,11 @@ mod tests {
         .unwrap_err();
         assert_eq!((e.line, e.file.to_str().unwrap()), (4, "cases/test.toml"));
         assert!(e.message.contains("mapp"), "{e}");
-        assert!(e.message.contains("expected one of `finish`, `event`, `map`"), "{e}");
+        assert!(
+            e.message
+                .contains("expected one of `finish`, `event`, `map`"),
+            "{e}"
+        );
         assert!(e.to_string().starts_with("cases/test.toml:4:"), "{e}");
     }
 
