@@ -144,11 +144,11 @@ impl Matrix {
             let paths: Vec<PathKind> = g.paths.iter().map(|p| *p.get_ref()).collect();
             for s in &g.syncs {
                 let sync = *s.get_ref();
-                if !paths.iter().any(|p| p.syncs().contains(&sync)) {
+                if !paths.iter().any(|p| p.any_syncs().contains(&sync)) {
                     let allowed: Vec<String> = paths
                         .iter()
                         .map(|p| {
-                            let names: Vec<&str> = p.syncs().iter().map(|s| s.name()).collect();
+                            let names: Vec<&str> = p.any_syncs().iter().map(|s| s.name()).collect();
                             format!("{p}: {}", names.join(", "))
                         })
                         .collect();
@@ -201,7 +201,11 @@ impl Matrix {
                     if !path.applies_to(pair.peer.api) {
                         continue;
                     }
-                    for &sync in g.syncs.iter().filter(|s| path.syncs().contains(s)) {
+                    for &sync in g
+                        .syncs
+                        .iter()
+                        .filter(|s| path.syncs(pair.peer.api).contains(s))
+                    {
                         for &op in g.ops.iter().filter(|o| o.applies_to(pair.peer.api)) {
                             for &n in &g.sizes {
                                 let case = Case {
@@ -319,7 +323,7 @@ impl Baseline {
     pub fn expectation(&self, case: &Case) -> Expectation {
         match self.known.get(&case.id()) {
             Some(kind) => Expectation::Known(*kind),
-            None if case.sync.is_negative_control() => Expectation::NegativeControl,
+            None if case.is_negative_control() => Expectation::NegativeControl,
             None => Expectation::Pass,
         }
     }

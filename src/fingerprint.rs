@@ -30,6 +30,9 @@ pub struct RuntimeFingerprint {
     pub library: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
+    /// Name, arch, UUID, PCI bus id and library versions of each device found.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<crate::runtimes::device::DeviceInfo>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -222,6 +222,9 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             })
             .collect(),
     };
+    for line in pairs::unpaired(&probe) {
+        eprintln!("clhip: warning: {line}");
+    }
     let fingerprint = probe.fingerprint();
     let exe = std::env::current_exe().context("locating the clhip binary to start workers")?;
     let mut opts = RunOptions::new(exe, args.seed);

@@ -123,23 +123,56 @@ named_enum! {
         ClSvmCoarse => "cl-svm-coarse",
         /// clSVMAlloc with CL_MEM_SVM_FINE_GRAIN_BUFFER, used directly by the peer.
         ClSvmFine => "cl-svm-fine",
-        /// The peer's ordinary host allocation wrapped by clCreateBuffer(CL_MEM_USE_HOST_PTR).
+        /// The host's ordinary memory wrapped by clCreateBuffer(CL_MEM_USE_HOST_PTR).
         UseHostPtr => "use-host-ptr",
+        /// The device runtime's pinned host memory (cuMemHostAlloc, hipHostMalloc) wrapped
+        /// with CL_MEM_USE_HOST_PTR.
+        PinnedUseHostPtr => "pinned+use-host-ptr",
+        /// A device allocation (cuMemAlloc, hipMalloc) handed to CL_MEM_USE_HOST_PTR as if it
+        /// were host memory (seed 000 saw a memory fault on MI100).
+        DeviceUseHostPtr => "device+use-host-ptr",
+        /// Managed memory (cuMemAllocManaged, hipMallocManaged) wrapped with USE_HOST_PTR.
+        ManagedUseHostPtr => "managed+use-host-ptr",
+        /// A device allocation passed to OpenCL kernels with clSetKernelArgSVMPointer.
+        DevicePtrAsClArg => "device-ptr-as-cl-arg",
+        /// A VMM allocation exported as a POSIX fd and imported by OpenCL
+        /// (cl_khr_external_memory_opaque_fd).
+        VmmFdClImport => "vmm-fd+cl-import",
     }
 }
 
 impl PathKind {
-    /// The sync modes that mean something on this path. A case file naming another is rejected:
-    /// e.g. `map` has nothing to bracket on `copy`, and coarse SVM may only be touched by the
-    /// host between map and unmap (OpenCL 3.0 §5.6.1), so finish alone is not a sync for it.
-    pub fn syncs(self) -> &'static [SyncMode] {
+    /// The sync modes that mean something on this path for this peer. A case file naming a
+    /// sync no path of its group takes is rejected. The host may touch coarse SVM and
+    /// USE_HOST_PTR memory only between map and unmap (OpenCL 3.0 §5.6.1, §5.4.2); a device
+    /// peer never maps, so finish/event order its kernels against OpenCL's. Some listed modes
+    /// break a rule on purpose: see [`Case::is_negative_control`].
+    pub fn syncs(self, peer: Api) -> &'static [SyncMode] {
         use SyncMode::*;
+        let device = peer != Api::Host;
         match self {
             PathKind::Copy => &[Finish, Event, None],
+            PathKind::ClSvmCoarse if device => &[Finish, Event, Map, None],
             PathKind::ClSvmCoarse => &[Map, None],
             PathKind::ClSvmFine => &[Finish, Event, Map, None],
-            PathKind::UseHostPtr => &[Map, None],
+            PathKind::UseHostPtr
+            | PathKind::PinnedUseHostPtr
+            | PathKind::DeviceUseHostPtr
+            | PathKind::ManagedUseHostPtr => &[Map, Finish, None],
+            PathKind::DevicePtrAsClArg => &[Finish, Event, None],
+            PathKind::VmmFdClImport => &[AcquireRelease, Finish, None],
         }
+    }
+
+    /// Every sync this path takes for any peer (what a case file is validated against).
+    pub fn any_syncs(self) -> Vec<SyncMode> {
+        let mut all: Vec<SyncMode> = [Api::Host, Api::Cuda]
+            .iter()
+            .flat_map(|&a| self.syncs(a).iter().copied())
+            .collect();
+        all.sort();
+        all.dedup();
+        all
     }
 
     /// Which peers a path exists for.
@@ -147,7 +180,23 @@ impl PathKind {
         match self {
             PathKind::Copy | PathKind::ClSvmCoarse | PathKind::ClSvmFine => true,
             PathKind::UseHostPtr => peer == Api::Host,
+            PathKind::PinnedUseHostPtr
+            | PathKind::DeviceUseHostPtr
+            | PathKind::ManagedUseHostPtr
+            | PathKind::DevicePtrAsClArg
+            | PathKind::VmmFdClImport => peer != Api::Host,
         }
+    }
+
+    /// Paths whose OpenCL object is a CL_MEM_USE_HOST_PTR buffer over the peer's memory.
+    pub fn is_use_host_ptr(self) -> bool {
+        matches!(
+            self,
+            PathKind::UseHostPtr
+                | PathKind::PinnedUseHostPtr
+                | PathKind::DeviceUseHostPtr
+                | PathKind::ManagedUseHostPtr
+        )
     }
 }
 
@@ -166,12 +215,6 @@ named_enum! {
         Semaphore => "semaphore",
         /// Negative control: no sync at all. A stale read is expected and shows checks see one.
         None => "none",
-    }
-}
-
-impl SyncMode {
-    pub fn is_negative_control(self) -> bool {
-        self == SyncMode::None
     }
 }
 
@@ -206,6 +249,12 @@ impl Op {
     }
 }
 
+/// See [`Case::is_negative_control`].
+pub fn is_negative_control(path: PathKind, sync: SyncMode) -> bool {
+    sync == SyncMode::None
+        || (sync == SyncMode::Finish && (path.is_use_host_ptr() || path == PathKind::VmmFdClImport))
+}
+
 /// One cell of the matrix on one pair at one size: the unit that runs, passes or fails.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Case {
@@ -218,6 +267,14 @@ pub struct Case {
 }
 
 impl Case {
+    /// Cases that leave out a sync the specification requires, to show that the checks see
+    /// what goes wrong then: no sync at all; USE_HOST_PTR memory read without map (a runtime
+    /// may keep a device copy, OpenCL 1.2 §5.2.1); imported memory used without
+    /// acquire/release (cl_khr_external_memory). Their `fail` is expected.
+    pub fn is_negative_control(&self) -> bool {
+        is_negative_control(self.path, self.sync)
+    }
+
     /// The stable, readable id: `pocl0+host/cl-svm-fine/map/fft/n=4096`.
     pub fn id(&self) -> String {
         format!(
@@ -548,6 +605,8 @@ pub enum CaseError {
     Fault(ApiError),
     Broken(ApiError),
     Mismatch(Box<Mismatch>),
+    /// Not run: the device was found unfit before the case (a failed known-answer check).
+    Skip(String),
 }
 
 impl CaseError {
@@ -566,6 +625,7 @@ impl CaseError {
                 reason: FailReason::Api(e),
             },
             CaseError::Mismatch(m) => Outcome::mismatch(*m),
+            CaseError::Skip(reason) => Outcome::Skip { reason },
         }
     }
 }

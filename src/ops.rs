@@ -10,9 +10,9 @@ use num_complex::Complex32;
 
 use crate::fft::FftCache;
 use crate::generate;
-use crate::model::{Api, BIT_EXACT, Case, CaseError, Mismatch, Op, Outcome, Phase, SyncMode};
+use crate::model::{Api, BIT_EXACT, Case, CaseError, Mismatch, Op, Outcome, Peer, Phase, SyncMode};
 use crate::paths::{DeviceBuffer, Shared};
-use crate::reference;
+use crate::reference::{self, Transpose, Uplo};
 use crate::runtimes::host::HostPeer;
 use crate::runtimes::opencl::{self, ClArg, ClDevice, ClEvent, ClSession, SessionError};
 use crate::runtimes::{PatternCheck, PeerPtr, PeerRuntime};
@@ -76,7 +76,7 @@ fn take_output(
     } else {
         sync_mode
     };
-    sync::to_peer(s, m, mode, last, access)?;
+    sync::to_peer(s, peer, m, mode, last, access)?;
     match plant {
         Some(Plant::FlipElement) => {
             peer.flip_bit(m.peer, 2 * Plant::flip_index(m.len), Plant::FLIP_BIT)?;
@@ -98,7 +98,42 @@ pub struct WorkerState {
     devices: Option<Result<Vec<ClDevice>, CaseError>>,
     sessions: HashMap<String, Result<ClSession, CaseError>>,
     fft: FftCache,
-    host: HostPeer,
+    peers: HashMap<Peer, Result<Box<dyn PeerRuntime>, CaseError>>,
+}
+
+/// The case's peer, opened on first use in this worker. A device peer must first pass its
+/// known-answer check: after a fault or crash in an earlier worker, a device that no longer
+/// computes must not turn every later case into a misleading verdict.
+fn peer<'a>(
+    peers: &'a mut HashMap<Peer, Result<Box<dyn PeerRuntime>, CaseError>>,
+    want: &Peer,
+) -> Result<&'a mut dyn PeerRuntime, CaseError> {
+    let entry = peers.entry(want.clone()).or_insert_with(|| {
+        let mut opened: Box<dyn PeerRuntime> = match want.api {
+            Api::Host => Box::new(HostPeer),
+            Api::Cuda => Box::new(crate::runtimes::cuda::CudaPeer::open(want.ordinal)?),
+            Api::Hip | Api::OpenCl => {
+                return Err(CaseError::unsupported(format!(
+                    "the {} participant is not available in this build",
+                    want.api.name()
+                )));
+            }
+        };
+        if let Some(d) = opened.as_device() {
+            d.health_check().map_err(|e| {
+                CaseError::Skip(format!(
+                    "{} failed its known-answer check at worker start: {}",
+                    want.label(),
+                    e.into_outcome().reason()
+                ))
+            })?;
+        }
+        Ok(opened)
+    });
+    match entry {
+        Ok(p) => Ok(p.as_mut()),
+        Err(e) => Err(e.clone()),
+    }
 }
 
 /// The case's OpenCL session, opened on first use in this worker.
@@ -190,29 +225,20 @@ fn run(
     seed: u64,
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
-    if case.pair.peer.api != Api::Host {
-        return Err(CaseError::unsupported(format!(
-            "the {} participant is not available in this build",
-            case.pair.peer.api.name()
-        )));
-    }
     let WorkerState {
         devices,
         sessions,
         fft,
-        host,
+        peers,
     } = state;
     let session = session(devices, sessions, case)?;
-    let peer: &mut dyn PeerRuntime = host;
+    let peer = peer(peers, &case.pair.peer)?;
     match case.op {
         Op::Handoff => handoff(session, peer, case, seed, plant),
         Op::Fft => fft_op(session, fft, peer, case, seed, plant),
         Op::Pipeline => pipeline(session, fft, peer, case, seed, plant),
-        Op::Gemm | Op::Cholesky => Err(CaseError::unsupported(format!(
-            "{} needs a BLAS/solver library on the peer; {} has none",
-            case.op,
-            case.pair.peer.label()
-        ))),
+        Op::Gemm => gemm(session, peer, case, seed, plant),
+        Op::Cholesky => cholesky(session, peer, case, seed, plant),
     }
 }
 
@@ -255,10 +281,10 @@ fn handoff(
     let result_a = DeviceBuffer::with_data(session, &init)?;
     let result_c = DeviceBuffer::with_data(session, &init)?;
     let seen_by_peer = with_shared(session, peer, case, case.n, |s, peer, m| {
-        sync::to_peer(s, m, case.sync, None, Access::Write)?;
+        sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer.fill_pattern(m.peer, a)?;
         peer.synchronize()?;
-        let ready = sync::to_cl(s, m, case.sync)?;
+        let ready = sync::to_cl(s, peer, m, case.sync)?;
         let checked = s
             .launch(
                 "pattern_check",
@@ -286,7 +312,7 @@ fn handoff(
         let seen = peer.check_pattern(out, b)?;
         peer.fill_pattern(m.peer, c)?;
         peer.synchronize()?;
-        let ready = sync::to_cl(s, m, case.sync)?;
+        let ready = sync::to_cl(s, peer, m, case.sync)?;
         s.launch(
             "pattern_check",
             words,
@@ -379,10 +405,10 @@ fn fft_op(
 ) -> Result<String, CaseError> {
     let input = generate::complex_vec(seed, case.n);
     let got = with_shared(session, peer, case, case.n, |s, peer, m| {
-        sync::to_peer(s, m, case.sync, None, Access::Write)?;
+        sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer.upload(m.peer, &input)?;
         peer.synchronize()?;
-        let ready = sync::to_cl(s, m, case.sync)?;
+        let ready = sync::to_cl(s, peer, m, case.sync)?;
         let done = fft.forward(s, m.cl, case.n, &sync::raw(&ready)).running()?;
         let out = take_output(s, peer, m, case.sync, Some(&done), Access::Read, plant)?;
         peer.download(out)
@@ -410,10 +436,10 @@ fn pipeline(
     let b_buf = DeviceBuffer::with_data(session, &b)?;
     let out = DeviceBuffer::new(session, n * size_of::<Complex32>())?;
     with_shared(session, peer, case, n, |s, peer, m| {
-        sync::to_peer(s, m, case.sync, None, Access::Write)?;
+        sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer.upload(m.peer, &a)?;
         peer.synchronize()?;
-        let ready = sync::to_cl(s, m, case.sync)?;
+        let ready = sync::to_cl(s, peer, m, case.sync)?;
         let added = s
             .launch(
                 "cadd",
@@ -440,7 +466,7 @@ fn pipeline(
         peer.scale(taken, scale)?;
         peer.magnitude(taken)?;
         peer.synchronize()?;
-        let ready = sync::to_cl(s, m, case.sync)?;
+        let ready = sync::to_cl(s, peer, m, case.sync)?;
         s.launch(
             "ccopy",
             n,
@@ -467,6 +493,196 @@ fn pipeline(
     );
     let summary = tolerance::check_pipeline(&what, &magnitudes, &want, scale)?;
     Ok(summary.to_string())
+}
+
+/// Put `data` into shared memory with an OpenCL kernel, so that what the peer then reads was
+/// produced by OpenCL (a write through a buffer API would test the runtime's copy, not the
+/// path). Returns the kernel's event.
+fn produce_on_cl(
+    s: &mut ClSession,
+    peer: &mut dyn PeerRuntime,
+    m: &mut Shared,
+    sync_mode: SyncMode,
+    data: &[Complex32],
+) -> Result<ClEvent, CaseError> {
+    let staging = DeviceBuffer::with_data(s, data)?;
+    // Imported memory starts with its exporter; OpenCL takes it first.
+    let ready = sync::to_cl(s, peer, m, sync_mode)?;
+    let ev = s
+        .launch(
+            "ccopy",
+            data.len(),
+            &[
+                ClArg::Mem(staging.arg()),
+                ClArg::Mem(m.cl),
+                ClArg::U32(data.len() as u32),
+            ],
+            &sync::raw(&ready),
+        )
+        .running()?;
+    Ok(ev)
+}
+
+/// Read shared memory back through OpenCL, after everything the case did: a kernel copies it
+/// into a plain buffer, which is then read.
+fn consume_on_cl(
+    s: &mut ClSession,
+    m: &Shared,
+    ready: &[ClEvent],
+) -> Result<DeviceBuffer, CaseError> {
+    let out = DeviceBuffer::new(s, m.bytes())?;
+    s.launch(
+        "ccopy",
+        m.len,
+        &[
+            ClArg::Mem(m.cl),
+            ClArg::Mem(out.arg()),
+            ClArg::U32(m.len as u32),
+        ],
+        &sync::raw(ready),
+    )
+    .running()?;
+    Ok(out)
+}
+
+fn device<'a>(
+    peer: &'a mut dyn PeerRuntime,
+    case: &Case,
+) -> Result<&'a mut dyn crate::runtimes::device::DeviceRuntime, CaseError> {
+    peer.as_device().ok_or_else(|| {
+        CaseError::unsupported(format!(
+            "{} needs a BLAS/solver library on the peer; {} has none",
+            case.op,
+            case.pair.peer.label()
+        ))
+    })
+}
+
+/// cgemm on the peer over matrices OpenCL produced, through the path; C read back through
+/// OpenCL and held to the f64 reference (rocBLAS clients' bound).
+fn gemm(
+    session: &mut ClSession,
+    peer: &mut dyn PeerRuntime,
+    case: &Case,
+    seed: u64,
+    plant: Option<Plant>,
+) -> Result<String, CaseError> {
+    let n = case.n;
+    let ld = n;
+    let a = generate::matrix(seed, n, n, ld);
+    let b = generate::matrix(seed.wrapping_add(1), n, n, ld);
+    let c = generate::matrix(seed.wrapping_add(2), n, n, ld);
+    let (alpha, beta) = (Complex32::new(1.0, 0.0), Complex32::new(-0.5, 0.25));
+    device(peer, case)?;
+    let got = with_shared(session, peer, case, n * ld, |s, peer, ma| {
+        with_shared(s, peer, case, n * ld, |s, peer, mb| {
+            with_shared(s, peer, case, n * ld, |s, peer, mc| {
+                let ea = produce_on_cl(s, peer, ma, case.sync, &a)?;
+                let eb = produce_on_cl(s, peer, mb, case.sync, &b)?;
+                let ec = produce_on_cl(s, peer, mc, case.sync, &c)?;
+                let pa = take_output(s, peer, ma, case.sync, Some(&ea), Access::Read, plant)?;
+                sync::to_peer(s, peer, mb, case.sync, Some(&eb), Access::Read)?;
+                sync::to_peer(s, peer, mc, case.sync, Some(&ec), Access::ReadWrite)?;
+                device(peer, case)?.cgemm(
+                    Transpose::None,
+                    Transpose::None,
+                    n,
+                    n,
+                    n,
+                    alpha,
+                    pa,
+                    ld,
+                    mb.peer,
+                    ld,
+                    beta,
+                    mc.peer,
+                    ld,
+                )?;
+                sync::to_cl(s, peer, ma, case.sync)?;
+                sync::to_cl(s, peer, mb, case.sync)?;
+                let ready = sync::to_cl(s, peer, mc, case.sync)?;
+                consume_on_cl(s, mc, &ready)?.read::<Complex32>(s, n * ld)
+            })
+        })
+    })?;
+    let want = reference::cgemm(
+        Transpose::None,
+        Transpose::None,
+        n,
+        n,
+        n,
+        alpha,
+        &a,
+        ld,
+        &b,
+        ld,
+        beta,
+        &c,
+        ld,
+    );
+    let what = format!(
+        "cgemm on {} read back through OpenCL",
+        case.pair.peer.label()
+    );
+    let summary = tolerance::check_cgemm(&what, &got, &want, n, n, ld, n, false)?;
+    Ok(summary.to_string())
+}
+
+/// cpotrf on the peer over an HPD matrix OpenCL produced, factor read back through OpenCL;
+/// then a non-HPD matrix whose `info` must match the reference's.
+fn cholesky(
+    session: &mut ClSession,
+    peer: &mut dyn PeerRuntime,
+    case: &Case,
+    seed: u64,
+    plant: Option<Plant>,
+) -> Result<String, CaseError> {
+    let n = case.n;
+    let ld = n;
+    let hpd = generate::hpd_matrix(seed, n, ld);
+    let (non_hpd, _) = generate::non_hpd_matrix(seed.wrapping_add(1), n, ld);
+    device(peer, case)?;
+    let (info, factor, bad_info) = with_shared(session, peer, case, n * ld, |s, peer, m| {
+        let ev = produce_on_cl(s, peer, m, case.sync, &hpd)?;
+        let pa = take_output(s, peer, m, case.sync, Some(&ev), Access::ReadWrite, plant)?;
+        let info = device(peer, case)?.cpotrf(Uplo::Lower, n, pa, ld)?;
+        let ready = sync::to_cl(s, peer, m, case.sync)?;
+        let factor = consume_on_cl(s, m, &ready)?.read::<Complex32>(s, n * ld)?;
+        // The failure path through the same memory: OpenCL writes a non-HPD matrix.
+        let ev = produce_on_cl(s, peer, m, case.sync, &non_hpd)?;
+        sync::to_peer(s, peer, m, case.sync, Some(&ev), Access::ReadWrite)?;
+        let bad_info = device(peer, case)?.cpotrf(Uplo::Lower, n, m.peer, ld)?;
+        Ok((info, factor, bad_info))
+    })?;
+    let peer_name = case.pair.peer.label();
+    tolerance::check_info(
+        &format!("cpotrf info on {peer_name} (HPD input)"),
+        info as i64,
+        0,
+    )?;
+    let want = reference::cholesky(Uplo::Lower, n, &hpd, ld).map_err(|info| {
+        CaseError::Broken(crate::model::ApiError {
+            api: Api::Host,
+            call: "reference::cholesky".into(),
+            code: info as i64,
+            name: "NOT_HPD".into(),
+            detail: "the generator's HPD matrix did not factor in f64".into(),
+        })
+    })?;
+    let what = format!("cpotrf factor on {peer_name} read back through OpenCL");
+    let summary = tolerance::check_cholesky(&what, &factor, &want, Uplo::Lower, n, ld)?;
+    let want_info = match reference::cholesky(Uplo::Lower, n, &non_hpd, ld) {
+        Err(info) => info,
+        Ok(_) => 0,
+    };
+    tolerance::check_info(
+        &format!("cpotrf info on {peer_name} (non-HPD input)"),
+        bad_info as i64,
+        want_info,
+    )?;
+    Ok(format!(
+        "{summary}; non-HPD info {bad_info} as the reference"
+    ))
 }
 
 #[cfg(test)]

@@ -1,12 +1,14 @@
 //! Pair discovery: which OpenCL device works with which participant. The host pairs with every
-//! OpenCL device; device runtimes pair with the OpenCL device that is the same physical GPU,
-//! matched by UUID or PCI bus id, never by name (names differ between the APIs).
+//! OpenCL device; a device runtime's device pairs with the OpenCL device that is the same
+//! physical GPU, matched by UUID or else PCI bus id, never by name (the APIs name GPUs
+//! differently: "NVIDIA H200" vs "NVIDIA H200 NVL", "gfx908" vs "AMD Instinct MI100").
 
-use crate::model::{ApiError, ClDeviceRef, Pair, Peer};
-use crate::probe::Probe;
+use crate::model::{Api, ApiError, ClDeviceRef, Pair, Peer};
+use crate::probe::{DeviceProbe, Probe, Queried};
+use crate::runtimes::device::DeviceInfo;
 use crate::runtimes::opencl;
 
-/// Every pair on this machine, in OpenCL enumeration order.
+/// Every host pair on this machine, in OpenCL enumeration order (in-process; tests use it).
 pub fn discover() -> Result<Vec<Pair>, ApiError> {
     let devices = opencl::enumerate()?;
     Ok(devices
@@ -18,19 +20,135 @@ pub fn discover() -> Result<Vec<Pair>, ApiError> {
         .collect())
 }
 
-/// The pairs a probe found (what the CLI uses: its probe runs in a child process).
+fn cl_ref(d: &DeviceProbe) -> ClDeviceRef {
+    ClDeviceRef {
+        platform_index: d.platform_index,
+        device_index: d.device_index,
+        label: d.label.clone(),
+    }
+}
+
+fn value(q: &Queried<String>) -> Option<String> {
+    match q {
+        Queried::Value(v) => Some(v.to_ascii_lowercase()),
+        _ => None,
+    }
+}
+
+/// The OpenCL device that is the same GPU as `dev`: same UUID, else same PCI bus id.
+pub fn same_gpu<'a>(dev: &DeviceInfo, cl: &'a [&'a DeviceProbe]) -> Option<&'a DeviceProbe> {
+    let uuid = dev.uuid.to_ascii_lowercase();
+    let pci = dev.pci_bus_id.to_ascii_lowercase();
+    cl.iter()
+        .find(|d| !uuid.is_empty() && value(&d.uuid).as_deref() == Some(uuid.as_str()))
+        .or_else(|| {
+            cl.iter()
+                .find(|d| !pci.is_empty() && value(&d.pci_bus_id).as_deref() == Some(pci.as_str()))
+        })
+        .copied()
+}
+
+/// The pairs a probe found (the CLI's: its probe runs in a child process). Host pairs first,
+/// then each device runtime's devices with their OpenCL twins.
 pub fn from_probe(probe: &Probe) -> Vec<Pair> {
-    probe
-        .platforms
+    let cl: Vec<&DeviceProbe> = probe.platforms.iter().flat_map(|p| &p.devices).collect();
+    let mut pairs: Vec<Pair> = cl
         .iter()
-        .flat_map(|p| &p.devices)
         .map(|d| Pair {
-            opencl: ClDeviceRef {
-                platform_index: d.platform_index,
-                device_index: d.device_index,
-                label: d.label.clone(),
-            },
+            opencl: cl_ref(d),
             peer: Peer::HOST,
         })
+        .collect();
+    for (api, status) in [(Api::Cuda, &probe.cuda), (Api::Hip, &probe.hip)] {
+        for dev in &status.devices {
+            if let Some(twin) = same_gpu(dev, &cl) {
+                pairs.push(Pair {
+                    opencl: cl_ref(twin),
+                    peer: Peer {
+                        api,
+                        ordinal: dev.ordinal,
+                    },
+                });
+            }
+        }
+    }
+    pairs
+}
+
+/// Device-runtime devices that no OpenCL device matched, with what was compared: a GPU that
+/// OpenCL cannot see is worth a line in the run's output, not silence.
+pub fn unpaired(probe: &Probe) -> Vec<String> {
+    let cl: Vec<&DeviceProbe> = probe.platforms.iter().flat_map(|p| &p.devices).collect();
+    [(Api::Cuda, &probe.cuda), (Api::Hip, &probe.hip)]
+        .iter()
+        .flat_map(|(api, status)| {
+            status
+                .devices
+                .iter()
+                .filter(|d| same_gpu(d, &cl).is_none())
+                .map(move |d| {
+                    format!(
+                        "{}{} ({}, UUID {}, PCI {}) matches no OpenCL device",
+                        api.name(),
+                        d.ordinal,
+                        d.name,
+                        d.uuid,
+                        d.pci_bus_id
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cl_dev(label: &str, uuid: Option<&str>, pci: Option<&str>) -> DeviceProbe {
+        let q = |v: Option<&str>| match v {
+            Some(v) => Queried::Value(v.to_string()),
+            None => Queried::Absent("no extension".into()),
+        };
+        let mut d: DeviceProbe = serde_json::from_value(serde_json::json!({
+            "label": label, "platform_index": 0, "device_index": 0, "name": "x",
+            "vendor": {"value": "v"}, "device_version": {"value": "v"},
+            "driver_version": {"value": "v"}, "opencl_c_version": {"value": "v"},
+            "svm": {"absent": "n/a"}, "max_work_group_size": {"value": 1},
+            "global_mem_bytes": {"value": 1}, "max_alloc_bytes": {"value": 1},
+            "interop_extensions": {}, "external_memory_import_handle_types": {"absent": "n/a"},
+            "semaphore_types": {"absent": "n/a"}, "semaphore_import_handle_types": {"absent": "n/a"},
+            "semaphore_export_handle_types": {"absent": "n/a"}, "uuid": {"absent": "n/a"},
+            "pci_bus_id": {"absent": "n/a"}, "pci_bus_id_source": "", "extensions": {"value": []}
+        }))
+        .unwrap();
+        d.uuid = q(uuid);
+        d.pci_bus_id = q(pci);
+        d
+    }
+
+    fn gpu(uuid: &str, pci: &str) -> DeviceInfo {
+        DeviceInfo {
+            uuid: uuid.into(),
+            pci_bus_id: pci.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn uuid_wins_then_pci_and_never_the_name() {
+        let a = cl_dev(
+            "nvidia0",
+            Some("01382DE0-e496-54af-6b27-59d9267404a3"),
+            Some("0000:00:06.0"),
+        );
+        let b = cl_dev("rocm0", None, Some("0000:c3:00.0"));
+        let cl = [&a, &b];
+        let by_uuid = gpu("01382de0-e496-54af-6b27-59d9267404a3", "0000:99:00.0");
+        assert_eq!(same_gpu(&by_uuid, &cl).unwrap().label, "nvidia0");
+        // ROCm OpenCL has no cl_khr_device_uuid: the PCI bus id (CL_DEVICE_TOPOLOGY_AMD) pairs.
+        let by_pci = gpu("ffffffff-0000-0000-0000-000000000000", "0000:C3:00.0");
+        assert_eq!(same_gpu(&by_pci, &cl).unwrap().label, "rocm0");
+        assert!(same_gpu(&gpu("", ""), &cl).is_none());
+    }
 }

@@ -8,8 +8,13 @@ use std::ptr;
 use cl3::memory::{CL_MEM_READ_WRITE, CL_MEM_SVM_FINE_GRAIN_BUFFER, CL_MEM_USE_HOST_PTR};
 use num_complex::Complex32;
 
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
+
+use cl3::types::cl_mem_properties;
+
 use crate::model::{CaseError, PathKind, Phase};
-use crate::runtimes::opencl::{ClMem, ClResultExt, ClSession, cl_error};
+use crate::runtimes::device::{AllocKind, DeviceAlloc, DeviceRuntime};
+use crate::runtimes::opencl::{ClEvent, ClMem, ClResultExt, ClSession, cl_error};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 
 /// Which side may touch the memory now.
@@ -22,17 +27,30 @@ pub enum Owner {
 /// What backs a [`Shared`], for release.
 #[derive(Debug)]
 pub(crate) enum Backing {
-    /// A device buffer and the peer memory data is staged through.
+    /// A device buffer, the host memory data is staged through, and the peer's own memory
+    /// (for a device peer; the host peer works on the staging memory itself).
     Copy {
         buffer: *mut c_void,
         staging: PeerPtr,
+        peer_mem: Option<DeviceAlloc>,
     },
     Svm {
         ptr: *mut c_void,
     },
+    /// CL_MEM_USE_HOST_PTR over the host's memory or a device runtime's allocation.
     UseHostPtr {
         buffer: *mut c_void,
-        host: PeerPtr,
+        host: Option<PeerPtr>,
+        alloc: Option<DeviceAlloc>,
+    },
+    /// A device allocation OpenCL kernels take as an SVM pointer.
+    DeviceArg {
+        alloc: DeviceAlloc,
+    },
+    /// A VMM allocation exported as an fd and imported as an OpenCL buffer.
+    Imported {
+        buffer: *mut c_void,
+        alloc: DeviceAlloc,
     },
 }
 
@@ -50,6 +68,72 @@ pub struct Shared {
     pub(crate) owner: Owner,
     /// A live clEnqueueMapBuffer mapping (USE_HOST_PTR), to unmap.
     pub(crate) mapped: Option<*mut c_void>,
+    /// A live clEnqueueSVMMap of this allocation, to unmap.
+    pub(crate) svm_mapped: bool,
+}
+
+fn device_peer(
+    peer: &mut dyn PeerRuntime,
+    path: PathKind,
+) -> Result<&mut dyn DeviceRuntime, CaseError> {
+    let label = peer.peer().label();
+    peer.as_device().ok_or_else(|| {
+        CaseError::unsupported(format!(
+            "path {path} needs a device runtime; {label} has none"
+        ))
+    })
+}
+
+/// clCreateBuffer over memory the peer allocated (CL_MEM_USE_HOST_PTR).
+fn wrap_host_ptr(session: &ClSession, addr: usize, bytes: usize) -> Result<*mut c_void, CaseError> {
+    // SAFETY: the caller keeps `addr` live for `bytes` until release, which frees the buffer
+    // first.
+    unsafe {
+        cl3::memory::create_buffer(
+            session.context.get(),
+            CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
+            bytes,
+            addr as *mut c_void,
+        )
+    }
+    .call("clCreateBuffer(CL_MEM_USE_HOST_PTR)")
+    .refused("OpenCL would not wrap the peer's memory")
+}
+
+/// cl_khr_external_memory: import an opaque fd as a buffer of this device.
+fn import_fd(session: &ClSession, fd: OwnedFd, bytes: usize) -> Result<*mut c_void, CaseError> {
+    const CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR: cl_mem_properties = 0x2060;
+    const CL_MEM_DEVICE_HANDLE_LIST_KHR: cl_mem_properties = 0x2051;
+    const CL_MEM_DEVICE_HANDLE_LIST_END_KHR: cl_mem_properties = 0;
+    for ext in ["cl_khr_external_memory", "cl_khr_external_memory_opaque_fd"] {
+        if !session.has_extension(ext) {
+            return Err(CaseError::unsupported(format!("device lacks {ext}")));
+        }
+    }
+    let props: [cl_mem_properties; 6] = [
+        CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR,
+        fd.as_raw_fd() as cl_mem_properties,
+        CL_MEM_DEVICE_HANDLE_LIST_KHR,
+        session.device.id as cl_mem_properties,
+        CL_MEM_DEVICE_HANDLE_LIST_END_KHR,
+        0,
+    ];
+    // SAFETY: a zero-terminated property list; no host pointer.
+    let buffer = unsafe {
+        cl3::memory::create_buffer_with_properties(
+            session.context.get(),
+            props.as_ptr(),
+            CL_MEM_READ_WRITE,
+            bytes,
+            ptr::null_mut(),
+        )
+    }
+    .call("clCreateBufferWithProperties(CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR)")
+    .refused("OpenCL would not import the peer's fd")?;
+    // A successful import hands the fd to the implementation, as in Vulkan's external-memory
+    // model that cl_khr_external_memory follows; closing it here could close the driver's.
+    let _ = fd.into_raw_fd();
+    Ok(buffer)
 }
 
 impl Shared {
@@ -67,6 +151,7 @@ impl Shared {
     ) -> Result<Self, CaseError> {
         let bytes = len * size_of::<Complex32>();
         let ctx = session.context.get();
+        let mut owner = Owner::OpenCl;
         let (cl, peer_ptr, backing) = match path {
             PathKind::Copy => {
                 // SAFETY: no host pointer; size is non-zero for len >= 1.
@@ -76,10 +161,29 @@ impl Shared {
                 .call("clCreateBuffer")
                 .refused("device buffer for the copy path")?;
                 let staging = peer.alloc_host(len)?;
+                let peer_mem = match peer.as_device() {
+                    Some(d) => match d.alloc(AllocKind::Device, len) {
+                        Ok(a) => Some(a),
+                        Err(e) => {
+                            peer.free_host(staging);
+                            // SAFETY: created above, unused.
+                            unsafe {
+                                let _ = cl3::memory::release_mem_object(buffer);
+                            }
+                            return Err(e);
+                        }
+                    },
+                    None => None,
+                };
+                let peer_ptr = peer_mem.as_ref().map_or(staging, |a| a.ptr);
                 (
                     ClMem::Buffer(buffer),
-                    staging,
-                    Backing::Copy { buffer, staging },
+                    peer_ptr,
+                    Backing::Copy {
+                        buffer,
+                        staging,
+                        peer_mem,
+                    },
                 )
             }
             PathKind::ClSvmCoarse | PathKind::ClSvmFine => {
@@ -124,18 +228,7 @@ impl Shared {
             }
             PathKind::UseHostPtr => {
                 let host = peer.alloc_host(len)?;
-                // SAFETY: `host` is live for `bytes` until release, which frees the buffer first.
-                let created = unsafe {
-                    cl3::memory::create_buffer(
-                        ctx,
-                        CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR,
-                        bytes,
-                        host.addr as *mut c_void,
-                    )
-                }
-                .call("clCreateBuffer(CL_MEM_USE_HOST_PTR)")
-                .refused("OpenCL would not wrap the peer's memory");
-                let buffer = match created {
+                let buffer = match wrap_host_ptr(session, host.addr, bytes) {
                     Ok(b) => b,
                     Err(e) => {
                         peer.free_host(host);
@@ -145,7 +238,70 @@ impl Shared {
                 (
                     ClMem::Buffer(buffer),
                     host,
-                    Backing::UseHostPtr { buffer, host },
+                    Backing::UseHostPtr {
+                        buffer,
+                        host: Some(host),
+                        alloc: None,
+                    },
+                )
+            }
+            PathKind::PinnedUseHostPtr
+            | PathKind::DeviceUseHostPtr
+            | PathKind::ManagedUseHostPtr => {
+                let kind = match path {
+                    PathKind::PinnedUseHostPtr => AllocKind::PinnedHost,
+                    PathKind::DeviceUseHostPtr => AllocKind::Device,
+                    _ => AllocKind::Managed,
+                };
+                let dev = device_peer(peer, path)?;
+                let alloc = dev.alloc(kind, len)?;
+                let buffer = match wrap_host_ptr(session, alloc.ptr.addr, bytes) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        dev.free(alloc);
+                        return Err(e);
+                    }
+                };
+                let p = alloc.ptr;
+                (
+                    ClMem::Buffer(buffer),
+                    p,
+                    Backing::UseHostPtr {
+                        buffer,
+                        host: None,
+                        alloc: Some(alloc),
+                    },
+                )
+            }
+            PathKind::DevicePtrAsClArg => {
+                let alloc = device_peer(peer, path)?.alloc(AllocKind::Device, len)?;
+                let p = alloc.ptr;
+                (
+                    ClMem::Svm(p.addr as *mut c_void),
+                    p,
+                    Backing::DeviceArg { alloc },
+                )
+            }
+            PathKind::VmmFdClImport => {
+                let dev = device_peer(peer, path)?;
+                let alloc = dev.alloc(AllocKind::Exportable, len)?;
+                let imported = dev
+                    .export_fd(&alloc)
+                    .and_then(|fd| import_fd(session, fd, alloc.bytes));
+                let buffer = match imported {
+                    Ok(b) => b,
+                    Err(e) => {
+                        dev.free(alloc);
+                        return Err(e);
+                    }
+                };
+                // Imported memory starts out owned by its exporter: OpenCL must acquire it.
+                owner = Owner::Peer;
+                let p = alloc.ptr;
+                (
+                    ClMem::Buffer(buffer),
+                    PeerPtr { addr: p.addr, len },
+                    Backing::Imported { buffer, alloc },
                 )
             }
         };
@@ -155,25 +311,28 @@ impl Shared {
             cl,
             peer: peer_ptr,
             backing,
-            owner: Owner::OpenCl,
+            owner,
             mapped: None,
+            svm_mapped: false,
         })
     }
 
-    /// Wait for OpenCL to let go (whatever the sync mode under test did), undo any mapping, and
-    /// free. Errors here are reported but cannot change a verdict already reached.
+    /// Wait for both sides to let go (whatever the sync mode under test did), undo any mapping
+    /// or acquisition, and free. Errors here are reported but cannot change a verdict already
+    /// reached.
     pub fn release(self, session: &ClSession, peer: &mut dyn PeerRuntime) -> Result<(), CaseError> {
         let queue = session.queue.get();
         let mut first_err = session.finish().running().err();
+        if let Err(e) = peer.synchronize() {
+            first_err.get_or_insert(e);
+        }
         if let (Some(mapped), Backing::UseHostPtr { buffer, .. }) = (self.mapped, &self.backing) {
             // SAFETY: `mapped` came from clEnqueueMapBuffer on this buffer.
             let r = unsafe {
                 cl3::command_queue::enqueue_unmap_mem_object(queue, *buffer, mapped, 0, ptr::null())
             };
             match r {
-                Ok(ev) => {
-                    let _ = crate::runtimes::opencl::ClEvent(ev);
-                }
+                Ok(ev) => drop(ClEvent(ev)),
                 Err(code) => {
                     first_err.get_or_insert(CaseError::Broken(cl_error(
                         "clEnqueueUnmapMemObject",
@@ -182,27 +341,41 @@ impl Shared {
                 }
             }
         }
-        // A coarse buffer still mapped for the host must be unmapped before it is freed.
-        if let (PathKind::ClSvmCoarse, Owner::Peer, Backing::Svm { ptr }) =
-            (self.path, self.owner, &self.backing)
-        {
+        // An SVM allocation still mapped must be unmapped before it is freed.
+        if let (true, Backing::Svm { ptr }) = (self.svm_mapped, &self.backing) {
             // SAFETY: mapped by sync::to_peer on this queue.
             if let Ok(ev) =
                 unsafe { cl3::command_queue::enqueue_svm_unmap(queue, *ptr, 0, ptr::null()) }
             {
-                drop(crate::runtimes::opencl::ClEvent(ev));
+                drop(ClEvent(ev));
             }
+        }
+        // Imported memory acquired by OpenCL goes back to its exporter before it is freed.
+        if let (Owner::OpenCl, Backing::Imported { buffer, .. }) = (self.owner, &self.backing)
+            && let Err(e) = crate::sync::release_external(session, *buffer, &[])
+        {
+            first_err.get_or_insert(e);
         }
         if let Err(e) = session.finish().running() {
             first_err.get_or_insert(e);
         }
+        let release_buffer = |b: *mut c_void| {
+            // SAFETY: we own this buffer; the queue is drained.
+            unsafe {
+                let _ = cl3::memory::release_mem_object(b);
+            }
+        };
         match self.backing {
-            Backing::Copy { buffer, staging } => {
-                // SAFETY: we own this buffer; the queue is drained.
-                unsafe {
-                    let _ = cl3::memory::release_mem_object(buffer);
-                }
+            Backing::Copy {
+                buffer,
+                staging,
+                peer_mem,
+            } => {
+                release_buffer(buffer);
                 peer.free_host(staging);
+                if let (Some(a), Some(d)) = (peer_mem, peer.as_device()) {
+                    d.free(a);
+                }
             }
             Backing::Svm { ptr } => {
                 // SAFETY: allocated by clSVMAlloc in this context; the queue is drained.
@@ -210,13 +383,30 @@ impl Shared {
                     let _ = cl3::memory::svm_free(session.context.get(), ptr);
                 }
             }
-            Backing::UseHostPtr { buffer, host } => {
-                // The buffer goes first: the runtime may still reference the host memory.
-                // SAFETY: we own this buffer; the queue is drained.
-                unsafe {
-                    let _ = cl3::memory::release_mem_object(buffer);
+            Backing::UseHostPtr {
+                buffer,
+                host,
+                alloc,
+            } => {
+                // The buffer goes first: the runtime may still reference the memory.
+                release_buffer(buffer);
+                if let Some(h) = host {
+                    peer.free_host(h);
                 }
-                peer.free_host(host);
+                if let (Some(a), Some(d)) = (alloc, peer.as_device()) {
+                    d.free(a);
+                }
+            }
+            Backing::DeviceArg { alloc } => {
+                if let Some(d) = peer.as_device() {
+                    d.free(alloc);
+                }
+            }
+            Backing::Imported { buffer, alloc } => {
+                release_buffer(buffer);
+                if let Some(d) = peer.as_device() {
+                    d.free(alloc);
+                }
             }
         }
         match first_err {

@@ -429,6 +429,7 @@ impl Probe {
             status: r.status.clone(),
             library: r.library.clone(),
             version: r.runtime_version.clone().or(r.driver_version.clone()),
+            devices: r.devices.clone(),
         };
         Fingerprint {
             opencl: self
@@ -486,6 +487,33 @@ impl Probe {
             }
             if let Some(n) = r.device_count {
                 let _ = writeln!(o, "  devices            {n}");
+            }
+            let cl: Vec<&DeviceProbe> = self.platforms.iter().flat_map(|p| &p.devices).collect();
+            for d in &r.devices {
+                let twin = crate::pairs::same_gpu(d, &cl).map_or(
+                    "no OpenCL device (UUID and PCI bus id match none)".into(),
+                    |t| t.label.clone(),
+                );
+                let _ = writeln!(
+                    o,
+                    "    device {}{}: {} ({})",
+                    r.api.name(),
+                    d.ordinal,
+                    d.name,
+                    d.arch
+                );
+                for (k, v) in [
+                    ("UUID", &d.uuid),
+                    ("PCI bus id", &d.pci_bus_id),
+                    ("BLAS", &d.blas),
+                    ("solver", &d.solver),
+                    ("compiler", &d.compiler),
+                    ("pairs with", &twin),
+                ] {
+                    if !v.is_empty() {
+                        let _ = writeln!(o, "      {k:<19} {v}");
+                    }
+                }
             }
             for a in &r.tried {
                 let _ = writeln!(o, "  tried {}: {}", a.candidate, a.error);

@@ -14,7 +14,9 @@ use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::Fingerprint;
-use crate::model::{Expectation, Op, Outcome, OutcomeKind, PathKind, SyncMode};
+use crate::model::{
+    Expectation, Op, Outcome, OutcomeKind, PathKind, SyncMode, is_negative_control,
+};
 use crate::runner::{CaseResult, Event, Work};
 
 /// The results file format this build writes and reads.
@@ -422,7 +424,7 @@ fn render_pair(pair: &str, table: &PairTable) -> String {
             .collect::<Vec<_>>(),
     ];
     for ((path, sync), cells) in &table.rows {
-        let sync_label = if sync.is_negative_control() {
+        let sync_label = if is_negative_control(*path, *sync) {
             format!("{sync}*")
         } else {
             sync.to_string()
@@ -440,10 +442,10 @@ fn render_pair(pair: &str, table: &PairTable) -> String {
     if table
         .rows
         .keys()
-        .any(|(_, sync)| sync.is_negative_control())
+        .any(|(path, sync)| is_negative_control(*path, *sync))
     {
         out.push_str(
-            "  * negative control (no sync): `fail` there means the check caught the stale read\n",
+            "  * negative control (a required sync left out): `fail` there means the check caught the stale read\n",
         );
     }
     if table
@@ -610,6 +612,26 @@ fn fingerprint_rows(f: &Fingerprint) -> Vec<Vec<String>> {
         let details = [Some(&r.status), r.library.as_ref(), r.version.as_ref()];
         let details: Vec<&str> = details.into_iter().flatten().map(String::as_str).collect();
         rows.push(vec![format!("runtime {}", r.api), details.join("; ")]);
+        for d in &r.devices {
+            rows.push(vec![
+                format!("{}{}", r.api, d.ordinal),
+                [
+                    d.name.as_str(),
+                    d.arch.as_str(),
+                    &format!("PCI {}", d.pci_bus_id),
+                    &format!("UUID {}", d.uuid),
+                    &format!("driver {}", d.driver_version),
+                    &d.blas,
+                    &d.solver,
+                    &d.compiler,
+                ]
+                .iter()
+                .filter(|s| !s.is_empty())
+                .copied()
+                .collect::<Vec<&str>>()
+                .join("; "),
+            ]);
+        }
     }
     for (module, version) in &f.kernel_modules {
         rows.push(vec![format!("kernel module {module}"), version.clone()]);
@@ -747,7 +769,7 @@ mod tests {
             op,
             n,
         };
-        let expectation = if sync.is_negative_control() {
+        let expectation = if is_negative_control(path, sync) {
             Expectation::NegativeControl
         } else {
             Expectation::Pass
@@ -941,12 +963,14 @@ mod tests {
                         status: "loaded".into(),
                         library: Some("libamdhip64.so.6".into()),
                         version: Some("6.3.42133".into()),
+                        devices: Vec::new(),
                     },
                     RuntimeFingerprint {
                         api: "cuda".into(),
                         status: "unsupported: libcuda.so.1 not found".into(),
                         library: None,
                         version: None,
+                        devices: Vec::new(),
                     },
                 ],
                 kernel_modules: vec![("amdgpu".into(), "6.10.5".into())],

@@ -1,16 +1,18 @@
 //! Sync modes: how ownership of a [`Shared`] passes between OpenCL and the peer. Each function
 //! does exactly what the mode under test prescribes for the path, and nothing more, so that a
-//! missing sync (mode `none`) is visible as a stale read rather than papered over.
+//! missing sync is visible as a stale read rather than papered over.
 
 use std::ffi::c_void;
 use std::ptr;
 
 use cl3::memory::{CL_MAP_READ, CL_MAP_WRITE, CL_MAP_WRITE_INVALIDATE_REGION};
 use cl3::types::{CL_FALSE, CL_TRUE, cl_event};
+use num_complex::Complex32;
 
 use crate::model::{Api, ApiError, CaseError, PathKind, Phase, SyncMode};
 use crate::paths::{Backing, Owner, Shared};
-use crate::runtimes::opencl::{ClEvent, ClResultExt, ClSession};
+use crate::runtimes::PeerRuntime;
+use crate::runtimes::opencl::{ClEvent, ClResultExt, ClSession, ExternalMemoryFns, cl_error};
 
 /// What the next owner will do with the memory. Writing only lets a copy skip its read and a
 /// map use CL_MAP_WRITE_INVALIDATE_REGION.
@@ -39,136 +41,65 @@ fn wait_list(last: Option<&ClEvent>) -> Vec<cl_event> {
     last.map(|e| vec![e.0]).unwrap_or_default()
 }
 
+fn raw_wait(waits: &[cl_event]) -> (u32, *const cl_event) {
+    if waits.is_empty() {
+        (0, ptr::null())
+    } else {
+        (waits.len() as u32, waits.as_ptr())
+    }
+}
+
 /// Hand `m` to the peer after OpenCL work whose last command is `last`.
 pub fn to_peer(
     s: &ClSession,
+    peer: &mut dyn PeerRuntime,
     m: &mut Shared,
     sync: SyncMode,
     last: Option<&ClEvent>,
     access: Access,
 ) -> Result<(), CaseError> {
-    let queue = s.queue.get();
+    if m.owner == Owner::Peer {
+        return Ok(());
+    }
     let waits = wait_list(last);
-    let (nwait, pwait) = (
-        waits.len() as u32,
-        if waits.is_empty() {
-            ptr::null()
-        } else {
-            waits.as_ptr()
-        },
-    );
     match (m.path, sync) {
-        (_, SyncMode::None) => {
-            // Negative control: start nothing that would order the peer after OpenCL, except
-            // the copy path's read, which is the transfer itself (left unwaited).
-            if let (PathKind::Copy, Backing::Copy { buffer, staging }) = (m.path, &m.backing)
-                && access.reads()
-            {
-                // SAFETY: non-blocking read into staging, which outlives the queue (release
-                // drains it before freeing).
-                let ev = unsafe {
-                    cl3::command_queue::enqueue_read_buffer(
-                        queue,
-                        *buffer,
-                        CL_FALSE,
-                        0,
-                        m.bytes(),
-                        staging.addr as *mut c_void,
-                        nwait,
-                        pwait,
-                    )
-                }
-                .call("clEnqueueReadBuffer")
-                .running()?;
-                drop(ClEvent(ev));
-            }
-        }
-        (PathKind::Copy, SyncMode::Finish | SyncMode::Event) => {
-            let Backing::Copy { buffer, staging } = &m.backing else {
-                unreachable!("copy path has copy backing")
-            };
-            if access.reads() {
-                // SAFETY: as above; completion is awaited below per the mode.
-                let ev = ClEvent(
-                    unsafe {
-                        cl3::command_queue::enqueue_read_buffer(
-                            queue,
-                            *buffer,
-                            CL_FALSE,
-                            0,
-                            m.bytes(),
-                            staging.addr as *mut c_void,
-                            nwait,
-                            pwait,
-                        )
-                    }
-                    .call("clEnqueueReadBuffer")
-                    .running()?,
-                );
-                finish_or_wait(s, sync, Some(&ev))?;
-            } else {
-                // The peer will overwrite staging: OpenCL must be done with it first.
-                finish_or_wait(s, sync, last)?;
-            }
-        }
-        (PathKind::ClSvmFine, SyncMode::Finish | SyncMode::Event) => {
-            finish_or_wait(s, sync, last)?;
-        }
+        (PathKind::Copy, _) => copy_to_peer(s, peer, m, sync, &waits, access)?,
+        // Negative control: start nothing that would order the peer after OpenCL.
+        (_, SyncMode::None) => {}
+        (
+            PathKind::ClSvmCoarse | PathKind::ClSvmFine | PathKind::DevicePtrAsClArg,
+            SyncMode::Finish | SyncMode::Event,
+        ) => finish_or_wait(s, sync, last)?,
         (PathKind::ClSvmCoarse | PathKind::ClSvmFine, SyncMode::Map) => {
+            let (n, w) = raw_wait(&waits);
             // SAFETY: blocking map of the whole SVM allocation.
             let ev = unsafe {
                 cl3::command_queue::enqueue_svm_map(
-                    queue,
+                    s.queue.get(),
                     CL_TRUE,
                     access.map_flags(),
                     m.peer.addr as *mut c_void,
                     m.bytes(),
-                    nwait,
-                    pwait,
+                    n,
+                    w,
                 )
             }
             .call("clEnqueueSVMMap")
             .running()?;
             drop(ClEvent(ev));
+            m.svm_mapped = true;
         }
-        (PathKind::UseHostPtr, SyncMode::Map) => {
-            let Backing::UseHostPtr { buffer, host } = &m.backing else {
-                unreachable!("use-host-ptr path has its backing")
+        (p, SyncMode::Map) if p.is_use_host_ptr() => map_host_ptr(s, m, &waits, access)?,
+        // USE_HOST_PTR without map, imported memory without release: the rule-breaking
+        // negative controls finish OpenCL's work and nothing more.
+        (p, SyncMode::Finish) if p.is_use_host_ptr() || p == PathKind::VmmFdClImport => {
+            s.finish().running()?
+        }
+        (PathKind::VmmFdClImport, SyncMode::AcquireRelease) => {
+            let Backing::Imported { buffer, .. } = &m.backing else {
+                unreachable!("the import path has its backing")
             };
-            let mut mapped: *mut c_void = ptr::null_mut();
-            // SAFETY: blocking map of the whole buffer; unmapped in to_cl or release. cl3
-            // returns the mapped pointer through `mapped`.
-            let ev = unsafe {
-                cl3::command_queue::enqueue_map_buffer(
-                    queue,
-                    *buffer,
-                    CL_TRUE,
-                    access.map_flags(),
-                    0,
-                    m.bytes(),
-                    &mut mapped,
-                    nwait,
-                    pwait,
-                )
-            }
-            .call("clEnqueueMapBuffer")
-            .running()?;
-            drop(ClEvent(ev));
-            m.mapped = Some(mapped);
-            // OpenCL 1.2 §5.4.2: for USE_HOST_PTR the mapped pointer is derived from host_ptr.
-            // Anything else means the peer would be reading a copy it was never told about.
-            if mapped as usize != host.addr {
-                return Err(CaseError::Broken(ApiError {
-                    api: Api::OpenCl,
-                    call: "clEnqueueMapBuffer".into(),
-                    code: 0,
-                    name: "CL_SUCCESS".into(),
-                    detail: format!(
-                        "mapped {:#x}, not the USE_HOST_PTR address {:#x}",
-                        mapped as usize, host.addr
-                    ),
-                }));
-            }
+            release_external(s, *buffer, &waits)?.wait().running()?;
         }
         (path, sync) => unreachable!("sync {sync} on {path} is rejected when cases are built"),
     }
@@ -178,50 +109,39 @@ pub fn to_peer(
 
 /// Hand `m` back to OpenCL after the peer's work. Returns the events the next OpenCL command
 /// must wait on.
-pub fn to_cl(s: &ClSession, m: &mut Shared, sync: SyncMode) -> Result<Vec<ClEvent>, CaseError> {
-    let queue = s.queue.get();
+pub fn to_cl(
+    s: &ClSession,
+    peer: &mut dyn PeerRuntime,
+    m: &mut Shared,
+    sync: SyncMode,
+) -> Result<Vec<ClEvent>, CaseError> {
+    if m.owner == Owner::OpenCl {
+        return Ok(Vec::new());
+    }
+    // The peer's half: its work must be done before OpenCL may touch the memory.
+    match sync {
+        SyncMode::None => {}
+        SyncMode::Event => peer
+            .as_device()
+            .map_or(Ok(()), |d| d.record_and_wait_event())?,
+        _ => peer.synchronize()?,
+    }
     let mut events = Vec::new();
     match (m.path, sync) {
-        (PathKind::Copy, _) => {
-            let Backing::Copy { buffer, staging } = &m.backing else {
-                unreachable!("copy path has copy backing")
-            };
-            // SAFETY: non-blocking write from staging, which outlives the queue.
-            let ev = ClEvent(
-                unsafe {
-                    cl3::command_queue::enqueue_write_buffer(
-                        queue,
-                        *buffer,
-                        CL_FALSE,
-                        0,
-                        m.bytes(),
-                        staging.addr as *const c_void,
-                        0,
-                        ptr::null(),
-                    )
-                }
-                .call("clEnqueueWriteBuffer")
-                .running()?,
-            );
-            match sync {
-                SyncMode::Finish => s.finish().running()?,
-                SyncMode::Event => {
-                    ev.wait().running()?;
-                    events.push(ev);
-                }
-                // Negative control: the peer may scribble on staging while the write runs.
-                _ => {}
-            }
-        }
+        (PathKind::Copy, _) => events.extend(copy_to_cl(s, peer, m, sync)?),
         (_, SyncMode::None) => {}
-        (PathKind::ClSvmFine, SyncMode::Finish | SyncMode::Event) => {
-            // Fine-grain buffer SVM: host writes are visible to commands enqueued after them.
+        (
+            PathKind::ClSvmCoarse | PathKind::ClSvmFine | PathKind::DevicePtrAsClArg,
+            SyncMode::Finish | SyncMode::Event,
+        ) => {
+            // SVM and raw device pointers: the peer's work is complete (above), and commands
+            // enqueued from now on see it.
         }
         (PathKind::ClSvmCoarse | PathKind::ClSvmFine, SyncMode::Map) => {
             // SAFETY: unmapping what to_peer mapped.
             let ev = unsafe {
                 cl3::command_queue::enqueue_svm_unmap(
-                    queue,
+                    s.queue.get(),
                     m.peer.addr as *mut c_void,
                     0,
                     ptr::null(),
@@ -229,17 +149,18 @@ pub fn to_cl(s: &ClSession, m: &mut Shared, sync: SyncMode) -> Result<Vec<ClEven
             }
             .call("clEnqueueSVMUnmap")
             .running()?;
+            m.svm_mapped = false;
             events.push(ClEvent(ev));
         }
-        (PathKind::UseHostPtr, SyncMode::Map) => {
+        (p, SyncMode::Map) if p.is_use_host_ptr() => {
             let Backing::UseHostPtr { buffer, .. } = &m.backing else {
-                unreachable!("use-host-ptr path has its backing")
+                unreachable!("use-host-ptr paths have their backing")
             };
             if let Some(mapped) = m.mapped.take() {
                 // SAFETY: `mapped` came from clEnqueueMapBuffer on this buffer.
                 let ev = unsafe {
                     cl3::command_queue::enqueue_unmap_mem_object(
-                        queue,
+                        s.queue.get(),
                         *buffer,
                         mapped,
                         0,
@@ -251,10 +172,213 @@ pub fn to_cl(s: &ClSession, m: &mut Shared, sync: SyncMode) -> Result<Vec<ClEven
                 events.push(ClEvent(ev));
             }
         }
+        (p, SyncMode::Finish) if p.is_use_host_ptr() || p == PathKind::VmmFdClImport => {}
+        (PathKind::VmmFdClImport, SyncMode::AcquireRelease) => {
+            let Backing::Imported { buffer, .. } = &m.backing else {
+                unreachable!("the import path has its backing")
+            };
+            events.push(acquire_external(s, *buffer)?);
+        }
         (path, sync) => unreachable!("sync {sync} on {path} is rejected when cases are built"),
     }
     m.owner = Owner::OpenCl;
     Ok(events)
+}
+
+/// Copy path, OpenCL to peer: read the buffer into host staging (waited on per the mode; not
+/// at all under `none`), then, for a device peer, upload staging into the peer's memory.
+fn copy_to_peer(
+    s: &ClSession,
+    peer: &mut dyn PeerRuntime,
+    m: &Shared,
+    sync: SyncMode,
+    waits: &[cl_event],
+    access: Access,
+) -> Result<(), CaseError> {
+    let Backing::Copy {
+        buffer,
+        staging,
+        peer_mem,
+    } = &m.backing
+    else {
+        unreachable!("copy path has copy backing")
+    };
+    if access.reads() {
+        let (n, w) = raw_wait(waits);
+        // SAFETY: non-blocking read into staging, which outlives the queue (release drains it
+        // before freeing).
+        let ev = ClEvent(
+            unsafe {
+                cl3::command_queue::enqueue_read_buffer(
+                    s.queue.get(),
+                    *buffer,
+                    CL_FALSE,
+                    0,
+                    m.bytes(),
+                    staging.addr as *mut c_void,
+                    n,
+                    w,
+                )
+            }
+            .call("clEnqueueReadBuffer")
+            .running()?,
+        );
+        if sync != SyncMode::None {
+            finish_or_wait(s, sync, Some(&ev))?;
+        }
+    } else if sync != SyncMode::None {
+        // The peer will overwrite staging: OpenCL must be done with it first.
+        finish_or_wait(s, sync, None)?;
+    }
+    if let Some(dst) = peer_mem {
+        // SAFETY: staging is live host memory of m.len elements; under `none` it may still be
+        // being written by OpenCL, which is the race that control exists to show.
+        let host = unsafe { std::slice::from_raw_parts(staging.addr as *const Complex32, m.len) };
+        peer.upload(dst.ptr, host)?;
+    }
+    Ok(())
+}
+
+/// Copy path, peer to OpenCL: for a device peer download into staging, then write the buffer
+/// (waited on per the mode; under `none` the peer may scribble on staging during the write).
+fn copy_to_cl(
+    s: &ClSession,
+    peer: &mut dyn PeerRuntime,
+    m: &Shared,
+    sync: SyncMode,
+) -> Result<Option<ClEvent>, CaseError> {
+    let Backing::Copy {
+        buffer,
+        staging,
+        peer_mem,
+    } = &m.backing
+    else {
+        unreachable!("copy path has copy backing")
+    };
+    if let Some(src) = peer_mem {
+        let data = peer.download(src.ptr)?;
+        // SAFETY: staging holds m.len elements and does not overlap `data`.
+        unsafe {
+            ptr::copy_nonoverlapping(data.as_ptr(), staging.addr as *mut Complex32, m.len);
+        }
+    }
+    // SAFETY: non-blocking write from staging, which outlives the queue.
+    let ev = ClEvent(
+        unsafe {
+            cl3::command_queue::enqueue_write_buffer(
+                s.queue.get(),
+                *buffer,
+                CL_FALSE,
+                0,
+                m.bytes(),
+                staging.addr as *const c_void,
+                0,
+                ptr::null(),
+            )
+        }
+        .call("clEnqueueWriteBuffer")
+        .running()?,
+    );
+    match sync {
+        SyncMode::Finish => {
+            s.finish().running()?;
+            Ok(None)
+        }
+        SyncMode::Event => {
+            ev.wait().running()?;
+            Ok(Some(ev))
+        }
+        _ => Ok(None),
+    }
+}
+
+fn map_host_ptr(
+    s: &ClSession,
+    m: &mut Shared,
+    waits: &[cl_event],
+    access: Access,
+) -> Result<(), CaseError> {
+    let Backing::UseHostPtr { buffer, .. } = &m.backing else {
+        unreachable!("use-host-ptr paths have their backing")
+    };
+    let (n, w) = raw_wait(waits);
+    let mut mapped: *mut c_void = ptr::null_mut();
+    // SAFETY: blocking map of the whole buffer; unmapped in to_cl or release. cl3 returns the
+    // mapped pointer through `mapped`.
+    let ev = unsafe {
+        cl3::command_queue::enqueue_map_buffer(
+            s.queue.get(),
+            *buffer,
+            CL_TRUE,
+            access.map_flags(),
+            0,
+            m.bytes(),
+            &mut mapped,
+            n,
+            w,
+        )
+    }
+    .call("clEnqueueMapBuffer")
+    .running()?;
+    drop(ClEvent(ev));
+    m.mapped = Some(mapped);
+    // OpenCL 1.2 §5.4.2: for USE_HOST_PTR the mapped pointer is derived from host_ptr. Anything
+    // else means the peer would be reading a copy it was never told about.
+    if mapped as usize != m.peer.addr {
+        return Err(CaseError::Broken(ApiError {
+            api: Api::OpenCl,
+            call: "clEnqueueMapBuffer".into(),
+            code: 0,
+            name: "CL_SUCCESS".into(),
+            detail: format!(
+                "mapped {:#x}, not the USE_HOST_PTR address {:#x}",
+                mapped as usize, m.peer.addr
+            ),
+        }));
+    }
+    Ok(())
+}
+
+fn external_fns(s: &ClSession) -> Result<ExternalMemoryFns, CaseError> {
+    ExternalMemoryFns::resolve(s.device.platform).map_err(|e| CaseError::Unsupported {
+        reason: "cl_khr_external_memory entry points".into(),
+        error: Some(e),
+    })
+}
+
+/// clEnqueueAcquireExternalMemObjectsKHR: OpenCL takes imported memory from its exporter.
+pub fn acquire_external(s: &ClSession, buffer: *mut c_void) -> Result<ClEvent, CaseError> {
+    let f = external_fns(s)?;
+    let mut ev: cl_event = ptr::null_mut();
+    // SAFETY: one imported buffer of this context; the out-event is ours to release.
+    let rc = unsafe { (f.acquire)(s.queue.get(), 1, &buffer, 0, ptr::null(), &mut ev) };
+    if rc != 0 {
+        return Err(CaseError::Broken(cl_error(
+            "clEnqueueAcquireExternalMemObjectsKHR",
+            rc,
+        )));
+    }
+    Ok(ClEvent(ev))
+}
+
+/// clEnqueueReleaseExternalMemObjectsKHR: OpenCL gives imported memory back, after `waits`.
+pub fn release_external(
+    s: &ClSession,
+    buffer: *mut c_void,
+    waits: &[cl_event],
+) -> Result<ClEvent, CaseError> {
+    let f = external_fns(s)?;
+    let (n, w) = raw_wait(waits);
+    let mut ev: cl_event = ptr::null_mut();
+    // SAFETY: as in acquire_external.
+    let rc = unsafe { (f.release)(s.queue.get(), 1, &buffer, n, w, &mut ev) };
+    if rc != 0 {
+        return Err(CaseError::Broken(cl_error(
+            "clEnqueueReleaseExternalMemObjectsKHR",
+            rc,
+        )));
+    }
+    Ok(ClEvent(ev))
 }
 
 fn finish_or_wait(s: &ClSession, sync: SyncMode, ev: Option<&ClEvent>) -> Result<(), CaseError> {

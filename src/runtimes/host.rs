@@ -16,7 +16,9 @@ const HOST_ALIGN: usize = 4096;
 #[derive(Default)]
 pub struct HostPeer;
 
-fn layout(len: usize) -> Layout {
+/// The layout of `len` complex elements of page-aligned host memory (also the cuda peer's
+/// staging memory).
+pub(crate) fn layout(len: usize) -> Layout {
     let bytes = (len.max(1) * size_of::<Complex32>()).next_multiple_of(HOST_ALIGN);
     // Alignment is a power of two and bytes is rounded to it: from_size_align cannot fail.
     Layout::from_size_align(bytes, HOST_ALIGN).expect("page-aligned layout")

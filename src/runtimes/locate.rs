@@ -9,6 +9,7 @@ use libloading::Library;
 use serde::{Deserialize, Serialize};
 
 use crate::model::Api;
+use crate::runtimes::device::DeviceInfo;
 
 /// One name or path handed to dlopen, and why it did not load.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -33,6 +34,10 @@ pub struct RuntimeStatus {
     /// The device-count call's error, e.g. `hipErrorNoDevice (100)` on a machine without GPU.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_error: Option<String>,
+    /// What the device runtime reports per device (name, arch, UUID, PCI bus id, library
+    /// versions): what pairs a CUDA device with an OpenCL one. Empty where none was found.
+    #[serde(default)]
+    pub devices: Vec<DeviceInfo>,
 }
 
 impl RuntimeStatus {
@@ -50,6 +55,7 @@ impl RuntimeStatus {
             driver_version: None,
             device_count: None,
             device_error: None,
+            devices: Vec::new(),
         }
     }
 }
@@ -170,6 +176,7 @@ pub fn probe_hip(rocm_path: Option<&Path>) -> RuntimeStatus {
         driver_version,
         device_count,
         device_error,
+        devices: Vec::new(),
     }
 }
 
@@ -201,6 +208,15 @@ pub fn probe_cuda() -> RuntimeStatus {
         ),
         Err(e) => (None, Some(format!("cuInit: {e}"))),
     };
+    // The per-device identity (UUID, PCI bus id, arch, library versions) that pairing needs.
+    let mut devices = Vec::new();
+    let mut device_error = device_error;
+    if device_count.is_some_and(|n| n > 0) {
+        match crate::runtimes::cuda::discover() {
+            Ok(d) => devices = d,
+            Err(e) => device_error = Some(e),
+        }
+    }
     RuntimeStatus {
         api: Api::Cuda,
         status: status_line(device_count, &device_error, "CUDA"),
@@ -210,6 +226,7 @@ pub fn probe_cuda() -> RuntimeStatus {
         driver_version,
         device_count,
         device_error,
+        devices,
     }
 }
 

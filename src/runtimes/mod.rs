@@ -7,6 +7,8 @@ use num_complex::Complex32;
 
 use crate::model::{CaseError, Peer};
 
+pub mod cuda;
+pub mod device;
 pub mod host;
 pub mod locate;
 pub mod opencl;
@@ -31,6 +33,11 @@ pub struct PatternCheck {
 /// peer; `synchronize` waits for all of it.
 pub trait PeerRuntime {
     fn peer(&self) -> Peer;
+
+    /// The device-runtime half of a GPU peer; `None` for the host.
+    fn as_device(&mut self) -> Option<&mut dyn device::DeviceRuntime> {
+        None
+    }
 
     /// Memory the peer owns and OpenCL may wrap with CL_MEM_USE_HOST_PTR.
     fn alloc_host(&mut self, len: usize) -> Result<PeerPtr, CaseError>;

@@ -456,3 +456,60 @@ mod tests {
         assert_eq!(e.to_string(), "clSVMAlloc returned CL_INVALID_VALUE (-30)");
     }
 }
+
+/// `clEnqueue{Acquire,Release}ExternalMemObjectsKHR` (cl_khr_external_memory).
+pub type ExternalMemFn = unsafe extern "C" fn(
+    types::cl_command_queue,
+    u32,
+    *const cl_mem,
+    u32,
+    *const cl_event,
+    *mut cl_event,
+) -> i32;
+
+/// Extension entry points, resolved for one platform with
+/// clGetExtensionFunctionAddressForPlatform: an ICD loader need not export extension functions
+/// itself, and the platform's own are the ones that know its objects.
+#[derive(Debug, Clone, Copy)]
+pub struct ExternalMemoryFns {
+    pub acquire: ExternalMemFn,
+    pub release: ExternalMemFn,
+}
+
+impl ExternalMemoryFns {
+    pub fn resolve(platform: cl_platform_id) -> Result<Self, ApiError> {
+        type GetAddr = unsafe extern "C" fn(cl_platform_id, *const std::ffi::c_char) -> *mut c_void;
+        let missing = |name: &str, why: String| {
+            let mut e = cl_error(name, 0);
+            e.name = "NOT_FOUND".into();
+            e.detail = why;
+            e
+        };
+        // SAFETY: the same loader cl3 opened; dlopen of a loaded library only adds a reference.
+        let lib = unsafe { libloading::Library::new("libOpenCL.so.1") }
+            .map_err(|e| missing("libOpenCL.so.1", e.to_string()))?;
+        // SAFETY: the C signature from cl_ext.h.
+        let get: libloading::Symbol<GetAddr> =
+            unsafe { lib.get(b"clGetExtensionFunctionAddressForPlatform\0") }
+                .map_err(|e| missing("clGetExtensionFunctionAddressForPlatform", e.to_string()))?;
+        let lookup = |name: &str| -> Result<ExternalMemFn, ApiError> {
+            let c = std::ffi::CString::new(name).expect("no NUL in a function name");
+            // SAFETY: a valid platform and a NUL-terminated name.
+            let p = unsafe { get(platform, c.as_ptr()) };
+            if p.is_null() {
+                return Err(missing(name, "the platform does not provide it".into()));
+            }
+            // SAFETY: the platform returned this entry point for exactly this name, whose
+            // signature is ExternalMemFn.
+            Ok(unsafe { std::mem::transmute::<*mut c_void, ExternalMemFn>(p) })
+        };
+        let fns = ExternalMemoryFns {
+            acquire: lookup("clEnqueueAcquireExternalMemObjectsKHR")?,
+            release: lookup("clEnqueueReleaseExternalMemObjectsKHR")?,
+        };
+        // The loader stays loaded for the process (cl3 holds it); keep our reference too so
+        // the entry points can never dangle.
+        std::mem::forget(lib);
+        Ok(fns)
+    }
+}

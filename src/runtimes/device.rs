@@ -1,0 +1,102 @@
+//! The device-runtime interface: what a GPU participant (cuda now, hip next) offers beyond the
+//! [`PeerRuntime`] every peer has. Paths and ops use only this interface, so the two platforms
+//! share every line of path, sync and op logic.
+
+use std::os::fd::OwnedFd;
+
+use num_complex::Complex32;
+use serde::{Deserialize, Serialize};
+
+use crate::model::CaseError;
+use crate::reference::{Transpose, Uplo};
+use crate::runtimes::{PeerPtr, PeerRuntime};
+
+/// How the peer allocates memory that a path shares with OpenCL.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AllocKind {
+    /// cuMemAlloc / hipMalloc.
+    Device,
+    /// cuMemHostAlloc / hipHostMalloc (hipExtHostAlloc from ROCm 6.3): page-locked host memory.
+    PinnedHost,
+    /// cuMemAllocManaged / hipMallocManaged.
+    Managed,
+    /// cuMemCreate / hipMemCreate with a POSIX-fd (CUDA) or dma-buf (ROCm) shareable handle,
+    /// reserved and mapped into the peer's address space.
+    Exportable,
+}
+
+/// One allocation of the peer's, as the peer and OpenCL see it.
+#[derive(Debug)]
+pub struct DeviceAlloc {
+    pub kind: AllocKind,
+    /// The address the peer's kernels and libraries use (host address for pinned memory:
+    /// it is also device-accessible through UVA).
+    pub ptr: PeerPtr,
+    /// Runtime-private handle for freeing (VMM: the generic allocation handle).
+    pub handle: u64,
+    /// Bytes actually allocated (VMM rounds up to the allocation granularity).
+    pub bytes: usize,
+}
+
+/// What discovery reports about one device; goes into the probe and the fingerprint.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    pub ordinal: usize,
+    pub name: String,
+    /// `sm_90`, `gfx908`.
+    pub arch: String,
+    /// 8-4-4-4-12 hex, as OpenCL's cl_khr_device_uuid prints it.
+    pub uuid: String,
+    /// `domain:bus:device.function`, lower-case hex.
+    pub pci_bus_id: String,
+    pub driver_version: String,
+    pub runtime_version: String,
+    /// Version of the BLAS and solver libraries actually loaded, and where from.
+    pub blas: String,
+    pub solver: String,
+    pub compiler: String,
+}
+
+/// A GPU participant. Asynchronous work goes on one stream; `synchronize` (from
+/// [`PeerRuntime`]) waits for all of it, `record_and_wait_event` only for what was enqueued so
+/// far, through an event (the `event` sync mode's peer half).
+pub trait DeviceRuntime: PeerRuntime {
+    fn info(&self) -> &DeviceInfo;
+
+    fn alloc(&mut self, kind: AllocKind, len: usize) -> Result<DeviceAlloc, CaseError>;
+    fn free(&mut self, alloc: DeviceAlloc);
+
+    /// A POSIX fd for an `Exportable` allocation (cuMemExportToShareableHandle).
+    fn export_fd(&mut self, alloc: &DeviceAlloc) -> Result<OwnedFd, CaseError>;
+
+    /// Record an event after the work enqueued so far and wait for it on the host.
+    fn record_and_wait_event(&mut self) -> Result<(), CaseError>;
+
+    /// C = alpha * op(A) * op(B) + beta * C, column-major, complex f32 (cuBLAS/rocBLAS cgemm).
+    #[allow(clippy::too_many_arguments)]
+    fn cgemm(
+        &mut self,
+        op_a: Transpose,
+        op_b: Transpose,
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: Complex32,
+        a: PeerPtr,
+        lda: usize,
+        b: PeerPtr,
+        ldb: usize,
+        beta: Complex32,
+        c: PeerPtr,
+        ldc: usize,
+    ) -> Result<(), CaseError>;
+
+    /// Cholesky factorization in place (cuSOLVER cpotrf / rocSOLVER cpotrf). Returns LAPACK's
+    /// `info` (0, or the 1-based order of the first non-positive leading minor), read back from
+    /// the device after the call.
+    fn cpotrf(&mut self, uplo: Uplo, n: usize, a: PeerPtr, lda: usize) -> Result<i32, CaseError>;
+
+    /// Run a known-answer kernel: does the device still compute after a fault or a crash?
+    fn health_check(&mut self) -> Result<(), CaseError>;
+}
