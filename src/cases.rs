@@ -320,6 +320,25 @@ impl Baseline {
         Ok(Baseline { known })
     }
 
+    /// A baseline text from a run: every fail, fault, crash and timeout that is not already
+    /// expected by its nature (a negative control's fail), in run order, with a header naming
+    /// the source. `unsupported` needs no baseline: it never fails a run.
+    pub fn from_results(results: &[crate::runner::CaseResult], source: &str) -> String {
+        let mut out = format!("# known outcomes, from {source}\n");
+        for r in results {
+            let kind = r.outcome.kind();
+            let control = r.work.case().is_some_and(Case::is_negative_control);
+            let known = matches!(
+                kind,
+                OutcomeKind::Fail | OutcomeKind::Fault | OutcomeKind::Crash | OutcomeKind::Timeout
+            );
+            if known && !(control && kind == OutcomeKind::Fail) {
+                out.push_str(&format!("{},{}\n", r.id, kind));
+            }
+        }
+        out
+    }
+
     pub fn expectation(&self, case: &Case) -> Expectation {
         match self.known.get(&case.id()) {
             Some(kind) => Expectation::Known(*kind),

@@ -49,11 +49,15 @@ enum Cmd {
     },
     /// Run the case matrix over every pair found and print the support matrix.
     Run(RunArgs),
-    /// Render a saved results file: the matrix, or Markdown for reports/.
+    /// Render a saved results file: the matrix, Markdown for reports/, or a baseline.
     Report {
         file: PathBuf,
         #[arg(long)]
         markdown: bool,
+        /// Print the run's non-passes as a baseline (`case-id,outcome` lines, for --baseline):
+        /// what this driver is known to do, so the next run reports only changes.
+        #[arg(long, conflicts_with = "markdown")]
+        baseline: bool,
     },
     /// Benchmarks.
     Bench {
@@ -103,6 +107,10 @@ struct RunArgs {
     /// Cases per worker process before a fresh one takes over.
     #[arg(long, default_value_t = 64)]
     cases_per_worker: usize,
+    /// Worker processes at once. Each has its own device contexts, so a crash or fault still
+    /// costs one case; more than one shortens runs where many cases crash or fault.
+    #[arg(long, short = 'j', default_value_t = 1)]
+    jobs: usize,
     #[arg(long)]
     rocm_path: Option<PathBuf>,
     /// Test-only: plant an error in every case (flip-element, skip-sync, bad-pointer) to show
@@ -152,9 +160,18 @@ fn real_main() -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Run(args) => run(args),
-        Cmd::Report { file, markdown } => {
+        Cmd::Report {
+            file,
+            markdown,
+            baseline,
+        } => {
             let r = report::load_json(&file)?;
-            if markdown {
+            if baseline {
+                print!(
+                    "{}",
+                    Baseline::from_results(&r.results, &file.display().to_string())
+                );
+            } else if markdown {
                 print!("{}", report::render_markdown(&r));
             } else {
                 print!("{}", report::render_matrix(&r.results));
@@ -230,6 +247,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut opts = RunOptions::new(exe, args.seed);
     opts.timeout = Duration::from_secs_f64(args.timeout);
     opts.cases_per_worker = args.cases_per_worker;
+    opts.jobs = args.jobs.max(1);
     if let Some(p) = args.plant {
         let name = serde_json::to_value(p)?;
         opts.worker_args.extend([

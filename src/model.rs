@@ -636,19 +636,28 @@ impl From<Mismatch> for CaseError {
     }
 }
 
-/// Classify an API error by the phase it came from.
+/// Classify an API error by when it came. A device memory fault is `fault` whenever it is
+/// seen (a sticky fault can surface in any later call, an allocation included). Any other error
+/// code is the driver saying no, cleanly: `unsupported` with the call and its code, never
+/// `fail`, which is kept for wrong data and for what a driver advertises but breaks.
 pub trait Phase<T> {
-    /// Setting up the combination: an error is the driver refusing it.
+    /// Setting up the combination.
     fn refused(self, what: &str) -> Result<T, CaseError>;
-    /// Running an accepted combination: a fault, or a broken API.
+    /// Running a combination the setup accepted.
     fn running(self) -> Result<T, CaseError>;
 }
 
 impl<T> Phase<T> for Result<T, ApiError> {
     fn refused(self, what: &str) -> Result<T, CaseError> {
-        self.map_err(|e| CaseError::Unsupported {
-            reason: what.to_string(),
-            error: Some(e),
+        self.map_err(|e| {
+            if e.is_device_fault() {
+                CaseError::Fault(e)
+            } else {
+                CaseError::Unsupported {
+                    reason: what.to_string(),
+                    error: Some(e),
+                }
+            }
         })
     }
 
@@ -657,7 +666,10 @@ impl<T> Phase<T> for Result<T, ApiError> {
             if e.is_device_fault() {
                 CaseError::Fault(e)
             } else {
-                CaseError::Broken(e)
+                CaseError::Unsupported {
+                    reason: "refused while the case ran".into(),
+                    error: Some(e),
+                }
             }
         })
     }

@@ -201,9 +201,26 @@ pub fn execute_planted(
     seed: u64,
     plant: Option<Plant>,
 ) -> Outcome {
-    match run(state, case, case_seed(seed, &case.id()), plant) {
+    let outcome = match run(state, case, case_seed(seed, &case.id()), plant) {
         Ok(note) => Outcome::Pass { note },
         Err(e) => e.into_outcome(),
+    };
+    // A fault the case's own calls did not name as one (a library's EXECUTION_FAILED, an
+    // allocation failing on a poisoned context) is still the fault it was.
+    let sticky = match state.peers.get_mut(&case.pair.peer) {
+        Some(Ok(p)) => p.as_device().and_then(|d| d.sticky_fault()),
+        _ => None,
+    };
+    match (sticky, &outcome) {
+        (Some(_), Outcome::Fault { .. }) | (None, _) => outcome,
+        (Some(mut error), earlier) => {
+            error.detail = format!(
+                "pending after the case, which saw: {} {}",
+                earlier.kind(),
+                earlier.reason()
+            );
+            Outcome::Fault { error }
+        }
     }
 }
 

@@ -110,6 +110,9 @@ pub struct RunOptions {
     pub startup_timeout: Duration,
     /// Cases per worker process before a fresh one takes over.
     pub cases_per_worker: usize,
+    /// Worker processes running at once (deqp-runner's -j). Each has its own device contexts,
+    /// so a crash or fault still costs one case only.
+    pub jobs: usize,
     pub worker_exe: PathBuf,
     /// The whole argv after `worker_exe`; see [`worker_args`].
     pub worker_args: Vec<String>,
@@ -123,6 +126,7 @@ impl RunOptions {
             timeout: Duration::from_secs(60),
             startup_timeout: Duration::from_secs(30),
             cases_per_worker: 64,
+            jobs: 1,
             worker_exe,
             worker_args: worker_args(seed),
         }
@@ -176,7 +180,18 @@ pub fn run(
     if opts.cases_per_worker == 0 {
         bail!("cases per worker must be at least 1");
     }
-    let mut queue: VecDeque<Planned> = plan.into();
+    if opts.jobs <= 1 {
+        return run_serial(plan.into(), opts, on_event);
+    }
+    run_parallel(plan, opts, on_event)
+}
+
+/// One worker at a time, batch after batch, until the queue is empty.
+fn run_serial(
+    mut queue: VecDeque<Planned>,
+    opts: &RunOptions,
+    on_event: &mut dyn FnMut(&Event),
+) -> anyhow::Result<Vec<CaseResult>> {
     let mut results = Vec::with_capacity(queue.len());
     while !queue.is_empty() {
         let take = opts.cases_per_worker.min(queue.len());
@@ -200,6 +215,93 @@ pub fn run(
         }
     }
     Ok(results)
+}
+
+/// `opts.jobs` threads, each driving one worker at a time over a shared queue; events reach
+/// `on_event` on the caller's thread. Results come back in plan order.
+fn run_parallel(
+    plan: Vec<Planned>,
+    opts: &RunOptions,
+    on_event: &mut dyn FnMut(&Event),
+) -> anyhow::Result<Vec<CaseResult>> {
+    use std::sync::{Arc, Mutex};
+    let order: std::collections::HashMap<String, usize> = plan
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.id.clone(), i))
+        .collect();
+    let queue = Arc::new(Mutex::new(VecDeque::from(plan)));
+    let aborted: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let (tx, rx) = mpsc::channel::<Event>();
+    let mut results = Vec::new();
+    let outcome: anyhow::Result<()> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..opts.jobs)
+            .map(|_| {
+                let (queue, aborted, tx) = (queue.clone(), aborted.clone(), tx.clone());
+                scope.spawn(move || -> anyhow::Result<Vec<CaseResult>> {
+                    let mut mine = Vec::new();
+                    let mut send = |e: &Event| {
+                        let _ = tx.send(e.clone());
+                    };
+                    loop {
+                        if lock(&aborted).is_some() {
+                            break;
+                        }
+                        let batch: Vec<Planned> = {
+                            let mut q = lock(&queue);
+                            let take = opts.cases_per_worker.min(q.len());
+                            q.drain(..take).collect()
+                        };
+                        if batch.is_empty() {
+                            break;
+                        }
+                        match run_batch(&batch, opts, &mut send, &mut mine)? {
+                            BatchEnd::Consumed(done) => {
+                                let mut q = lock(&queue);
+                                for item in batch.into_iter().skip(done).rev() {
+                                    q.push_front(item);
+                                }
+                            }
+                            BatchEnd::CouldNotStart(why) => {
+                                lock(&queue).extend(batch);
+                                lock(&aborted).get_or_insert(why);
+                                break;
+                            }
+                        }
+                    }
+                    Ok(mine)
+                })
+            })
+            .collect();
+        drop(tx);
+        for event in rx {
+            on_event(&event);
+        }
+        for h in handles {
+            match h.join() {
+                Ok(r) => results.extend(r?),
+                Err(_) => bail!("a runner thread panicked"),
+            }
+        }
+        Ok(())
+    });
+    outcome?;
+    results.sort_by_key(|r| order.get(&r.id).copied().unwrap_or(usize::MAX));
+    if let Some(why) = lock(&aborted).take() {
+        let not_run = lock(&queue).iter().map(|p| p.id.clone()).collect();
+        return Err(RunAborted {
+            why,
+            completed: results,
+            not_run,
+        }
+        .into());
+    }
+    Ok(results)
+}
+
+/// A poisoned lock only means another runner thread panicked; the queue itself is intact.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 enum BatchEnd {

@@ -207,3 +207,27 @@ fn a_worker_that_never_starts_is_killed_at_the_startup_timeout() {
         aborted.why
     );
 }
+
+#[test]
+fn parallel_workers_contain_failures_and_keep_plan_order() {
+    use MockAction::*;
+    let actions = [
+        Pass, Segfault, Pass, Abort, Fault, Pass, Hang, Pass, Exit, Pass,
+    ];
+    let mut opts = options();
+    opts.jobs = 3;
+    opts.cases_per_worker = 2;
+    let (results, _pids, _events) = run_mocks(&actions, &opts);
+    let ids: Vec<&str> = results.iter().map(|r| r.id.as_str()).collect();
+    let planned: Vec<String> = planned_mocks(&actions).into_iter().map(|p| p.id).collect();
+    assert_eq!(ids, planned, "one result per item, in plan order");
+    for (r, a) in results.iter().zip(actions) {
+        assert_eq!(
+            r.outcome.kind(),
+            a.expected_kind(),
+            "{}: {:?}",
+            r.id,
+            r.outcome
+        );
+    }
+}

@@ -105,6 +105,7 @@ const LIBCUDA: LibSpec = LibSpec {
         "cuStreamCreate",
         "cuStreamDestroy_v2",
         "cuStreamSynchronize",
+        "cuCtxSynchronize",
         "cuEventCreate",
         "cuEventRecord",
         "cuEventSynchronize",
@@ -1391,6 +1392,18 @@ impl DeviceRuntime for CudaPeer {
         let mut info: c_int = 0;
         self.copy_out((&raw mut info).cast(), self.scratch as usize, 4)?;
         Ok(info)
+    }
+
+    fn sticky_fault(&mut self) -> Option<ApiError> {
+        if self.bind().is_err() {
+            return None;
+        }
+        // SAFETY: the context is current; cuCtxSynchronize only waits and reports.
+        let r = unsafe { call!(cu::cuCtxSynchronize(), "after the case") };
+        match r {
+            Err(e) if e.is_device_fault() => Some(e),
+            _ => None,
+        }
     }
 
     fn health_check(&mut self) -> Result<(), CaseError> {

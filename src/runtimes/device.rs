@@ -7,7 +7,7 @@ use std::os::fd::OwnedFd;
 use num_complex::Complex32;
 use serde::{Deserialize, Serialize};
 
-use crate::model::CaseError;
+use crate::model::{ApiError, CaseError};
 use crate::reference::{Transpose, Uplo};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 
@@ -99,4 +99,9 @@ pub trait DeviceRuntime: PeerRuntime {
 
     /// Run a known-answer kernel: does the device still compute after a fault or a crash?
     fn health_check(&mut self) -> Result<(), CaseError>;
+
+    /// A device fault left pending in the context (CUDA's and HIP's are sticky: every later
+    /// call fails with it). Asked after each case, so that a fault a library reported under
+    /// another name (CUBLAS_STATUS_EXECUTION_FAILED) is called a fault, and the worker stops.
+    fn sticky_fault(&mut self) -> Option<ApiError>;
 }
