@@ -180,46 +180,13 @@ pub fn run(
     if opts.cases_per_worker == 0 {
         bail!("cases per worker must be at least 1");
     }
-    if opts.jobs <= 1 {
-        return run_serial(plan.into(), opts, on_event);
-    }
-    run_parallel(plan, opts, on_event)
+    run_workers(plan, opts, on_event)
 }
 
-/// One worker at a time, batch after batch, until the queue is empty.
-fn run_serial(
-    mut queue: VecDeque<Planned>,
-    opts: &RunOptions,
-    on_event: &mut dyn FnMut(&Event),
-) -> anyhow::Result<Vec<CaseResult>> {
-    let mut results = Vec::with_capacity(queue.len());
-    while !queue.is_empty() {
-        let take = opts.cases_per_worker.min(queue.len());
-        let batch: Vec<Planned> = queue.drain(..take).collect();
-        match run_batch(&batch, opts, on_event, &mut results)? {
-            BatchEnd::Consumed(done) => {
-                // What the worker did not reach goes to the front, for the next worker.
-                for item in batch.into_iter().skip(done).rev() {
-                    queue.push_front(item);
-                }
-            }
-            BatchEnd::CouldNotStart(why) => {
-                let not_run = batch.iter().chain(&queue).map(|p| p.id.clone()).collect();
-                return Err(RunAborted {
-                    why,
-                    completed: results,
-                    not_run,
-                }
-                .into());
-            }
-        }
-    }
-    Ok(results)
-}
-
-/// `opts.jobs` threads, each driving one worker at a time over a shared queue; events reach
-/// `on_event` on the caller's thread. Results come back in plan order.
-fn run_parallel(
+/// `opts.jobs` threads (at least one), each driving one worker at a time over a shared queue,
+/// batch after batch; what a worker did not reach goes back to the front for the next one.
+/// Events reach `on_event` on the caller's thread. Results come back in plan order.
+fn run_workers(
     plan: Vec<Planned>,
     opts: &RunOptions,
     on_event: &mut dyn FnMut(&Event),
@@ -235,7 +202,7 @@ fn run_parallel(
     let (tx, rx) = mpsc::channel::<Event>();
     let mut results = Vec::new();
     let outcome: anyhow::Result<()> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..opts.jobs)
+        let handles: Vec<_> = (0..opts.jobs.max(1))
             .map(|_| {
                 let (queue, aborted, tx) = (queue.clone(), aborted.clone(), tx.clone());
                 scope.spawn(move || -> anyhow::Result<Vec<CaseResult>> {
