@@ -46,6 +46,10 @@ enum Cmd {
         /// Case matrix file (default: the built-in cases/default.toml).
         #[arg(long)]
         cases: Option<PathBuf>,
+        /// List for a saved `probe --json` of another machine instead of this one: what a
+        /// runner there would execute.
+        #[arg(long)]
+        probe: Option<PathBuf>,
     },
     /// Run the case matrix over every pair found and print the support matrix.
     Run(RunArgs),
@@ -146,10 +150,17 @@ fn real_main() -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Cmd::List { filters, cases } => {
+        Cmd::List {
+            filters,
+            cases,
+            probe,
+        } => {
             // Inputs first: a bad case file fails before anything is probed.
             load_matrix(cases.as_deref())?;
-            let probe = probe_child(None)?;
+            let probe = match probe {
+                Some(f) => load_probe(&f)?,
+                None => probe_child(None)?,
+            };
             let mut out = std::io::stdout().lock();
             for case in planned_cases(&probe, cases.as_deref(), &filters)? {
                 // A closed pipe (`clhip list | head`) ends the listing, not in a panic.
@@ -210,6 +221,19 @@ fn planned_cases(
         );
     }
     cases::filter(matrix.expand(&pairs), filters)
+}
+
+fn load_probe(file: &Path) -> anyhow::Result<probe::Probe> {
+    let text =
+        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    serde_json::from_str(&text).map_err(|e| {
+        anyhow::anyhow!(
+            "{}:{}:{}: not a `clhip probe --json` file: {e}",
+            file.display(),
+            e.line(),
+            e.column()
+        )
+    })
 }
 
 fn probe_child(rocm_path: Option<&Path>) -> anyhow::Result<probe::Probe> {

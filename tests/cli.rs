@@ -111,3 +111,55 @@ fn list_shows_the_default_matrix_for_the_host_pair() {
     assert!(ids.iter().any(|i| i.ends_with("/fft/n=4194304")));
     assert!(ids.iter().all(|i| i.contains("+host/")));
 }
+
+#[test]
+fn list_for_a_recorded_h200_probe_pairs_cuda_with_its_opencl_twin() {
+    // Recorded by `clhip probe --json` on an H200 (driver 580.159.04); pairing comes from the
+    // UUIDs OpenCL and CUDA reported there, not from this machine.
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/nvidia-h200-probe.json"
+    );
+    let o = clhip(&["list", "--probe", fixture]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ids: Vec<String> = String::from_utf8_lossy(&o.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let cuda: Vec<&String> = ids
+        .iter()
+        .filter(|i| i.starts_with("nvidia0+cuda0/"))
+        .collect();
+    assert!(
+        cuda.iter()
+            .any(|i| i.contains("/vmm-fd+cl-import/acquire-release/gemm/n=2048"))
+    );
+    assert!(
+        cuda.iter()
+            .any(|i| i.contains("/pinned+use-host-ptr/map/cholesky/"))
+    );
+    assert!(
+        !cuda
+            .iter()
+            .any(|i| i.contains("/use-host-ptr/") && !i.contains("+use-host-ptr"))
+    );
+    assert!(ids.iter().any(|i| i.starts_with("nvidia0+host/")));
+    assert!(
+        !ids.iter()
+            .any(|i| i.starts_with("nvidia0+host/") && i.contains("/gemm/"))
+    );
+}
+
+#[test]
+fn a_corrupt_probe_file_names_file_and_line() {
+    let dir = scratch("probe");
+    let f = dir.join("p.json");
+    std::fs::write(&f, "{\n  \"opencl_status\": 3\n}\n").unwrap();
+    let o = clhip(&["list", "--probe", f.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains(&format!("{}:2:", f.display())),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -136,7 +136,6 @@ pub fn cuda_candidates() -> Vec<String> {
 
 type GetIntFn = unsafe extern "C" fn(*mut c_int) -> c_int;
 type InitFn = unsafe extern "C" fn(u32) -> c_int;
-type ErrNameFn = unsafe extern "C" fn(c_int) -> *const c_char;
 type CuErrNameFn = unsafe extern "C" fn(c_int, *mut *const c_char) -> c_int;
 
 fn get_int(lib: &Library, symbol: &str) -> Result<i32, String> {
@@ -153,30 +152,71 @@ fn get_int(lib: &Library, symbol: &str) -> Result<i32, String> {
     }
 }
 
-/// Load libamdhip64 and read what can be read without a device.
+/// Load libamdhip64 through the HIP bindings and read what can be read without a device: the
+/// file actually mapped, the HIP version and the ABI generation chosen from it, the symbols
+/// that library lacks (by group: only `Core` ones take the participant), the device count or
+/// the code hipGetDeviceCount refused with.
 pub fn probe_hip(rocm_path: Option<&Path>) -> RuntimeStatus {
-    let (lib, path) = match open_first(&hip_candidates(rocm_path)) {
-        Ok(x) => x,
-        Err(tried) => return RuntimeStatus::not_found(Api::Hip, tried),
+    use crate::runtimes::hip::{self, ffi};
+    let lib = match ffi::Hip::load(rocm_path) {
+        Ok(lib) => lib,
+        Err(ffi::LoadError::NotFound(tried)) => return RuntimeStatus::not_found(Api::Hip, tried),
+        Err(e @ ffi::LoadError::Unusable { .. }) => {
+            let mut s = RuntimeStatus::not_found(Api::Hip, Vec::new());
+            s.status = format!("unsupported: {e}");
+            return s;
+        }
     };
-    let runtime_version = get_int(&lib, "hipRuntimeGetVersion").ok().map(hip_version);
-    let driver_version = get_int(&lib, "hipDriverGetVersion").ok().map(hip_version);
-    let (device_count, device_error) = count_devices(&lib, "hipGetDeviceCount", |rc| {
-        // SAFETY: `const char* hipGetErrorName(hipError_t)` returns a static string.
-        unsafe { lib.get::<ErrNameFn>(b"hipGetErrorName") }
-            .ok()
-            .and_then(|f| c_str(unsafe { f(rc) }))
-    });
+    let driver_version = lib.driver_version().map(hip_version);
+    let missing = lib.missing();
+    let (device_count, device_error) = match lib.device_count() {
+        Ok(n) => (Some(n), None),
+        Err(rc) => (
+            Some(0),
+            Some(format!(
+                "hipGetDeviceCount returned {} ({rc})",
+                lib.error_name(rc)
+            )),
+        ),
+    };
+    let mut status = status_line(device_count, &device_error, "HIP");
+    let core: Vec<&str> = missing
+        .iter()
+        .filter(|(g, _)| *g == ffi::Group::Core)
+        .map(|(_, n)| *n)
+        .collect();
+    if !core.is_empty() {
+        status = format!("unsupported: lacks {}", core.join(", "));
+    }
+    if !missing.is_empty() {
+        let list: Vec<String> = missing
+            .iter()
+            .map(|(g, n)| format!("{n} ({g:?})"))
+            .collect();
+        status.push_str(&format!("; missing symbols: {}", list.join(", ")));
+    }
+    let mut devices = Vec::new();
+    let mut device_error = device_error;
+    if device_count.is_some_and(|n| n > 0) && core.is_empty() {
+        match hip::discover(rocm_path) {
+            Ok(d) => devices = d,
+            Err(e) => device_error = Some(e),
+        }
+    }
     RuntimeStatus {
         api: Api::Hip,
-        status: status_line(device_count, &device_error, "HIP"),
-        library: Some(path),
+        status,
+        library: Some(lib.path.clone()),
         tried: Vec::new(),
-        runtime_version,
+        runtime_version: Some(format!(
+            "{} (ABI {:?})",
+            hip_version(lib.version.raw),
+            lib.abi
+        )),
         driver_version,
         device_count,
         device_error,
-        devices: Vec::new(),
+        devices,
     }
 }
 

@@ -26,7 +26,12 @@
 //!   NOT verified: every header read here (5.2 .. 7.0) declares `void* osHandle`. Kept as a gate
 //!   ([`Abi::import_fd_by_value`]) but no code path calls the import yet.
 
-#![allow(non_snake_case, non_camel_case_types)]
+#![allow(
+    non_snake_case,
+    non_camel_case_types,
+    non_upper_case_globals,
+    dead_code
+)]
 
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
 use std::path::Path;
@@ -721,8 +726,7 @@ impl Hip {
             .hipGetErrorName
             .and_then(|f| {
                 // SAFETY: returns a static NUL-terminated string (or null).
-                let p = unsafe { f(rc) };
-                c_string(p)
+                unsafe { c_string(f(rc)) }
             })
             .unwrap_or_else(|| format!("hipError {rc}"))
     }
@@ -889,7 +893,9 @@ pub fn version_string(f: unsafe extern "C" fn(*mut c_char, usize) -> rocblas_sta
     c_buf_string(&buf)
 }
 
-pub fn c_string(p: *const c_char) -> Option<String> {
+/// # Safety
+/// `p` is null or a NUL-terminated string that stays valid for the call.
+pub unsafe fn c_string(p: *const c_char) -> Option<String> {
     if p.is_null() {
         return None;
     }
@@ -1011,9 +1017,11 @@ mod tests {
     #[test]
     fn device_prop_buffer_covers_every_known_layout() {
         // hipDeviceProp_t: 792 bytes (5.2.3); hipDeviceProp_tR0600: 1472 (6.0.0, amd-staging).
-        assert!(DEVICE_PROP_BUFFER >= 1472 + 1024);
-        assert!(GCN_ARCH_NAME_OFFSET_R0000 + 256 <= 792);
-        assert!(GCN_ARCH_NAME_OFFSET_R0600 + 256 <= 1472);
+        const {
+            assert!(DEVICE_PROP_BUFFER >= 1472 + 1024);
+            assert!(GCN_ARCH_NAME_OFFSET_R0000 + 256 <= 792);
+            assert!(GCN_ARCH_NAME_OFFSET_R0600 + 256 <= 1472);
+        }
     }
 
     #[test]

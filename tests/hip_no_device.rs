@@ -1,0 +1,162 @@
+//! The HIP bindings against a real HIP runtime with no device behind it: Debian's
+//! libamdhip64-5 (HIP 5.2.x), which CI installs. Without libamdhip64 the tests skip, unless
+//! CLHIP_REQUIRE_HIP=1 (CI), when they fail.
+
+use clhip::model::CaseError;
+use clhip::runtimes::hip::ffi::{self, Abi, Group, Hip};
+use clhip::runtimes::hip::{HipPeer, discover};
+use clhip::runtimes::locate::probe_hip;
+
+fn hip_or_skip(test: &str) -> Option<Hip> {
+    let required = std::env::var("CLHIP_REQUIRE_HIP").is_ok_and(|v| v == "1");
+    match Hip::load(None) {
+        Ok(h) => Some(h),
+        Err(e) => {
+            assert!(!required, "CLHIP_REQUIRE_HIP=1 but {e}");
+            eprintln!("skipping {test}: {e}");
+            None
+        }
+    }
+}
+
+/// What HIP 5.2's libamdhip64 lacks of everything ffi.rs binds: only the symbols later
+/// versions introduced (hipExtHostAlloc: 6.3; hipGetDevicePropertiesR0600: 6.0), which are
+/// version-gated and so not "missing". Checked with `nm -D` on Debian's libamdhip64.so.5.2.21153.
+const ABSENT_IN_5_2: [&str; 2] = ["hipGetDevicePropertiesR0600", "hipExtHostAlloc"];
+
+#[test]
+fn loads_hip_5_2_with_abi_v5_and_every_symbol_it_needs() {
+    let Some(hip) = hip_or_skip("loads_hip_5_2") else {
+        return;
+    };
+    eprintln!(
+        "loaded {} (candidate {}): HIP {}.{}.{} ({}), ABI {:?}",
+        hip.path,
+        hip.candidate,
+        hip.version.major,
+        hip.version.minor,
+        hip.version.patch,
+        hip.version.raw,
+        hip.abi
+    );
+    if hip.version.major != 5 {
+        eprintln!("not HIP 5: the 5.2-specific checks below do not apply");
+        return;
+    }
+    assert_eq!(hip.abi, Abi::V5);
+    assert!(hip.path.contains("libamdhip64.so.5"), "{}", hip.path);
+    let missing = hip.missing();
+    eprintln!("missing (expected for this version): {missing:?}");
+    assert!(missing.is_empty(), "HIP 5.x lacks {missing:?}");
+    if hip.version.minor == 2 {
+        // The symbols a 5.2 library really lacks: exactly the later ones.
+        let absent: Vec<&str> = ffi::HIP_SYMBOLS
+            .iter()
+            .map(|(_, n)| *n)
+            .filter(|n| !hip.fns.has(n))
+            .collect();
+        eprintln!("absent from the 5.2 library: {absent:?}");
+        assert_eq!(absent, ABSENT_IN_5_2);
+        assert!(hip.version.legacy_alloc_prop());
+        // VMM, external memory, semaphores and IPC are all exported by 5.2.
+        for g in [
+            Group::Vmm,
+            Group::ExternalMemory,
+            Group::ExternalSemaphore,
+            Group::Ipc,
+        ] {
+            assert!(hip.missing_in(g).is_empty(), "{g:?}");
+        }
+    }
+}
+
+#[test]
+fn hiprtc_is_found_for_5_2_inside_libamdhip64_or_in_libhiprtc() {
+    let Some(hip) = hip_or_skip("hiprtc") else {
+        return;
+    };
+    match ffi::open_hiprtc(None, &hip) {
+        Ok(rtc) => {
+            eprintln!("hiprtc from {}", rtc.path);
+            assert!(rtc.missing.is_empty(), "{:?}", rtc.missing);
+        }
+        Err(e) => panic!("no hiprtc for HIP {:?}: {e}", hip.version),
+    }
+}
+
+#[test]
+fn optional_libraries_absent_only_say_so() {
+    // rocBLAS, rocSOLVER and HSA's dmabuf export are optional: absent, they are a reason, not a
+    // crash. Debian's HSA 1.5 (ROCm 5.2) has hsa_init but no hsa_amd_portable_export_dmabuf
+    // (ROCR-Runtime hsa_ext_amd.h has it from rocm-5.6.0).
+    for (what, r) in [
+        (
+            "rocBLAS",
+            ffi::open_rocblas(None).map(|l| (l.path, l.missing)),
+        ),
+        (
+            "rocSOLVER",
+            ffi::open_rocsolver(None).map(|l| (l.path, l.missing)),
+        ),
+        ("HSA", ffi::open_hsa(None).map(|l| (l.path, l.missing))),
+    ] {
+        match r {
+            Ok((path, missing)) => eprintln!("{what}: {path}, missing {missing:?}"),
+            Err(e) => {
+                eprintln!("{what}: {e}");
+                assert!(e.contains("not found (tried"), "{e}");
+            }
+        }
+    }
+}
+
+#[test]
+fn open_without_a_device_is_unsupported_naming_hip_error_no_device() {
+    let Some(hip) = hip_or_skip("open_without_a_device") else {
+        return;
+    };
+    if hip.device_count().is_ok_and(|n| n > 0) {
+        eprintln!("a HIP device is present: the no-device checks do not apply");
+        return;
+    }
+    drop(hip);
+    match HipPeer::open(0, None) {
+        Err(CaseError::Unsupported {
+            reason,
+            error: Some(e),
+        }) => {
+            eprintln!("{reason}: {e}");
+            assert_eq!(e.call, "hipGetDeviceCount");
+            assert_eq!(e.name, "hipErrorNoDevice");
+            assert_eq!(e.code, 100);
+        }
+        Err(other) => panic!("expected Unsupported with hipErrorNoDevice, got {other:?}"),
+        Ok(_) => panic!("opened a HIP device on a machine without one"),
+    }
+    let d = discover(None).unwrap_err();
+    assert!(d.contains("hipErrorNoDevice"), "{d}");
+}
+
+#[test]
+fn probe_reports_library_version_abi_and_no_device() {
+    let Some(hip) = hip_or_skip("probe") else {
+        return;
+    };
+    let no_device = hip.device_count().is_err();
+    drop(hip);
+    let s = probe_hip(None);
+    eprintln!("{}", serde_json::to_string_pretty(&s).unwrap());
+    let lib = s.library.as_deref().unwrap();
+    assert!(lib.contains("libamdhip64.so"), "{lib}");
+    let v = s.runtime_version.as_deref().unwrap();
+    assert!(v.contains("(ABI V"), "{v}");
+    if no_device {
+        assert!(
+            s.status.starts_with(
+                "unsupported: no HIP device (hipGetDeviceCount returned hipErrorNoDevice (100))"
+            ),
+            "{}",
+            s.status
+        );
+    }
+}
