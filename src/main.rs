@@ -75,6 +75,8 @@ enum Cmd {
         seed: u64,
         #[arg(long)]
         plant: Option<clhip::ops::Plant>,
+        #[arg(long)]
+        rocm_path: Option<PathBuf>,
     },
 }
 
@@ -138,9 +140,11 @@ fn main() -> ExitCode {
 
 fn real_main() -> anyhow::Result<ExitCode> {
     match Cli::parse().command {
-        Cmd::Worker { seed, plant } => {
-            clhip::worker::worker_main(seed, plant).map(|()| ExitCode::SUCCESS)
-        }
+        Cmd::Worker {
+            seed,
+            plant,
+            rocm_path,
+        } => clhip::worker::worker_main(seed, plant, rocm_path).map(|()| ExitCode::SUCCESS),
         Cmd::Probe { json, rocm_path } => {
             let p = probe::probe(rocm_path.as_deref());
             if json {
@@ -272,6 +276,10 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     opts.timeout = Duration::from_secs_f64(args.timeout);
     opts.cases_per_worker = args.cases_per_worker;
     opts.jobs = args.jobs.max(1);
+    if let Some(p) = &args.rocm_path {
+        opts.worker_args
+            .extend(["--rocm-path".to_string(), p.display().to_string()]);
+    }
     if let Some(p) = args.plant {
         let name = serde_json::to_value(p)?;
         opts.worker_args.extend([

@@ -95,6 +95,8 @@ fn take_output(
 /// a build costs seconds.
 #[derive(Default)]
 pub struct WorkerState {
+    /// The ROCm install the hip participant loads (`--rocm-path`).
+    pub rocm_path: Option<std::path::PathBuf>,
     devices: Option<Result<Vec<ClDevice>, CaseError>>,
     sessions: HashMap<String, Result<ClSession, CaseError>>,
     fft: FftCache,
@@ -107,12 +109,17 @@ pub struct WorkerState {
 fn peer<'a>(
     peers: &'a mut HashMap<Peer, Result<Box<dyn PeerRuntime>, CaseError>>,
     want: &Peer,
+    rocm_path: Option<&std::path::Path>,
 ) -> Result<&'a mut dyn PeerRuntime, CaseError> {
     let entry = peers.entry(want.clone()).or_insert_with(|| {
         let mut opened: Box<dyn PeerRuntime> = match want.api {
             Api::Host => Box::new(HostPeer),
             Api::Cuda => Box::new(crate::runtimes::cuda::CudaPeer::open(want.ordinal)?),
-            Api::Hip | Api::OpenCl => {
+            Api::Hip => Box::new(crate::runtimes::hip::HipPeer::open(
+                want.ordinal,
+                rocm_path,
+            )?),
+            Api::OpenCl => {
                 return Err(CaseError::unsupported(format!(
                     "the {} participant is not available in this build",
                     want.api.name()
@@ -243,13 +250,14 @@ fn run(
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let WorkerState {
+        rocm_path,
         devices,
         sessions,
         fft,
         peers,
     } = state;
     let session = session(devices, sessions, case)?;
-    let peer = peer(peers, &case.pair.peer)?;
+    let peer = peer(peers, &case.pair.peer, rocm_path.as_deref())?;
     match case.op {
         Op::Handoff => handoff(session, peer, case, seed, plant),
         Op::Fft => fft_op(session, fft, peer, case, seed, plant),

@@ -59,10 +59,7 @@ pub fn from_probe(probe: &Probe) -> Vec<Pair> {
             peer: Peer::HOST,
         })
         .collect();
-    // Only participants this build can run pair: a HIP device would otherwise make a column of
-    // `unsupported` that reads like the driver's refusal. (The hip participant's discovery and
-    // bindings exist; its device side does not yet.)
-    for (api, status) in [(Api::Cuda, &probe.cuda)] {
+    for (api, status) in [(Api::Cuda, &probe.cuda), (Api::Hip, &probe.hip)] {
         for dev in &status.devices {
             if let Some(twin) = same_gpu(dev, &cl) {
                 pairs.push(Pair {

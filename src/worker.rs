@@ -65,10 +65,15 @@ impl WorkerEvent {
 /// The hidden `clhip __worker --seed N` subcommand: runs work items from stdin until EOF, or
 /// until one faults. A faulted device context is not trusted for further cases, so the worker
 /// exits 0 after reporting the fault and the parent starts a fresh one for the rest.
-pub fn worker_main(seed: u64, plant: Option<crate::ops::Plant>) -> anyhow::Result<()> {
+pub fn worker_main(
+    seed: u64,
+    plant: Option<crate::ops::Plant>,
+    rocm_path: Option<std::path::PathBuf>,
+) -> anyhow::Result<()> {
     die_with_parent();
     let mut protocol = take_stdout_for_protocol()?;
     let mut state = crate::ops::WorkerState::default();
+    state.rocm_path = rocm_path;
 
     for line in std::io::stdin().lock().lines() {
         let line = line.context("reading work from stdin")?;

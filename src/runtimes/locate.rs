@@ -87,10 +87,12 @@ fn error_chain(e: &dyn std::error::Error) -> String {
 /// ROCm install roots in the order a user means them: the explicit flag, `ROCM_PATH`, then
 /// `/opt/rocm` and versioned `/opt/rocm-*` (newest name last, as ls sorts them).
 pub fn rocm_roots(rocm_path: Option<&Path>) -> Vec<PathBuf> {
-    let mut roots = Vec::new();
+    // An explicit install is searched alone: comparing two ROCm installs must never silently
+    // test whichever one /opt/rocm happens to point at.
     if let Some(p) = rocm_path {
-        roots.push(p.to_path_buf());
+        return vec![p.to_path_buf()];
     }
+    let mut roots = Vec::new();
     if let Some(p) = std::env::var_os("ROCM_PATH") {
         roots.push(PathBuf::from(p));
     }
@@ -333,7 +335,7 @@ mod tests {
     fn an_explicit_rocm_path_is_searched_alone_then_first() {
         let c = hip_candidates(Some(Path::new("/x/rocm-6.2")));
         assert_eq!(c[0], "/x/rocm-6.2/lib/libamdhip64.so.7");
-        assert!(!c.iter().any(|s| !s.starts_with('/')), "{c:?}");
+        assert!(c.iter().all(|s| s.starts_with("/x/rocm-6.2/")), "{c:?}");
         let c = hip_candidates(None);
         assert_eq!(c.last().unwrap(), "libamdhip64.so.5");
     }

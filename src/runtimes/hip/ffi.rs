@@ -67,7 +67,11 @@ pub const hipErrorIllegalAddress: hipError_t = 700;
 pub const hipErrorLaunchFailure: hipError_t = 719;
 pub const hipErrorNotSupported: hipError_t = 801;
 
-/// hipMemcpyKind (hip_runtime_api.h): hipMemcpyDefault = 4 (runtime infers from the pointers).
+/// hipMemcpyKind (hip_runtime_api.h, unchanged 5.2 .. 7.0): HostToHost 0, HostToDevice 1,
+/// DeviceToHost 2, DeviceToDevice 3, Default 4 (the runtime infers the direction from the
+/// pointers, and between two pointers it does not know it copies on the host).
+pub const hipMemcpyHostToDevice: c_int = 1;
+pub const hipMemcpyDeviceToHost: c_int = 2;
 pub const hipMemcpyDefault: c_int = 4;
 /// hipHostMalloc/hipExtHostAlloc flags (hip_runtime_api.h): Portable 0x1, Mapped 0x2.
 pub const hipHostMallocPortable: c_uint = 0x1;
@@ -113,6 +117,38 @@ pub const rocblas_fill_upper: c_int = 121;
 pub const rocblas_fill_lower: c_int = 122;
 pub const rocblas_pointer_mode_host: c_int = 0;
 pub const rocblas_status_success: rocblas_status = 0;
+
+/// hiprtcResult (ROCm/HIP include/hip/hiprtc.h `typedef enum hiprtcResult`), by value.
+pub const HIPRTC_SUCCESS: hiprtcResult = 0;
+pub const HIPRTC_ERROR_INVALID_OPTION: hiprtcResult = 5;
+
+/// hiprtcResult names, by value (hiprtc.h): the canonical name an [`ApiError`] carries, whatever
+/// hiprtcGetErrorString says in prose.
+///
+/// [`ApiError`]: crate::model::ApiError
+pub fn hiprtc_result_name(r: hiprtcResult) -> String {
+    const NAMES: [&str; 12] = [
+        "HIPRTC_SUCCESS",
+        "HIPRTC_ERROR_OUT_OF_MEMORY",
+        "HIPRTC_ERROR_PROGRAM_CREATION_FAILURE",
+        "HIPRTC_ERROR_INVALID_INPUT",
+        "HIPRTC_ERROR_INVALID_PROGRAM",
+        "HIPRTC_ERROR_INVALID_OPTION",
+        "HIPRTC_ERROR_COMPILATION",
+        "HIPRTC_ERROR_BUILTIN_OPERATION_FAILURE",
+        "HIPRTC_ERROR_NO_NAME_EXPRESSIONS_AFTER_COMPILATION",
+        "HIPRTC_ERROR_NO_LOWERED_NAMES_BEFORE_COMPILATION",
+        "HIPRTC_ERROR_NAME_EXPRESSION_NOT_VALID",
+        "HIPRTC_ERROR_INTERNAL_ERROR",
+    ];
+    match r {
+        100 => "HIPRTC_ERROR_LINKING".to_string(),
+        _ => usize::try_from(r)
+            .ok()
+            .and_then(|i| NAMES.get(i).copied())
+            .map_or_else(|| format!("hiprtcResult {r}"), str::to_string),
+    }
+}
 
 /// rocblas_status names (rocblas-types.h `typedef enum rocblas_status_`), by value.
 pub fn rocblas_status_name(s: rocblas_status) -> &'static str {
