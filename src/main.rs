@@ -160,13 +160,13 @@ fn real_main() -> anyhow::Result<ExitCode> {
             probe,
         } => {
             // Inputs first: a bad case file fails before anything is probed.
-            load_matrix(cases.as_deref())?;
+            let matrix = load_matrix(cases.as_deref())?;
             let probe = match probe {
                 Some(f) => load_probe(&f)?,
                 None => probe_child(None)?,
             };
             let mut out = std::io::stdout().lock();
-            for case in planned_cases(&probe, cases.as_deref(), &filters)? {
+            for case in planned_cases(&probe, &matrix, &filters)? {
                 // A closed pipe (`clhip list | head`) ends the listing, not in a panic.
                 if writeln!(out, "{}", case.id()).is_err() {
                     break;
@@ -213,10 +213,9 @@ fn load_matrix(file: Option<&Path>) -> anyhow::Result<Matrix> {
 /// The matrix expanded over the pairs a probe found, filtered.
 fn planned_cases(
     probe: &probe::Probe,
-    file: Option<&Path>,
+    matrix: &Matrix,
     filters: &[String],
 ) -> anyhow::Result<Vec<clhip::model::Case>> {
-    let matrix = load_matrix(file)?;
     let pairs = pairs::from_probe(probe);
     if pairs.is_empty() {
         bail!(
@@ -249,7 +248,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let started = SystemTime::now();
     let clock = Instant::now();
     // Inputs first: a bad case file, baseline or filter fails before anything runs or is written.
-    load_matrix(args.cases.as_deref())?;
+    let matrix = load_matrix(args.cases.as_deref())?;
     let baseline = match &args.baseline {
         Some(f) => Baseline::load(f)?,
         None => Baseline::default(),
@@ -259,7 +258,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(list) => {
             mock::planned_mocks(&mock::parse_mock_list(list).map_err(anyhow::Error::msg)?)
         }
-        None => planned_cases(&probe, args.cases.as_deref(), &args.filters)?
+        None => planned_cases(&probe, &matrix, &args.filters)?
             .into_iter()
             .map(|c| {
                 let e = baseline.expectation(&c);

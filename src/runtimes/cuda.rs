@@ -25,51 +25,13 @@ use cudarc::nvrtc::sys as rtc;
 use libloading::Library;
 use num_complex::Complex32;
 
-use crate::generate::pattern;
 use crate::model::{Api, ApiError, CaseError, Peer, Phase};
 use crate::probe::uuid_string;
 use crate::reference::{Transpose, Uplo};
 use crate::runtimes::device::{AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime};
+use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernel, Kernels, kernel_source};
 use crate::runtimes::locate::{cuda_version, open_first};
 use crate::runtimes::{PatternCheck, PeerPtr, PeerRuntime, host};
-use crate::tolerance::check_exact_u32;
-
-// ---------------------------------------------------------------------------------------------
-// Kernel sources
-
-/// The prelude every `.hip` source is compiled behind (macros shared by NVRTC and hiprtc).
-pub const KERNEL_PRELUDE: &str = include_str!("../../kernels/prelude.hip");
-
-/// The `.hip` kernel files, compiled as one translation unit after the prelude.
-pub const KERNEL_FILES: [(&str, &str); 2] = [
-    ("pattern.hip", include_str!("../../kernels/pattern.hip")),
-    (
-        "elementwise.hip",
-        include_str!("../../kernels/elementwise.hip"),
-    ),
-];
-
-/// Every kernel the device participants look up by name.
-pub const KERNEL_NAMES: [&str; 5] = [
-    "clhip_pattern_fill",
-    "clhip_pattern_check",
-    "clhip_flip_bit",
-    "clhip_cscale",
-    "clhip_cmagnitude",
-];
-
-/// The one source handed to the run-time compiler: the prelude, then each file, with `#line`
-/// markers so a build log names a file and line a person can open.
-pub fn kernel_source() -> String {
-    let mut s = format!("#line 1 \"prelude.hip\"\n{KERNEL_PRELUDE}\n");
-    for (name, text) in KERNEL_FILES {
-        s.push_str(&format!("#line 1 \"{name}\"\n{text}\n"));
-    }
-    s
-}
-
-/// Threads per block: any multiple of the warp size works for these memory-bound kernels.
-const BLOCK: u64 = 256;
 
 // ---------------------------------------------------------------------------------------------
 // Libraries, and the symbols called from each
@@ -735,14 +697,6 @@ impl Drop for DeviceBuffer {
 // ---------------------------------------------------------------------------------------------
 // The participant
 
-struct Kernels {
-    fill: cu::CUfunction,
-    check: cu::CUfunction,
-    flip: cu::CUfunction,
-    scale: cu::CUfunction,
-    magnitude: cu::CUfunction,
-}
-
 /// One CUDA device as the peer of an OpenCL device.
 pub struct CudaPeer {
     ordinal: usize,
@@ -752,7 +706,7 @@ pub struct CudaPeer {
     stream: cu::CUstream,
     event: cu::CUevent,
     module: cu::CUmodule,
-    kernels: Option<Kernels>,
+    kernels: Option<Kernels<cu::CUfunction>>,
     /// 16 bytes of device memory for small results: pattern_check's count and first index,
     /// cpotrf's `info`.
     scratch: cu::CUdeviceptr,
@@ -832,90 +786,19 @@ impl CudaPeer {
             .running()?;
             Ok(f)
         };
-        peer.kernels = Some(Kernels {
-            fill: get(c"clhip_pattern_fill")?,
-            check: get(c"clhip_pattern_check")?,
-            flip: get(c"clhip_flip_bit")?,
-            scale: get(c"clhip_cscale")?,
-            magnitude: get(c"clhip_cmagnitude")?,
-        });
+        peer.kernels = Some(Kernels::load(get)?);
         Ok(peer)
     }
 
-    /// Make the primary context current on the calling thread: contexts are per thread, and a
-    /// test runner or worker may call from a thread other than the one that opened.
-    fn bind(&self) -> Result<(), CaseError> {
-        // SAFETY: `ctx` is retained for the life of `self`.
-        unsafe { call!(cu::cuCtxSetCurrent(self.ctx)) }.running()
-    }
-
-    fn kernels(&self) -> Result<&Kernels, CaseError> {
+    fn kernels(&self) -> Result<&Kernels<cu::CUfunction>, CaseError> {
         self.kernels
             .as_ref()
             .ok_or_else(|| CaseError::unsupported("CUDA kernels not loaded"))
     }
 
-    /// Launch `f` over `threads` threads in blocks of [`BLOCK`]; `args` points at each kernel
-    /// argument in order, as cuLaunchKernel takes them. Only the launch is checked here: a
-    /// fault in the kernel surfaces at the next synchronizing call.
-    fn launch(
-        &self,
-        name: &str,
-        f: cu::CUfunction,
-        threads: u64,
-        args: &mut [*mut c_void],
-    ) -> Result<(), CaseError> {
-        if threads == 0 {
-            return Ok(());
-        }
-        let grid = u32::try_from(threads.div_ceil(BLOCK))
-            .ok()
-            .filter(|&g| g <= i32::MAX as u32)
-            .ok_or_else(|| CaseError::unsupported(format!("{name}: {threads} threads")))?;
-        let (s, b) = (self.stream, BLOCK as u32);
-        let params = args.as_mut_ptr();
-        // SAFETY: `f` is from the loaded module; each caller passes exactly its kernel's
-        // parameters, which the driver copies during the call.
-        unsafe {
-            call!(
-                cu::cuLaunchKernel(f, grid, 1, 1, b, 1, 1, 0, s, params, null_mut()),
-                "{name}"
-            )
-        }
-        .running()
-    }
-
     fn sync(&self) -> Result<(), CaseError> {
         // SAFETY: the stream is live.
         unsafe { call!(cu::cuStreamSynchronize(self.stream)) }.running()
-    }
-
-    /// Host -> any device-usable address (device, pinned, managed, imported, SVM: whatever the
-    /// path hands over), then wait. The driver says if the address is not usable.
-    fn copy_in(&self, dst: usize, src: *const c_void, bytes: usize) -> Result<(), CaseError> {
-        let d = dst as cu::CUdeviceptr;
-        // SAFETY: `src` is live host memory of `bytes` bytes until the sync below returns.
-        unsafe {
-            call!(
-                cu::cuMemcpyHtoDAsync_v2(d, src, bytes, self.stream),
-                "{bytes} B to {d:#x}"
-            )
-        }
-        .running()?;
-        self.sync()
-    }
-
-    fn copy_out(&self, dst: *mut c_void, src: usize, bytes: usize) -> Result<(), CaseError> {
-        let s = src as cu::CUdeviceptr;
-        // SAFETY: `dst` is live host memory of `bytes` bytes until the sync below returns.
-        unsafe {
-            call!(
-                cu::cuMemcpyDtoHAsync_v2(dst, s, bytes, self.stream),
-                "{bytes} B from {s:#x}"
-            )
-        }
-        .running()?;
-        self.sync()
     }
 
     fn blas(&mut self) -> Result<blas::cublasHandle_t, CaseError> {
@@ -1051,6 +934,66 @@ impl Drop for CudaPeer {
     }
 }
 
+impl GpuCore for CudaPeer {
+    /// Make the primary context current on the calling thread: contexts are per thread, and a
+    /// test runner or worker may call from a thread other than the one that opened.
+    fn bind(&self) -> Result<(), CaseError> {
+        // SAFETY: `ctx` is retained for the life of `self`.
+        unsafe { call!(cu::cuCtxSetCurrent(self.ctx)) }.running()
+    }
+
+    fn launch(&self, k: Kernel, threads: u64, args: &mut [*mut c_void]) -> Result<(), CaseError> {
+        if threads == 0 {
+            return Ok(());
+        }
+        let (name, f) = (k.name(), self.kernels()?.get(k));
+        let grid = gpu::grid(name, threads)?;
+        let (s, b) = (self.stream, BLOCK as u32);
+        let params = args.as_mut_ptr();
+        // SAFETY: `f` is from the loaded module; each caller passes exactly its kernel's
+        // parameters, which the driver copies during the call.
+        unsafe {
+            call!(
+                cu::cuLaunchKernel(f, grid, 1, 1, b, 1, 1, 0, s, params, null_mut()),
+                "{name}"
+            )
+        }
+        .running()
+    }
+
+    /// Host -> any device-usable address (device, pinned, managed, imported, SVM: whatever the
+    /// path hands over), then wait. The driver says if the address is not usable.
+    fn copy_in(&self, dst: usize, src: *const c_void, bytes: usize) -> Result<(), CaseError> {
+        let d = dst as cu::CUdeviceptr;
+        // SAFETY: `src` is live host memory of `bytes` bytes until the sync below returns.
+        unsafe {
+            call!(
+                cu::cuMemcpyHtoDAsync_v2(d, src, bytes, self.stream),
+                "{bytes} B to {d:#x}"
+            )
+        }
+        .running()?;
+        self.sync()
+    }
+
+    fn copy_out(&self, dst: *mut c_void, src: usize, bytes: usize) -> Result<(), CaseError> {
+        let s = src as cu::CUdeviceptr;
+        // SAFETY: `dst` is live host memory of `bytes` bytes until the sync below returns.
+        unsafe {
+            call!(
+                cu::cuMemcpyDtoHAsync_v2(dst, s, bytes, self.stream),
+                "{bytes} B from {s:#x}"
+            )
+        }
+        .running()?;
+        self.sync()
+    }
+
+    fn scratch(&self) -> u64 {
+        self.scratch
+    }
+}
+
 impl PeerRuntime for CudaPeer {
     fn peer(&self) -> Peer {
         Peer {
@@ -1066,118 +1009,39 @@ impl PeerRuntime for CudaPeer {
     /// Ordinary pageable, page-aligned host memory, as the host peer's: the copy path's
     /// staging.
     fn alloc_host(&mut self, len: usize) -> Result<PeerPtr, CaseError> {
-        let layout = host::layout(len);
-        // SAFETY: non-zero size layout.
-        let p = unsafe { std::alloc::alloc_zeroed(layout) };
-        if p.is_null() {
-            return Err(CaseError::unsupported(format!(
-                "host allocation of {} bytes failed",
-                layout.size()
-            )));
-        }
-        Ok(PeerPtr {
-            addr: p as usize,
-            len,
-        })
+        host::alloc_pageable(len)
     }
 
     fn free_host(&mut self, ptr: PeerPtr) {
-        // SAFETY: allocated by alloc_host with the same layout.
-        unsafe { std::alloc::dealloc(ptr.addr as *mut u8, host::layout(ptr.len)) }
+        host::free_pageable(ptr)
     }
 
     fn fill_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<(), CaseError> {
-        self.bind()?;
-        let f = self.kernels()?.fill;
-        let (mut p, mut seed, mut words) = (ptr.addr as u64, seed, ptr.len as u64 * 2);
-        let mut args = [
-            (&raw mut p).cast(),
-            (&raw mut seed).cast(),
-            (&raw mut words).cast(),
-        ];
-        self.launch("clhip_pattern_fill", f, words, &mut args)
+        gpu::fill_pattern(self, ptr, seed)
     }
 
     fn check_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<PatternCheck, CaseError> {
-        self.bind()?;
-        let f = self.kernels()?.check;
-        // result[0] counts mismatches, result[1] keeps the smallest mismatching index.
-        let mut result: [u64; 2] = [0, u64::MAX];
-        self.copy_in(self.scratch as usize, result.as_ptr().cast(), 16)?;
-        let (mut p, mut seed, mut words) = (ptr.addr as u64, seed, ptr.len as u64 * 2);
-        let mut out = self.scratch;
-        let mut args = [
-            (&raw mut p).cast(),
-            (&raw mut seed).cast(),
-            (&raw mut words).cast(),
-            (&raw mut out).cast(),
-        ];
-        self.launch("clhip_pattern_check", f, words, &mut args)?;
-        self.copy_out(result.as_mut_ptr().cast(), self.scratch as usize, 16)?;
-        let [count, first] = result;
-        if count == 0 {
-            return Ok(PatternCheck {
-                mismatches: 0,
-                first: None,
-            });
-        }
-        // The word itself, read where it lies: the kernel only found where.
-        let mut got = 0u32;
-        self.copy_out((&raw mut got).cast(), ptr.addr + first as usize * 4, 4)?;
-        Ok(PatternCheck {
-            mismatches: count as usize,
-            first: Some((first as usize, got)),
-        })
+        gpu::check_pattern(self, ptr, seed)
     }
 
     fn upload(&mut self, ptr: PeerPtr, data: &[Complex32]) -> Result<(), CaseError> {
-        assert_eq!(ptr.len, data.len(), "upload length");
-        self.bind()?;
-        self.copy_in(ptr.addr, data.as_ptr().cast(), size_of_val(data))
+        gpu::upload(self, ptr, data)
     }
 
     fn download(&mut self, ptr: PeerPtr) -> Result<Vec<Complex32>, CaseError> {
-        self.bind()?;
-        let mut out = vec![Complex32::default(); ptr.len];
-        self.copy_out(
-            out.as_mut_ptr().cast(),
-            ptr.addr,
-            size_of_val(out.as_slice()),
-        )?;
-        Ok(out)
+        gpu::download(self, ptr)
     }
 
     fn scale(&mut self, ptr: PeerPtr, s: f32) -> Result<(), CaseError> {
-        self.bind()?;
-        let f = self.kernels()?.scale;
-        let (mut x, mut s, mut n) = (ptr.addr as u64, s, ptr.len as u64);
-        let mut args = [
-            (&raw mut x).cast(),
-            (&raw mut s).cast(),
-            (&raw mut n).cast(),
-        ];
-        self.launch("clhip_cscale", f, n, &mut args)
+        gpu::scale(self, ptr, s)
     }
 
     fn magnitude(&mut self, ptr: PeerPtr) -> Result<(), CaseError> {
-        self.bind()?;
-        let f = self.kernels()?.magnitude;
-        let (mut x, mut n) = (ptr.addr as u64, ptr.len as u64);
-        let mut args = [(&raw mut x).cast(), (&raw mut n).cast()];
-        self.launch("clhip_cmagnitude", f, n, &mut args)
+        gpu::magnitude(self, ptr)
     }
 
     fn flip_bit(&mut self, ptr: PeerPtr, word: usize, bit: u32) -> Result<(), CaseError> {
-        assert!(word < ptr.len * 2, "flip past the buffer");
-        self.bind()?;
-        let f = self.kernels()?.flip;
-        let (mut p, mut word, mut mask) = (ptr.addr as u64, word as u64, bit);
-        let mut args = [
-            (&raw mut p).cast(),
-            (&raw mut word).cast(),
-            (&raw mut mask).cast(),
-        ];
-        self.launch("clhip_flip_bit", f, 1, &mut args)
+        gpu::flip_bit(self, ptr, word, bit)
     }
 
     fn synchronize(&mut self) -> Result<(), CaseError> {
@@ -1407,25 +1271,16 @@ impl DeviceRuntime for CudaPeer {
     }
 
     fn health_check(&mut self) -> Result<(), CaseError> {
-        const WORDS: usize = 1024;
-        const SEED: u32 = 0xC1A5_0001;
         self.bind()?;
-        let buf = DeviceBuffer::new(WORDS * 4, "health-check buffer")?;
-        let ptr = PeerPtr {
-            addr: buf.0 as usize,
-            len: WORDS / 2,
-        };
-        self.fill_pattern(ptr, SEED)?;
-        let mut got = vec![0u32; WORDS];
-        self.copy_out(got.as_mut_ptr().cast(), ptr.addr, WORDS * 4)?;
-        check_exact_u32("cuda health check", &got, &pattern(SEED, WORDS))?;
-        Ok(())
+        let buf = DeviceBuffer::new(gpu::HEALTH_WORDS * 4, "health-check buffer")?;
+        gpu::known_answer(self, buf.0 as usize, "cuda health check")
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::generate::pattern;
 
     /// Whether this machine has a CUDA driver at all. Device tests are skipped without one
     /// (CI), unless CLHIP_REQUIRE_CUDA=1 says a GPU is expected (the device machine).
@@ -1448,13 +1303,13 @@ mod tests {
     #[test]
     fn kernel_source_holds_every_kernel() {
         let src = kernel_source();
-        for name in KERNEL_NAMES {
+        for name in Kernel::ALL.map(Kernel::name) {
             assert!(src.contains(&format!("void {name}(")), "{name} missing");
         }
         assert!(src.starts_with("#line 1 \"prelude.hip\""));
         // Both compilers take it: no include of toolkit headers, C linkage for every kernel.
         assert!(!src.lines().any(|l| l.trim_start().starts_with("#include")));
-        assert_eq!(src.matches("CLHIP_KERNEL void").count(), KERNEL_NAMES.len());
+        assert_eq!(src.matches("CLHIP_KERNEL void").count(), Kernel::ALL.len());
     }
 
     /// Every cudarc `sys` function this file calls must be in its library's preflight list, or

@@ -16,9 +16,8 @@ const HOST_ALIGN: usize = 4096;
 #[derive(Default)]
 pub struct HostPeer;
 
-/// The layout of `len` complex elements of page-aligned host memory (also the cuda peer's
-/// staging memory).
-pub(crate) fn layout(len: usize) -> Layout {
+/// The layout of `len` complex elements of page-aligned host memory.
+fn layout(len: usize) -> Layout {
     let bytes = (len.max(1) * size_of::<Complex32>()).next_multiple_of(HOST_ALIGN);
     // Alignment is a power of two and bytes is rounded to it: from_size_align cannot fail.
     Layout::from_size_align(bytes, HOST_ALIGN).expect("page-aligned layout")
@@ -34,29 +33,40 @@ fn elems(ptr: PeerPtr) -> *mut Complex32 {
     ptr.addr as *mut Complex32
 }
 
+/// `len` complex elements of zeroed, page-aligned, pageable host memory: the host peer's own,
+/// and every peer's staging memory on the copy path.
+pub(crate) fn alloc_pageable(len: usize) -> Result<PeerPtr, CaseError> {
+    // SAFETY: non-zero size layout.
+    let p = unsafe { alloc_zeroed(layout(len)) };
+    if p.is_null() {
+        return Err(CaseError::unsupported(format!(
+            "host allocation of {} bytes failed",
+            layout(len).size()
+        )));
+    }
+    Ok(PeerPtr {
+        addr: p as usize,
+        len,
+    })
+}
+
+/// Free what [`alloc_pageable`] returned.
+pub(crate) fn free_pageable(ptr: PeerPtr) {
+    // SAFETY: allocated by alloc_pageable with the same layout.
+    unsafe { dealloc(ptr.addr as *mut u8, layout(ptr.len)) }
+}
+
 impl PeerRuntime for HostPeer {
     fn peer(&self) -> Peer {
         Peer::HOST
     }
 
     fn alloc_host(&mut self, len: usize) -> Result<PeerPtr, CaseError> {
-        // SAFETY: non-zero size layout.
-        let p = unsafe { alloc_zeroed(layout(len)) };
-        if p.is_null() {
-            return Err(CaseError::unsupported(format!(
-                "host allocation of {} bytes failed",
-                layout(len).size()
-            )));
-        }
-        Ok(PeerPtr {
-            addr: p as usize,
-            len,
-        })
+        alloc_pageable(len)
     }
 
     fn free_host(&mut self, ptr: PeerPtr) {
-        // SAFETY: allocated by alloc_host with the same layout.
-        unsafe { dealloc(ptr.addr as *mut u8, layout(ptr.len)) }
+        free_pageable(ptr)
     }
 
     fn fill_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<(), CaseError> {

@@ -9,6 +9,7 @@ use crate::model::{CaseError, Peer};
 
 pub mod cuda;
 pub mod device;
+pub mod gpu;
 pub mod hip;
 pub mod host;
 pub mod locate;

@@ -23,15 +23,14 @@ use std::ptr::{null, null_mut};
 
 use num_complex::Complex32;
 
-use crate::generate::pattern;
 use crate::model::{Api, ApiError, CaseError, Peer, Phase};
 use crate::probe::uuid_string;
 use crate::reference::{Transpose, Uplo};
-use crate::runtimes::cuda::{kernel_source, normalise_pci_bus_id};
+use crate::runtimes::cuda::normalise_pci_bus_id;
 use crate::runtimes::device::{AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime};
+use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernel, Kernels, kernel_source};
 use crate::runtimes::locate::hip_version;
 use crate::runtimes::{PatternCheck, PeerPtr, PeerRuntime, host};
-use crate::tolerance::check_exact_u32;
 
 use ffi::{
     BlasFns, Group, Hip, LoadError, OptLib, RtcFns, SolverFns, c_buf_string, hipError_t,
@@ -350,9 +349,6 @@ fn int_arg(what: &str, v: usize) -> Result<c_int, CaseError> {
         .map_err(|_| CaseError::unsupported(format!("{what} = {v} exceeds the 32-bit int API")))
 }
 
-/// Threads per block: a multiple of both wavefront sizes (32 and 64).
-const BLOCK: u64 = 256;
-
 // ---------------------------------------------------------------------------------------------
 // hiprtc
 
@@ -553,14 +549,6 @@ impl Drop for DeviceBuffer {
 // ---------------------------------------------------------------------------------------------
 // The participant
 
-struct Kernels {
-    fill: hipFunction_t,
-    check: hipFunction_t,
-    flip: hipFunction_t,
-    scale: hipFunction_t,
-    magnitude: hipFunction_t,
-}
-
 /// One HIP device as the peer of an OpenCL device.
 pub struct HipPeer {
     pub info: DeviceInfo,
@@ -571,7 +559,7 @@ pub struct HipPeer {
     event: hipEvent_t,
     module: hipModule_t,
     /// The kernels, or why there are none (hiprtc absent): only what needs them is refused.
-    kernels: Result<Kernels, CaseError>,
+    kernels: Result<Kernels<hipFunction_t>, CaseError>,
     /// 16 bytes of device memory for small results: pattern_check's count and first index,
     /// cpotrf's `info`.
     scratch: *mut c_void,
@@ -696,93 +684,18 @@ impl HipPeer {
             .running()?;
             Ok(f)
         };
-        let kernels = Kernels {
-            fill: get(c"clhip_pattern_fill")?,
-            check: get(c"clhip_pattern_check")?,
-            flip: get(c"clhip_flip_bit")?,
-            scale: get(c"clhip_cscale")?,
-            magnitude: get(c"clhip_cmagnitude")?,
-        };
+        let kernels = Kernels::load(get)?;
         peer.kernels = Ok(kernels);
         Ok(peer)
     }
 
-    /// Make the device current on the calling thread: HIP's current device is per thread, and a
-    /// test runner or worker may call from a thread other than the one that opened.
-    fn bind(&self) -> Result<(), CaseError> {
-        // SAFETY: plain call with an ordinal below the device count.
-        unsafe { hip_call!(&self.hip, hipSetDevice(self.dev)) }.running()
-    }
-
-    fn kernels(&self) -> Result<&Kernels, CaseError> {
+    fn kernels(&self) -> Result<&Kernels<hipFunction_t>, CaseError> {
         self.kernels.as_ref().map_err(Clone::clone)
-    }
-
-    /// Launch `f` over `threads` threads in blocks of [`BLOCK`]; `args` points at each kernel
-    /// argument in order, as hipModuleLaunchKernel takes them. Only the launch is checked here:
-    /// a fault in the kernel surfaces at the next synchronizing call.
-    fn launch(
-        &self,
-        name: &str,
-        f: hipFunction_t,
-        threads: u64,
-        args: &mut [*mut c_void],
-    ) -> Result<(), CaseError> {
-        if threads == 0 {
-            return Ok(());
-        }
-        let grid = u32::try_from(threads.div_ceil(BLOCK))
-            .ok()
-            .filter(|&g| g <= i32::MAX as u32)
-            .ok_or_else(|| CaseError::unsupported(format!("{name}: {threads} threads")))?;
-        let (s, b) = (self.stream, BLOCK as c_uint);
-        let params = args.as_mut_ptr();
-        // SAFETY: `f` is from the loaded module; each caller passes exactly its kernel's
-        // parameters, which the runtime copies during the call.
-        unsafe {
-            hip_call!(
-                &self.hip,
-                hipModuleLaunchKernel(f, grid, 1, 1, b, 1, 1, 0, s, params, null_mut()),
-                "{name}"
-            )
-        }
-        .running()
     }
 
     fn sync(&self) -> Result<(), CaseError> {
         // SAFETY: the stream is live.
         unsafe { hip_call!(&self.hip, hipStreamSynchronize(self.stream)) }.running()
-    }
-
-    /// Host -> any device-usable address (device, pinned, managed, imported, SVM: whatever the
-    /// path hands over), then wait. The direction is said explicitly: with hipMemcpyDefault the
-    /// runtime would copy on the host when it does not know the device pointer (OpenCL's).
-    fn copy_in(&self, dst: usize, src: *const c_void, bytes: usize) -> Result<(), CaseError> {
-        let (d, kind) = (dst as *mut c_void, ffi::hipMemcpyHostToDevice);
-        // SAFETY: `src` is live host memory of `bytes` bytes until the sync below returns.
-        unsafe {
-            hip_call!(
-                &self.hip,
-                hipMemcpyAsync(d, src, bytes, kind, self.stream),
-                "{bytes} B to {dst:#x}"
-            )
-        }
-        .running()?;
-        self.sync()
-    }
-
-    fn copy_out(&self, dst: *mut c_void, src: usize, bytes: usize) -> Result<(), CaseError> {
-        let (s, kind) = (src as *const c_void, ffi::hipMemcpyDeviceToHost);
-        // SAFETY: `dst` is live host memory of `bytes` bytes until the sync below returns.
-        unsafe {
-            hip_call!(
-                &self.hip,
-                hipMemcpyAsync(dst, s, bytes, kind, self.stream),
-                "{bytes} B from {src:#x}"
-            )
-        }
-        .running()?;
-        self.sync()
     }
 
     fn blas(&mut self) -> Result<&BlasHandle, CaseError> {
@@ -962,6 +875,70 @@ impl Drop for HipPeer {
     }
 }
 
+impl GpuCore for HipPeer {
+    /// Make the device current on the calling thread: HIP's current device is per thread, and a
+    /// test runner or worker may call from a thread other than the one that opened.
+    fn bind(&self) -> Result<(), CaseError> {
+        // SAFETY: plain call with an ordinal below the device count.
+        unsafe { hip_call!(&self.hip, hipSetDevice(self.dev)) }.running()
+    }
+
+    fn launch(&self, k: Kernel, threads: u64, args: &mut [*mut c_void]) -> Result<(), CaseError> {
+        if threads == 0 {
+            return Ok(());
+        }
+        let (name, f) = (k.name(), self.kernels()?.get(k));
+        let grid = gpu::grid(name, threads)?;
+        let (s, b) = (self.stream, BLOCK as c_uint);
+        let params = args.as_mut_ptr();
+        // SAFETY: `f` is from the loaded module; each caller passes exactly its kernel's
+        // parameters, which the runtime copies during the call.
+        unsafe {
+            hip_call!(
+                &self.hip,
+                hipModuleLaunchKernel(f, grid, 1, 1, b, 1, 1, 0, s, params, null_mut()),
+                "{name}"
+            )
+        }
+        .running()
+    }
+
+    /// Host -> any device-usable address (device, pinned, managed, imported, SVM: whatever the
+    /// path hands over), then wait. The direction is said explicitly: with hipMemcpyDefault the
+    /// runtime would copy on the host when it does not know the device pointer (OpenCL's).
+    fn copy_in(&self, dst: usize, src: *const c_void, bytes: usize) -> Result<(), CaseError> {
+        let (d, kind) = (dst as *mut c_void, ffi::hipMemcpyHostToDevice);
+        // SAFETY: `src` is live host memory of `bytes` bytes until the sync below returns.
+        unsafe {
+            hip_call!(
+                &self.hip,
+                hipMemcpyAsync(d, src, bytes, kind, self.stream),
+                "{bytes} B to {dst:#x}"
+            )
+        }
+        .running()?;
+        self.sync()
+    }
+
+    fn copy_out(&self, dst: *mut c_void, src: usize, bytes: usize) -> Result<(), CaseError> {
+        let (s, kind) = (src as *const c_void, ffi::hipMemcpyDeviceToHost);
+        // SAFETY: `dst` is live host memory of `bytes` bytes until the sync below returns.
+        unsafe {
+            hip_call!(
+                &self.hip,
+                hipMemcpyAsync(dst, s, bytes, kind, self.stream),
+                "{bytes} B from {src:#x}"
+            )
+        }
+        .running()?;
+        self.sync()
+    }
+
+    fn scratch(&self) -> u64 {
+        self.scratch as u64
+    }
+}
+
 impl PeerRuntime for HipPeer {
     fn peer(&self) -> Peer {
         Peer {
@@ -977,118 +954,39 @@ impl PeerRuntime for HipPeer {
     /// Ordinary pageable, page-aligned host memory, as the host peer's: the copy path's
     /// staging.
     fn alloc_host(&mut self, len: usize) -> Result<PeerPtr, CaseError> {
-        let layout = host::layout(len);
-        // SAFETY: non-zero size layout.
-        let p = unsafe { std::alloc::alloc_zeroed(layout) };
-        if p.is_null() {
-            return Err(CaseError::unsupported(format!(
-                "host allocation of {} bytes failed",
-                layout.size()
-            )));
-        }
-        Ok(PeerPtr {
-            addr: p as usize,
-            len,
-        })
+        host::alloc_pageable(len)
     }
 
     fn free_host(&mut self, ptr: PeerPtr) {
-        // SAFETY: allocated by alloc_host with the same layout.
-        unsafe { std::alloc::dealloc(ptr.addr as *mut u8, host::layout(ptr.len)) }
+        host::free_pageable(ptr)
     }
 
     fn fill_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<(), CaseError> {
-        self.bind()?;
-        let f = self.kernels()?.fill;
-        let (mut p, mut seed, mut words) = (ptr.addr as u64, seed, ptr.len as u64 * 2);
-        let mut args = [
-            (&raw mut p).cast(),
-            (&raw mut seed).cast(),
-            (&raw mut words).cast(),
-        ];
-        self.launch("clhip_pattern_fill", f, words, &mut args)
+        gpu::fill_pattern(self, ptr, seed)
     }
 
     fn check_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<PatternCheck, CaseError> {
-        self.bind()?;
-        let f = self.kernels()?.check;
-        // result[0] counts mismatches, result[1] keeps the smallest mismatching index.
-        let mut result: [u64; 2] = [0, u64::MAX];
-        self.copy_in(self.scratch as usize, result.as_ptr().cast(), 16)?;
-        let (mut p, mut seed, mut words) = (ptr.addr as u64, seed, ptr.len as u64 * 2);
-        let mut out = self.scratch as u64;
-        let mut args = [
-            (&raw mut p).cast(),
-            (&raw mut seed).cast(),
-            (&raw mut words).cast(),
-            (&raw mut out).cast(),
-        ];
-        self.launch("clhip_pattern_check", f, words, &mut args)?;
-        self.copy_out(result.as_mut_ptr().cast(), self.scratch as usize, 16)?;
-        let [count, first] = result;
-        if count == 0 {
-            return Ok(PatternCheck {
-                mismatches: 0,
-                first: None,
-            });
-        }
-        // The word itself, read where it lies: the kernel only found where.
-        let mut got = 0u32;
-        self.copy_out((&raw mut got).cast(), ptr.addr + first as usize * 4, 4)?;
-        Ok(PatternCheck {
-            mismatches: count as usize,
-            first: Some((first as usize, got)),
-        })
+        gpu::check_pattern(self, ptr, seed)
     }
 
     fn upload(&mut self, ptr: PeerPtr, data: &[Complex32]) -> Result<(), CaseError> {
-        assert_eq!(ptr.len, data.len(), "upload length");
-        self.bind()?;
-        self.copy_in(ptr.addr, data.as_ptr().cast(), size_of_val(data))
+        gpu::upload(self, ptr, data)
     }
 
     fn download(&mut self, ptr: PeerPtr) -> Result<Vec<Complex32>, CaseError> {
-        self.bind()?;
-        let mut out = vec![Complex32::default(); ptr.len];
-        self.copy_out(
-            out.as_mut_ptr().cast(),
-            ptr.addr,
-            size_of_val(out.as_slice()),
-        )?;
-        Ok(out)
+        gpu::download(self, ptr)
     }
 
     fn scale(&mut self, ptr: PeerPtr, s: f32) -> Result<(), CaseError> {
-        self.bind()?;
-        let f = self.kernels()?.scale;
-        let (mut x, mut s, mut n) = (ptr.addr as u64, s, ptr.len as u64);
-        let mut args = [
-            (&raw mut x).cast(),
-            (&raw mut s).cast(),
-            (&raw mut n).cast(),
-        ];
-        self.launch("clhip_cscale", f, n, &mut args)
+        gpu::scale(self, ptr, s)
     }
 
     fn magnitude(&mut self, ptr: PeerPtr) -> Result<(), CaseError> {
-        self.bind()?;
-        let f = self.kernels()?.magnitude;
-        let (mut x, mut n) = (ptr.addr as u64, ptr.len as u64);
-        let mut args = [(&raw mut x).cast(), (&raw mut n).cast()];
-        self.launch("clhip_cmagnitude", f, n, &mut args)
+        gpu::magnitude(self, ptr)
     }
 
     fn flip_bit(&mut self, ptr: PeerPtr, word: usize, bit: u32) -> Result<(), CaseError> {
-        assert!(word < ptr.len * 2, "flip past the buffer");
-        self.bind()?;
-        let f = self.kernels()?.flip;
-        let (mut p, mut word, mut mask) = (ptr.addr as u64, word as u64, bit);
-        let mut args = [
-            (&raw mut p).cast(),
-            (&raw mut word).cast(),
-            (&raw mut mask).cast(),
-        ];
-        self.launch("clhip_flip_bit", f, 1, &mut args)
+        gpu::flip_bit(self, ptr, word, bit)
     }
 
     fn synchronize(&mut self) -> Result<(), CaseError> {
@@ -1336,19 +1234,9 @@ impl DeviceRuntime for HipPeer {
     }
 
     fn health_check(&mut self) -> Result<(), CaseError> {
-        const WORDS: usize = 1024;
-        const SEED: u32 = 0xC1A5_0001;
         self.bind()?;
-        let buf = DeviceBuffer::new(&self.hip, WORDS * 4, "health-check buffer")?;
-        let ptr = PeerPtr {
-            addr: buf.ptr as usize,
-            len: WORDS / 2,
-        };
-        self.fill_pattern(ptr, SEED)?;
-        let mut got = vec![0u32; WORDS];
-        self.copy_out(got.as_mut_ptr().cast(), ptr.addr, WORDS * 4)?;
-        check_exact_u32("hip health check", &got, &pattern(SEED, WORDS))?;
-        Ok(())
+        let buf = DeviceBuffer::new(&self.hip, gpu::HEALTH_WORDS * 4, "health-check buffer")?;
+        gpu::known_answer(self, buf.ptr as usize, "hip health check")
     }
 }
 
@@ -1406,7 +1294,7 @@ mod tests {
                 code.starts_with(b"\x7fELF"),
                 "{arch}: not an ELF code object"
             );
-            for name in crate::runtimes::cuda::KERNEL_NAMES {
+            for name in Kernel::ALL.map(Kernel::name) {
                 let found = code.windows(name.len() + 1).any(|w| {
                     w[..name.len()] == *name.as_bytes() && matches!(w[name.len()], 0 | b'.')
                 });

@@ -1,0 +1,259 @@
+//! The half of a GPU peer that is the same on both platforms: the harness's kernels
+//! (`kernels/*.hip`, one source for NVRTC and hiprtc) and the [`PeerRuntime`] operations built
+//! on them. A backend (cuda, hip) supplies only [`GpuCore`]: make its device current, launch one
+//! of the kernels, copy synchronously, and a few bytes of scratch.
+//!
+//! [`PeerRuntime`]: crate::runtimes::PeerRuntime
+
+use std::ffi::{CStr, c_void};
+
+use num_complex::Complex32;
+
+use crate::generate::pattern;
+use crate::model::CaseError;
+use crate::runtimes::{PatternCheck, PeerPtr};
+use crate::tolerance::check_exact_u32;
+
+/// The prelude every `.hip` source is compiled behind (macros shared by NVRTC and hiprtc).
+pub const KERNEL_PRELUDE: &str = include_str!("../../kernels/prelude.hip");
+
+/// The `.hip` kernel files, compiled as one translation unit after the prelude.
+pub const KERNEL_FILES: [(&str, &str); 2] = [
+    ("pattern.hip", include_str!("../../kernels/pattern.hip")),
+    (
+        "elementwise.hip",
+        include_str!("../../kernels/elementwise.hip"),
+    ),
+];
+
+/// The one source handed to the run-time compiler: the prelude, then each file, with `#line`
+/// markers so a build log names a file and line a person can open.
+pub fn kernel_source() -> String {
+    let mut s = format!("#line 1 \"prelude.hip\"\n{KERNEL_PRELUDE}\n");
+    for (name, text) in KERNEL_FILES {
+        s.push_str(&format!("#line 1 \"{name}\"\n{text}\n"));
+    }
+    s
+}
+
+/// A kernel of `kernels/*.hip`, by what it does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    Fill,
+    Check,
+    Flip,
+    Scale,
+    Magnitude,
+}
+
+impl Kernel {
+    pub const ALL: [Kernel; 5] = [
+        Kernel::Fill,
+        Kernel::Check,
+        Kernel::Flip,
+        Kernel::Scale,
+        Kernel::Magnitude,
+    ];
+
+    /// The `extern "C"` name the module exports.
+    pub fn symbol(self) -> &'static CStr {
+        match self {
+            Kernel::Fill => c"clhip_pattern_fill",
+            Kernel::Check => c"clhip_pattern_check",
+            Kernel::Flip => c"clhip_flip_bit",
+            Kernel::Scale => c"clhip_cscale",
+            Kernel::Magnitude => c"clhip_cmagnitude",
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        self.symbol().to_str().unwrap_or("clhip kernel")
+    }
+}
+
+/// The loaded module's function handles (`CUfunction`, `hipFunction_t`), one per [`Kernel`].
+#[derive(Debug)]
+pub struct Kernels<F> {
+    functions: [F; 5],
+}
+
+impl<F: Copy> Kernels<F> {
+    /// Look every kernel up with `get` (cuModuleGetFunction, hipModuleGetFunction).
+    pub fn load(get: impl Fn(&CStr) -> Result<F, CaseError>) -> Result<Self, CaseError> {
+        let [a, b, c, d, e] = Kernel::ALL.map(|k| get(k.symbol()));
+        Ok(Kernels {
+            functions: [a?, b?, c?, d?, e?],
+        })
+    }
+
+    pub fn get(&self, k: Kernel) -> F {
+        self.functions[k as usize]
+    }
+}
+
+/// Threads per block: a multiple of both warp (32) and wavefront (32, 64) sizes, and any size
+/// works for these memory-bound kernels.
+pub const BLOCK: u64 = 256;
+
+/// Blocks for `threads` threads, or the refusal of a size the launch APIs cannot take.
+pub fn grid(name: &str, threads: u64) -> Result<u32, CaseError> {
+    u32::try_from(threads.div_ceil(BLOCK))
+        .ok()
+        .filter(|&g| g <= i32::MAX as u32)
+        .ok_or_else(|| CaseError::unsupported(format!("{name}: {threads} threads")))
+}
+
+/// What a GPU runtime supplies for the shared operations.
+pub(crate) trait GpuCore {
+    /// Make the device (context) current on the calling thread: per thread in both APIs.
+    fn bind(&self) -> Result<(), CaseError>;
+    /// Launch `k` over `threads` threads (none for zero); `args` points at each kernel argument
+    /// in order. Only the launch is checked: a fault surfaces at the next synchronizing call.
+    fn launch(&self, k: Kernel, threads: u64, args: &mut [*mut c_void]) -> Result<(), CaseError>;
+    /// Host -> any device-usable address the path hands over, then wait.
+    fn copy_in(&self, dst: usize, src: *const c_void, bytes: usize) -> Result<(), CaseError>;
+    /// Any device-usable address -> host, then wait.
+    fn copy_out(&self, dst: *mut c_void, src: usize, bytes: usize) -> Result<(), CaseError>;
+    /// 16 bytes of device memory for a kernel's result words.
+    fn scratch(&self) -> u64;
+}
+
+pub(crate) fn fill_pattern(g: &impl GpuCore, ptr: PeerPtr, seed: u32) -> Result<(), CaseError> {
+    g.bind()?;
+    let (mut p, mut seed, mut words) = (ptr.addr as u64, seed, ptr.len as u64 * 2);
+    let mut args = [
+        (&raw mut p).cast(),
+        (&raw mut seed).cast(),
+        (&raw mut words).cast(),
+    ];
+    g.launch(Kernel::Fill, words, &mut args)
+}
+
+pub(crate) fn check_pattern(
+    g: &impl GpuCore,
+    ptr: PeerPtr,
+    seed: u32,
+) -> Result<PatternCheck, CaseError> {
+    g.bind()?;
+    // result[0] counts mismatches, result[1] keeps the smallest mismatching index.
+    let mut result: [u64; 2] = [0, u64::MAX];
+    g.copy_in(g.scratch() as usize, result.as_ptr().cast(), 16)?;
+    let (mut p, mut seed, mut words) = (ptr.addr as u64, seed, ptr.len as u64 * 2);
+    let mut out = g.scratch();
+    let mut args = [
+        (&raw mut p).cast(),
+        (&raw mut seed).cast(),
+        (&raw mut words).cast(),
+        (&raw mut out).cast(),
+    ];
+    g.launch(Kernel::Check, words, &mut args)?;
+    g.copy_out(result.as_mut_ptr().cast(), g.scratch() as usize, 16)?;
+    let [count, first] = result;
+    if count == 0 {
+        return Ok(PatternCheck {
+            mismatches: 0,
+            first: None,
+        });
+    }
+    // The word itself, read where it lies: the kernel only found where.
+    let mut got = 0u32;
+    g.copy_out((&raw mut got).cast(), ptr.addr + first as usize * 4, 4)?;
+    Ok(PatternCheck {
+        mismatches: count as usize,
+        first: Some((first as usize, got)),
+    })
+}
+
+pub(crate) fn upload(g: &impl GpuCore, ptr: PeerPtr, data: &[Complex32]) -> Result<(), CaseError> {
+    assert_eq!(ptr.len, data.len(), "upload length");
+    g.bind()?;
+    g.copy_in(ptr.addr, data.as_ptr().cast(), size_of_val(data))
+}
+
+pub(crate) fn download(g: &impl GpuCore, ptr: PeerPtr) -> Result<Vec<Complex32>, CaseError> {
+    g.bind()?;
+    let mut out = vec![Complex32::default(); ptr.len];
+    g.copy_out(
+        out.as_mut_ptr().cast(),
+        ptr.addr,
+        size_of_val(out.as_slice()),
+    )?;
+    Ok(out)
+}
+
+pub(crate) fn scale(g: &impl GpuCore, ptr: PeerPtr, s: f32) -> Result<(), CaseError> {
+    g.bind()?;
+    let (mut x, mut s, mut n) = (ptr.addr as u64, s, ptr.len as u64);
+    let mut args = [
+        (&raw mut x).cast(),
+        (&raw mut s).cast(),
+        (&raw mut n).cast(),
+    ];
+    g.launch(Kernel::Scale, n, &mut args)
+}
+
+pub(crate) fn magnitude(g: &impl GpuCore, ptr: PeerPtr) -> Result<(), CaseError> {
+    g.bind()?;
+    let (mut x, mut n) = (ptr.addr as u64, ptr.len as u64);
+    let mut args = [(&raw mut x).cast(), (&raw mut n).cast()];
+    g.launch(Kernel::Magnitude, n, &mut args)
+}
+
+pub(crate) fn flip_bit(
+    g: &impl GpuCore,
+    ptr: PeerPtr,
+    word: usize,
+    bit: u32,
+) -> Result<(), CaseError> {
+    assert!(word < ptr.len * 2, "flip past the buffer");
+    g.bind()?;
+    let (mut p, mut word, mut mask) = (ptr.addr as u64, word as u64, bit);
+    let mut args = [
+        (&raw mut p).cast(),
+        (&raw mut word).cast(),
+        (&raw mut mask).cast(),
+    ];
+    g.launch(Kernel::Flip, 1, &mut args)
+}
+
+/// Words of the known-answer check.
+pub const HEALTH_WORDS: usize = 1024;
+
+/// The known-answer check on `HEALTH_WORDS` words of device memory at `addr`: fill the pattern
+/// with a kernel, read it back, compare bit for bit.
+pub(crate) fn known_answer(g: &impl GpuCore, addr: usize, what: &str) -> Result<(), CaseError> {
+    const SEED: u32 = 0xC1A5_0001;
+    let ptr = PeerPtr {
+        addr,
+        len: HEALTH_WORDS / 2,
+    };
+    fill_pattern(g, ptr, SEED)?;
+    let mut got = vec![0u32; HEALTH_WORDS];
+    g.copy_out(got.as_mut_ptr().cast(), ptr.addr, HEALTH_WORDS * 4)?;
+    check_exact_u32(what, &got, &pattern(SEED, HEALTH_WORDS))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kernel_names_match_the_source() {
+        let src = kernel_source();
+        for k in Kernel::ALL {
+            assert!(
+                src.contains(k.name()),
+                "{} missing from kernels/*.hip",
+                k.name()
+            );
+        }
+    }
+
+    #[test]
+    fn grid_refuses_what_the_launch_apis_cannot_take() {
+        assert_eq!(grid("k", 1).unwrap(), 1);
+        assert_eq!(grid("k", 257).unwrap(), 2);
+        assert!(grid("k", u64::MAX).is_err());
+    }
+}
