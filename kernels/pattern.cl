@@ -46,3 +46,11 @@ __kernel void pattern_check(__global uint* p, uint seed, uint words, __global ui
     if (rewrite != 0u)
         p[i] = clhip_pattern_word(new_seed, i);
 }
+
+// Seed 001 B: the device address of a buffer, as a kernel sees its argument. OpenCL C gives
+// no other way to learn it; what the peer can do with it is what the cl-gpu-va path tests.
+__kernel void buffer_address(__global const uint* buf, __global ulong* out)
+{
+    if (get_global_id(0) == 0)
+        out[0] = (ulong)buf;
+}

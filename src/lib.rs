@@ -10,6 +10,7 @@ pub mod cases;
 pub mod fft;
 pub mod fingerprint;
 pub mod generate;
+pub mod ipc;
 pub mod mock;
 pub mod model;
 pub mod ops;

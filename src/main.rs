@@ -48,8 +48,11 @@ enum Cmd {
         cases: Option<PathBuf>,
         /// List for a saved `probe --json` of another machine instead of this one: what a
         /// runner there would execute.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "rocm_path")]
         probe: Option<PathBuf>,
+        /// The ROCm install whose HIP devices to pair (as `run --rocm-path`).
+        #[arg(long)]
+        rocm_path: Option<PathBuf>,
     },
     /// Run the case matrix over every pair found and print the support matrix.
     Run(RunArgs),
@@ -77,6 +80,20 @@ enum Cmd {
         plant: Option<clhip::ops::Plant>,
         #[arg(long)]
         rocm_path: Option<PathBuf>,
+    },
+    /// Allocates device memory and holds it for another process's IPC open until stdin closes
+    /// (internal: started by a worker for the IPC path).
+    #[command(name = "__ipc-export", hide = true)]
+    IpcExport {
+        #[arg(long)]
+        api: clhip::model::Api,
+        #[arg(long)]
+        ordinal: usize,
+        #[arg(long)]
+        rocm_path: Option<PathBuf>,
+        /// Complex f32 elements.
+        #[arg(long)]
+        len: usize,
     },
 }
 
@@ -145,6 +162,12 @@ fn real_main() -> anyhow::Result<ExitCode> {
             plant,
             rocm_path,
         } => clhip::worker::worker_main(seed, plant, rocm_path).map(|()| ExitCode::SUCCESS),
+        Cmd::IpcExport {
+            api,
+            ordinal,
+            rocm_path,
+            len,
+        } => clhip::ipc::serve(api, ordinal, rocm_path, len).map(|()| ExitCode::SUCCESS),
         Cmd::Probe { json, rocm_path } => {
             let p = probe::probe(rocm_path.as_deref());
             if json {
@@ -158,12 +181,13 @@ fn real_main() -> anyhow::Result<ExitCode> {
             filters,
             cases,
             probe,
+            rocm_path,
         } => {
             // Inputs first: a bad case file fails before anything is probed.
             let matrix = load_matrix(cases.as_deref())?;
             let probe = match probe {
                 Some(f) => load_probe(&f)?,
-                None => probe_child(None)?,
+                None => probe_child(rocm_path.as_deref())?,
             };
             let mut out = std::io::stdout().lock();
             for case in planned_cases(&probe, &matrix, &filters)? {
@@ -181,17 +205,19 @@ fn real_main() -> anyhow::Result<ExitCode> {
             baseline,
         } => {
             let r = report::load_json(&file)?;
-            if baseline {
-                print!(
-                    "{}",
-                    Baseline::from_results(&r.results, &file.display().to_string())
-                );
+            let text = if baseline {
+                Baseline::from_results(&r.results, &file.display().to_string()).to_string()
             } else if markdown {
-                print!("{}", report::render_markdown(&r));
+                report::render_markdown(&r)
             } else {
-                print!("{}", report::render_matrix(&r.results));
-                println!("{}", report::closing_line(&r.summary));
-            }
+                format!(
+                    "{}{}\n",
+                    report::render_matrix(&r.results),
+                    report::closing_line(&r.summary)
+                )
+            };
+            // A closed pipe (`clhip report FILE | head`) ends the output, not in a panic.
+            let _ = std::io::stdout().lock().write_all(text.as_bytes());
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Bench {

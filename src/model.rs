@@ -30,6 +30,16 @@ impl Api {
     }
 }
 
+impl FromStr for Api {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        [Api::OpenCl, Api::Hip, Api::Cuda, Api::Host]
+            .into_iter()
+            .find(|a| a.name() == s)
+            .ok_or_else(|| format!("unknown API `{s}` (expected opencl, hip, cuda, host)"))
+    }
+}
+
 /// The participant on the other side of an OpenCL device: the host CPU now, a HIP or CUDA
 /// device later. Its label is what appears in case ids (`host`, `cuda0`, `hip1`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -135,9 +145,25 @@ named_enum! {
         ManagedUseHostPtr => "managed+use-host-ptr",
         /// A device allocation passed to OpenCL kernels with clSetKernelArgSVMPointer.
         DevicePtrAsClArg => "device-ptr-as-cl-arg",
-        /// A VMM allocation exported as a POSIX fd and imported by OpenCL
-        /// (cl_khr_external_memory_opaque_fd).
+        /// A VMM allocation exported as a POSIX fd (CUDA) or dma-buf (ROCm) and imported by
+        /// OpenCL (cl_khr_external_memory_opaque_fd / _dma_buf).
         VmmFdClImport => "vmm-fd+cl-import",
+        /// Coarse-grain SVM for OpenCL; the peer moves data between it and its own memory with
+        /// its memcpy (hipMemcpy, cuMemcpy) on the SVM pointer, which it never allocated: clr
+        /// falls back to a host memcpy for pointers it does not know.
+        ClSvmCoarseMemcpy => "cl-svm-coarse+memcpy",
+        /// As `cl-svm-coarse+memcpy`, over fine-grain SVM.
+        ClSvmFineMemcpy => "cl-svm-fine+memcpy",
+        /// A plain OpenCL buffer whose device address the peer dereferences (seed 001 B): the
+        /// address from seed 001's query tokens 0x4100/0x4101 when a driver answers them, else
+        /// from a kernel that writes `(ulong)` of its argument.
+        ClGpuVa => "cl-gpu-va",
+        /// OpenCL SVM exported as a dma-buf by the HSA runtime (hsa_amd_portable_export_dmabuf)
+        /// and imported with hipImportExternalMemory (seed 001 A). ROCm only.
+        ClDmabufHipImport => "cl-dmabuf+hip-import",
+        /// A device allocation of another process, opened with hipIpcOpenMemHandle /
+        /// cuIpcOpenMemHandle and passed to OpenCL kernels as an SVM pointer (seed 001 §3).
+        IpcDevicePtrAsClArg => "ipc+device-ptr-as-cl-arg",
     }
 }
 
@@ -159,14 +185,18 @@ impl PathKind {
             | PathKind::PinnedUseHostPtr
             | PathKind::DeviceUseHostPtr
             | PathKind::ManagedUseHostPtr => &[Map, Finish, None],
-            PathKind::DevicePtrAsClArg => &[Finish, Event, None],
-            PathKind::VmmFdClImport => &[AcquireRelease, Finish, None],
+            PathKind::DevicePtrAsClArg | PathKind::ClGpuVa | PathKind::IpcDevicePtrAsClArg => {
+                &[Finish, Event, None]
+            }
+            PathKind::VmmFdClImport => &[AcquireRelease, Semaphore, Finish, None],
+            PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy => &[Finish, Event, Map, None],
+            PathKind::ClDmabufHipImport => &[Finish, Event, Semaphore, None],
         }
     }
 
     /// Every sync this path takes for any peer (what a case file is validated against).
     pub fn any_syncs(self) -> Vec<SyncMode> {
-        let mut all: Vec<SyncMode> = [Api::Host, Api::Cuda]
+        let mut all: Vec<SyncMode> = [Api::Host, Api::Cuda, Api::Hip]
             .iter()
             .flat_map(|&a| self.syncs(a).iter().copied())
             .collect();
@@ -184,7 +214,12 @@ impl PathKind {
             | PathKind::DeviceUseHostPtr
             | PathKind::ManagedUseHostPtr
             | PathKind::DevicePtrAsClArg
-            | PathKind::VmmFdClImport => peer != Api::Host,
+            | PathKind::VmmFdClImport
+            | PathKind::ClSvmCoarseMemcpy
+            | PathKind::ClSvmFineMemcpy
+            | PathKind::ClGpuVa
+            | PathKind::IpcDevicePtrAsClArg => peer != Api::Host,
+            PathKind::ClDmabufHipImport => peer == Api::Hip,
         }
     }
 
@@ -231,6 +266,9 @@ named_enum! {
         Cholesky => "cholesky",
         /// Seed 000: OpenCL add -> OpenCL FFT -> peer scale -> peer magnitude.
         Pipeline => "pipeline",
+        /// Where the shared memory lives: bandwidth of the peer's scale kernel on it, against
+        /// the same kernel on the peer's device memory and on its pinned host memory.
+        Placement => "placement",
     }
 }
 
@@ -239,7 +277,7 @@ impl Op {
     pub fn applies_to(self, peer: Api) -> bool {
         match self {
             Op::Handoff | Op::Fft | Op::Pipeline => true,
-            Op::Gemm | Op::Cholesky => peer != Api::Host,
+            Op::Gemm | Op::Cholesky | Op::Placement => peer != Api::Host,
         }
     }
 
@@ -400,12 +438,15 @@ pub enum Outcome {
     Fault {
         error: ApiError,
     },
-    /// The worker died by a signal.
+    /// A process of the case died by a signal: the worker, or (`process` set) a helper
+    /// process the case started, such as the IPC path's exporter.
     Crash {
         signal: i32,
         signal_name: String,
         #[serde(default, skip_serializing_if = "String::is_empty")]
         stderr_tail: String,
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        process: String,
     },
     Timeout {
         after_s: f64,
@@ -476,12 +517,18 @@ impl Outcome {
                 signal,
                 signal_name,
                 stderr_tail,
+                process,
             } => {
                 let last = stderr_tail.lines().last().unwrap_or("");
-                let how = if *signal == 0 {
-                    format!("worker ended with {signal_name} mid-case")
+                let who = if process.is_empty() {
+                    "worker"
                 } else {
-                    format!("worker killed by {signal_name} (signal {signal})")
+                    process
+                };
+                let how = if *signal == 0 {
+                    format!("{who} ended with {signal_name} mid-case")
+                } else {
+                    format!("{who} killed by {signal_name} (signal {signal})")
                 };
                 format!("{how} {last}").trim_end().to_string()
             }
@@ -582,6 +629,26 @@ mod tests {
     }
 
     #[test]
+    fn notes_reach_every_kind_of_error() {
+        let note = "0x4100 refused: CL_INVALID_VALUE";
+        let fault = CaseError::Fault(ApiError {
+            api: Api::Cuda,
+            call: "cuStreamSynchronize".into(),
+            code: 700,
+            name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+            detail: String::new(),
+        });
+        for e in [
+            fault,
+            CaseError::unsupported("refused"),
+            CaseError::Skip("unfit".into()),
+        ] {
+            let reason = e.with_note(note).into_outcome().reason();
+            assert!(reason.contains(note), "{reason}");
+        }
+    }
+
+    #[test]
     fn negative_controls_tolerate_fail_but_not_crash() {
         let e = Expectation::NegativeControl;
         assert!(!e.is_unexpected(OutcomeKind::Fail));
@@ -607,6 +674,13 @@ pub enum CaseError {
     Mismatch(Box<Mismatch>),
     /// Not run: the device was found unfit before the case (a failed known-answer check).
     Skip(String),
+    /// A helper process the case started died (the worker's own death is the runner's to see).
+    Crashed {
+        process: String,
+        signal: i32,
+        signal_name: String,
+        stderr_tail: String,
+    },
 }
 
 impl CaseError {
@@ -614,6 +688,42 @@ impl CaseError {
         CaseError::Unsupported {
             reason: reason.into(),
             error: None,
+        }
+    }
+
+    /// The same error, with what the case learned on the way added to its reason.
+    pub fn with_note(self, note: &str) -> Self {
+        let add = |mut e: ApiError| {
+            e.detail = if e.detail.is_empty() {
+                note.to_string()
+            } else {
+                format!("{}; {note}", e.detail)
+            };
+            e
+        };
+        match self {
+            CaseError::Unsupported { reason, error } => CaseError::Unsupported {
+                reason: format!("{reason} ({note})"),
+                error,
+            },
+            CaseError::Fault(e) => CaseError::Fault(add(e)),
+            CaseError::Broken(e) => CaseError::Broken(add(e)),
+            CaseError::Mismatch(mut m) => {
+                m.what = format!("{} ({note})", m.what);
+                CaseError::Mismatch(m)
+            }
+            CaseError::Skip(reason) => CaseError::Skip(format!("{reason} ({note})")),
+            CaseError::Crashed {
+                process,
+                signal,
+                signal_name,
+                stderr_tail,
+            } => CaseError::Crashed {
+                process,
+                signal,
+                signal_name,
+                stderr_tail: format!("{stderr_tail}\n{note}"),
+            },
         }
     }
 
@@ -626,6 +736,17 @@ impl CaseError {
             },
             CaseError::Mismatch(m) => Outcome::mismatch(*m),
             CaseError::Skip(reason) => Outcome::Skip { reason },
+            CaseError::Crashed {
+                process,
+                signal,
+                signal_name,
+                stderr_tail,
+            } => Outcome::Crash {
+                signal,
+                signal_name,
+                stderr_tail,
+                process,
+            },
         }
     }
 }

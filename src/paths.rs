@@ -12,9 +12,10 @@ use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
 
 use cl3::types::cl_mem_properties;
 
+use crate::ipc::Exporter;
 use crate::model::{CaseError, PathKind, Phase};
-use crate::runtimes::device::{AllocKind, DeviceAlloc, DeviceRuntime};
-use crate::runtimes::opencl::{ClEvent, ClMem, ClResultExt, ClSession, cl_error};
+use crate::runtimes::device::{AllocKind, DeviceAlloc, DeviceRuntime, ExportHandle};
+use crate::runtimes::opencl::{ClArg, ClEvent, ClMem, ClResultExt, ClSession, cl_error};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 
 /// Which side may touch the memory now.
@@ -51,6 +52,25 @@ pub(crate) enum Backing {
     Imported {
         buffer: *mut c_void,
         alloc: DeviceAlloc,
+    },
+    /// SVM for OpenCL and the peer's own memory, between which the peer's memcpy moves data.
+    SvmMemcpy {
+        ptr: *mut c_void,
+        peer_mem: DeviceAlloc,
+    },
+    /// A plain OpenCL buffer whose device address the peer dereferences.
+    GpuVa {
+        buffer: *mut c_void,
+    },
+    /// OpenCL SVM mapped into the peer through a dma-buf export and import.
+    ClExported {
+        ptr: *mut c_void,
+        alloc: DeviceAlloc,
+    },
+    /// Another process's allocation opened through IPC; the exporter holds it until released.
+    Ipc {
+        alloc: DeviceAlloc,
+        exporter: Exporter,
     },
 }
 
@@ -100,18 +120,40 @@ fn wrap_host_ptr(session: &ClSession, addr: usize, bytes: usize) -> Result<*mut 
     .refused("OpenCL would not wrap the peer's memory")
 }
 
-/// cl_khr_external_memory: import an opaque fd as a buffer of this device.
-fn import_fd(session: &ClSession, fd: OwnedFd, bytes: usize) -> Result<*mut c_void, CaseError> {
+/// cl_khr_external_memory: import the peer's fd (an opaque fd from CUDA, a dma-buf from
+/// ROCm) as a buffer of this device.
+fn import_fd(
+    session: &ClSession,
+    fd: OwnedFd,
+    kind: ExportHandle,
+    bytes: usize,
+) -> Result<*mut c_void, CaseError> {
+    // cl_khr_external_memory (OpenCL-Headers cl_ext.h).
     const CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR: cl_mem_properties = 0x2060;
+    const CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR: cl_mem_properties = 0x2067;
     const CL_MEM_DEVICE_HANDLE_LIST_KHR: cl_mem_properties = 0x2051;
     const CL_MEM_DEVICE_HANDLE_LIST_END_KHR: cl_mem_properties = 0;
-    for ext in ["cl_khr_external_memory", "cl_khr_external_memory_opaque_fd"] {
+    let (handle_type, ext, type_name) = match kind {
+        ExportHandle::OpaqueFd => (
+            CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR,
+            "cl_khr_external_memory_opaque_fd",
+            "CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR",
+        ),
+        ExportHandle::DmaBuf => (
+            CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR,
+            "cl_khr_external_memory_dma_buf",
+            "CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR",
+        ),
+    };
+    for ext in ["cl_khr_external_memory", ext] {
         if !session.has_extension(ext) {
-            return Err(CaseError::unsupported(format!("device lacks {ext}")));
+            return Err(CaseError::unsupported(format!(
+                "device lacks {ext}, so OpenCL has no way to import the peer's fd"
+            )));
         }
     }
     let props: [cl_mem_properties; 6] = [
-        CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR,
+        handle_type,
         fd.as_raw_fd() as cl_mem_properties,
         CL_MEM_DEVICE_HANDLE_LIST_KHR,
         session.device.id as cl_mem_properties,
@@ -128,7 +170,7 @@ fn import_fd(session: &ClSession, fd: OwnedFd, bytes: usize) -> Result<*mut c_vo
             ptr::null_mut(),
         )
     }
-    .call("clCreateBufferWithProperties(CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR)")
+    .call(&format!("clCreateBufferWithProperties({type_name})"))
     .refused("OpenCL would not import the peer's fd")?;
     // A successful import hands the fd to the implementation, as in Vulkan's external-memory
     // model that cl_khr_external_memory follows; closing it here could close the driver's.
@@ -136,15 +178,124 @@ fn import_fd(session: &ClSession, fd: OwnedFd, bytes: usize) -> Result<*mut c_vo
     Ok(buffer)
 }
 
+fn release_buffer(b: *mut c_void) {
+    // SAFETY: the caller owns this buffer and is done with it; OpenCL defers the release until
+    // queued commands using it are done.
+    unsafe {
+        let _ = cl3::memory::release_mem_object(b);
+    }
+}
+
+/// clSVMAlloc, coarse- or fine-grain, after checking the device says it has that kind.
+fn svm_alloc(session: &ClSession, fine: bool, bytes: usize) -> Result<*mut c_void, CaseError> {
+    let caps = session.svm;
+    let have = if fine {
+        caps.fine_grain_buffer
+    } else {
+        caps.coarse_grain_buffer
+    };
+    if !have {
+        return Err(CaseError::unsupported(format!(
+            "device lacks {} buffer SVM (CL_DEVICE_SVM_CAPABILITIES: {})",
+            if fine { "fine-grain" } else { "coarse-grain" },
+            caps
+        )));
+    }
+    let flags = CL_MEM_READ_WRITE
+        | if fine {
+            CL_MEM_SVM_FINE_GRAIN_BUFFER
+        } else {
+            0
+        };
+    // SAFETY: valid context; alignment 0 means the device's default.
+    unsafe { cl3::memory::svm_alloc(session.context.get(), flags, bytes, 0) }.map_err(|_| {
+        let mut e = cl_error("clSVMAlloc", 0);
+        e.name = "NULL".into();
+        e.detail = format!("{bytes} bytes, flags {flags:#x}");
+        CaseError::Unsupported {
+            reason: "SVM allocation refused".into(),
+            error: Some(e),
+        }
+    })
+}
+
+fn svm_free(session: &ClSession, ptr: *mut c_void) {
+    // SAFETY: allocated by clSVMAlloc in this context; the caller has drained the queue.
+    unsafe {
+        let _ = cl3::memory::svm_free(session.context.get(), ptr);
+    }
+}
+
+/// Seed 001's tokens, which no header defines: asked, and the answer kept for the report.
+const SEED_001_TOKENS: [(u32, &str); 2] = [
+    (0x4100, "CL_MEM_AMD_GPU_VA"),
+    (0x4101, "CL_MEM_LINUX_DMA_BUF_FD_KHR"),
+];
+
+/// The device address of `buffer`: asked of the driver with seed 001's tokens, and read from a
+/// kernel that writes `(ulong)` of its argument. The kernel's answer is the one used (it is
+/// what the hardware dereferences); a token that answers with something else is reported.
+fn buffer_address(session: &mut ClSession, buffer: *mut c_void) -> Result<usize, CaseError> {
+    let mut answers = Vec::new();
+    let mut token_va = None;
+    for (token, name) in SEED_001_TOKENS {
+        match cl3::memory::get_mem_object_data(buffer, token) {
+            Err(code) => answers.push(format!(
+                "clGetMemObjectInfo({name} {token:#x}) refused: {}",
+                cl_error("clGetMemObjectInfo", code).name
+            )),
+            Ok(bytes) => {
+                let value = bytes
+                    .get(..8)
+                    .and_then(|b| <[u8; 8]>::try_from(b).ok())
+                    .map(u64::from_ne_bytes);
+                answers.push(format!(
+                    "clGetMemObjectInfo({name} {token:#x}) answered {} bytes: {value:#x?}",
+                    bytes.len()
+                ));
+                if token == 0x4100 {
+                    token_va = value;
+                }
+            }
+        }
+    }
+    let out = DeviceBuffer::new(session, 8)?;
+    session
+        .launch(
+            "buffer_address",
+            1,
+            &[ClArg::Mem(ClMem::Buffer(buffer)), ClArg::Mem(out.arg())],
+            &[],
+        )
+        .refused("the kernel that reads a buffer's address")?;
+    let addr = out.read::<u64>(session, 1)?[0];
+    if let Some(va) = token_va.filter(|&va| va != addr) {
+        answers.push(format!("the token's {va:#x} is not the kernel's {addr:#x}"));
+    }
+    session.notes.push(format!(
+        "device address {addr:#x} from a kernel; {}",
+        answers.join("; ")
+    ));
+    Ok(addr as usize)
+}
+
 impl Shared {
     pub fn bytes(&self) -> usize {
         self.len * size_of::<Complex32>()
     }
 
+    /// The SVM pointer OpenCL kernels take (null for a buffer object).
+    pub(crate) fn cl_svm_ptr(&self) -> *mut c_void {
+        match self.cl {
+            ClMem::Svm(p) => p,
+            ClMem::Buffer(_) => ptr::null_mut(),
+        }
+    }
+
     /// Allocate through `path`. A combination the device lacks, or that a call refuses, is
     /// `Unsupported` with the capability or the call and its code.
     pub fn create(
-        session: &ClSession,
+        session: &mut ClSession,
         peer: &mut dyn PeerRuntime,
         path: PathKind,
         len: usize,
@@ -187,36 +338,7 @@ impl Shared {
                 )
             }
             PathKind::ClSvmCoarse | PathKind::ClSvmFine => {
-                let fine = path == PathKind::ClSvmFine;
-                let caps = session.svm;
-                let have = if fine {
-                    caps.fine_grain_buffer
-                } else {
-                    caps.coarse_grain_buffer
-                };
-                if !have {
-                    return Err(CaseError::unsupported(format!(
-                        "device lacks {} buffer SVM (CL_DEVICE_SVM_CAPABILITIES: {})",
-                        if fine { "fine-grain" } else { "coarse-grain" },
-                        caps
-                    )));
-                }
-                let flags = CL_MEM_READ_WRITE
-                    | if fine {
-                        CL_MEM_SVM_FINE_GRAIN_BUFFER
-                    } else {
-                        0
-                    };
-                // SAFETY: valid context; alignment 0 means the device's default.
-                let p = unsafe { cl3::memory::svm_alloc(ctx, flags, bytes, 0) }.map_err(|_| {
-                    let mut e = cl_error("clSVMAlloc", 0);
-                    e.name = "NULL".into();
-                    e.detail = format!("{bytes} bytes, flags {flags:#x}");
-                    CaseError::Unsupported {
-                        reason: "SVM allocation refused".into(),
-                        error: Some(e),
-                    }
-                })?;
+                let p = svm_alloc(session, path == PathKind::ClSvmFine, bytes)?;
                 (
                     ClMem::Svm(p),
                     PeerPtr {
@@ -285,9 +407,10 @@ impl Shared {
             PathKind::VmmFdClImport => {
                 let dev = device_peer(peer, path)?;
                 let alloc = dev.alloc(AllocKind::Exportable, len)?;
+                let kind = dev.export_handle();
                 let imported = dev
                     .export_fd(&alloc)
-                    .and_then(|fd| import_fd(session, fd, alloc.bytes));
+                    .and_then(|fd| import_fd(session, fd, kind, alloc.bytes));
                 let buffer = match imported {
                     Ok(b) => b,
                     Err(e) => {
@@ -302,6 +425,71 @@ impl Shared {
                     ClMem::Buffer(buffer),
                     PeerPtr { addr: p.addr, len },
                     Backing::Imported { buffer, alloc },
+                )
+            }
+            PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy => {
+                let dev = device_peer(peer, path)?;
+                let ptr = svm_alloc(session, path == PathKind::ClSvmFineMemcpy, bytes)?;
+                let peer_mem = match dev.alloc(AllocKind::Device, len) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        svm_free(session, ptr);
+                        return Err(e);
+                    }
+                };
+                let p = peer_mem.ptr;
+                (ClMem::Svm(ptr), p, Backing::SvmMemcpy { ptr, peer_mem })
+            }
+            PathKind::ClGpuVa => {
+                device_peer(peer, path)?;
+                // SAFETY: no host pointer.
+                let buffer = unsafe {
+                    cl3::memory::create_buffer(ctx, CL_MEM_READ_WRITE, bytes, ptr::null_mut())
+                }
+                .call("clCreateBuffer")
+                .refused("device buffer for the GPU-VA path")?;
+                let addr = match buffer_address(session, buffer) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        release_buffer(buffer);
+                        return Err(e);
+                    }
+                };
+                (
+                    ClMem::Buffer(buffer),
+                    PeerPtr { addr, len },
+                    Backing::GpuVa { buffer },
+                )
+            }
+            PathKind::ClDmabufHipImport => {
+                let dev = device_peer(peer, path)?;
+                // Coarse-grain SVM: ROCm places it in VRAM, an allocation the HSA runtime
+                // knows and can export (fine-grain SVM is system memory).
+                let ptr = svm_alloc(session, false, bytes)?;
+                let alloc = match dev.import_cl_memory(ptr as usize, bytes, len) {
+                    Ok(a) => a,
+                    Err(e) => {
+                        svm_free(session, ptr);
+                        return Err(e);
+                    }
+                };
+                let p = alloc.ptr;
+                (ClMem::Svm(ptr), p, Backing::ClExported { ptr, alloc })
+            }
+            PathKind::IpcDevicePtrAsClArg => {
+                let dev = device_peer(peer, path)?;
+                let exe = std::env::current_exe().map_err(|e| {
+                    CaseError::unsupported(format!(
+                        "no path to this executable for the exporter: {e}"
+                    ))
+                })?;
+                let (exporter, handle) = Exporter::spawn(exe, &dev.reopen_args(), len)?;
+                let alloc = dev.ipc_open(&handle, len)?;
+                let p = alloc.ptr;
+                (
+                    ClMem::Svm(p.addr as *mut c_void),
+                    p,
+                    Backing::Ipc { alloc, exporter },
                 )
             }
         };
@@ -342,11 +530,12 @@ impl Shared {
             }
         }
         // An SVM allocation still mapped must be unmapped before it is freed.
-        if let (true, Backing::Svm { ptr }) = (self.svm_mapped, &self.backing) {
+        if self.svm_mapped {
             // SAFETY: mapped by sync::to_peer on this queue.
-            if let Ok(ev) =
-                unsafe { cl3::command_queue::enqueue_svm_unmap(queue, *ptr, 0, ptr::null()) }
-            {
+            let unmapped = unsafe {
+                cl3::command_queue::enqueue_svm_unmap(queue, self.cl_svm_ptr(), 0, ptr::null())
+            };
+            if let Ok(ev) = unmapped {
                 drop(ClEvent(ev));
             }
         }
@@ -359,12 +548,6 @@ impl Shared {
         if let Err(e) = session.finish().running() {
             first_err.get_or_insert(e);
         }
-        let release_buffer = |b: *mut c_void| {
-            // SAFETY: we own this buffer; the queue is drained.
-            unsafe {
-                let _ = cl3::memory::release_mem_object(b);
-            }
-        };
         match self.backing {
             Backing::Copy {
                 buffer,
@@ -377,12 +560,7 @@ impl Shared {
                     d.free(a);
                 }
             }
-            Backing::Svm { ptr } => {
-                // SAFETY: allocated by clSVMAlloc in this context; the queue is drained.
-                unsafe {
-                    let _ = cl3::memory::svm_free(session.context.get(), ptr);
-                }
-            }
+            Backing::Svm { ptr } => svm_free(session, ptr),
             Backing::UseHostPtr {
                 buffer,
                 host,
@@ -406,6 +584,28 @@ impl Shared {
                 release_buffer(buffer);
                 if let Some(d) = peer.as_device() {
                     d.free(alloc);
+                }
+            }
+            Backing::SvmMemcpy { ptr, peer_mem } => {
+                svm_free(session, ptr);
+                if let Some(d) = peer.as_device() {
+                    d.free(peer_mem);
+                }
+            }
+            Backing::GpuVa { buffer } => release_buffer(buffer),
+            Backing::ClExported { ptr, alloc } => {
+                // The importer's mapping goes before the memory it maps.
+                if let Some(d) = peer.as_device() {
+                    d.free(alloc);
+                }
+                svm_free(session, ptr);
+            }
+            Backing::Ipc { alloc, exporter } => {
+                if let Some(d) = peer.as_device() {
+                    d.free(alloc);
+                }
+                if let Err(e) = exporter.finish() {
+                    first_err.get_or_insert(e);
                 }
             }
         }

@@ -582,7 +582,33 @@ pub fn render_markdown(report: &RunReport) -> String {
             .collect();
         out.push_str(&md_table(&["", "outcome", "case", "reason"], &rows));
     }
+    let measured = measured(&report.results);
+    if !measured.is_empty() {
+        out.push_str(
+            "\n## Placement and addresses\n\nWhat passing cases measured or learned: where the \
+             shared memory lives (placement), and where a buffer's device address came from \
+             (cl-gpu-va).\n\n",
+        );
+        let rows: Vec<Vec<String>> = measured
+            .iter()
+            .map(|r| vec![code(&r.id), one_line(&r.outcome.reason())])
+            .collect();
+        out.push_str(&md_table(&["case", "note"], &rows));
+    }
     out
+}
+
+/// Passes whose note is a finding in itself, not only a summary of the check.
+fn measured(results: &[CaseResult]) -> Vec<&CaseResult> {
+    results
+        .iter()
+        .filter(|r| r.outcome.kind() == OutcomeKind::Pass)
+        .filter(|r| {
+            r.work
+                .case()
+                .is_some_and(|c| c.op == Op::Placement || c.path == PathKind::ClGpuVa)
+        })
+        .collect()
 }
 
 fn fingerprint_rows(f: &Fingerprint) -> Vec<Vec<String>> {
@@ -854,6 +880,7 @@ mod tests {
                     signal: 11,
                     signal_name: "SIGSEGV".into(),
                     stderr_tail: "pocl: mapping\npocl: fatal".into(),
+                    process: String::new(),
                 },
             ),
             result(
@@ -909,6 +936,20 @@ mod tests {
         ];
         // A baseline that knows the gemm fault: shown, but accepted.
         results[10].expectation = Expectation::Known(OutcomeKind::Fault);
+        // A placement measurement: a pass whose note is the finding.
+        results.push(result(
+            &rocm,
+            ClSvmFine,
+            Finish,
+            Placement,
+            4194304,
+            Outcome::Pass {
+                note: "scale kernel on 32.0 MiB: shared 18.6 GB/s (3.600 ms/pass), device \
+                           memory 1342.2 GB/s (0.050 ms/pass), pinned host memory 25.8 GB/s \
+                           (2.600 ms/pass): the shared memory runs at host-memory (PCIe) speed"
+                    .into(),
+            },
+        ));
         for (k, action) in [MockAction::Pass, MockAction::Segfault]
             .into_iter()
             .enumerate()
@@ -923,6 +964,7 @@ mod tests {
                         signal: 11,
                         signal_name: "SIGSEGV".into(),
                         stderr_tail: "mock: writing through 0x8".into(),
+                        process: String::new(),
                     }
                 },
                 expectation: Expectation::Known(action.expected_kind()),
@@ -1014,7 +1056,7 @@ mod tests {
         let summary = Summary::of(&sample_results());
         snapshot_settings()
             .bind(|| insta::assert_snapshot!("closing_line", closing_line(&summary)));
-        assert_eq!(summary.total, 15);
+        assert_eq!(summary.total, 16);
         assert_eq!(summary.count(OutcomeKind::Crash), 2);
         // fft mismatch, svm crash, svm timeout; not the negative control, the known fault or
         // the mock crash.

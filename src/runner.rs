@@ -584,17 +584,18 @@ fn crash_outcome(status: ExitStatus, stderr_tail: String) -> Outcome {
         signal,
         signal_name,
         stderr_tail,
+        process: String::new(),
     }
 }
 
 /// `SIGSEGV`, or the number for a signal nix does not know.
-fn signal_name(sig: i32) -> String {
+pub(crate) fn signal_name(sig: i32) -> String {
     Signal::try_from(sig)
         .map(|s| s.as_str().to_string())
         .unwrap_or_else(|_| format!("signal {sig}"))
 }
 
-fn describe(status: ExitStatus) -> String {
+pub(crate) fn describe(status: ExitStatus) -> String {
     match (status.signal(), status.code()) {
         (Some(sig), _) => format!("killed by {}", signal_name(sig)),
         (None, Some(code)) => format!("exit status {code}"),
@@ -787,7 +788,8 @@ mod tests {
             Outcome::Crash {
                 signal: 11,
                 signal_name: "SIGSEGV".into(),
-                stderr_tail: "last words".into()
+                stderr_tail: "last words".into(),
+                process: String::new(),
             }
         );
     }

@@ -163,3 +163,59 @@ fn a_corrupt_probe_file_names_file_and_line() {
         stderr(&o)
     );
 }
+
+#[test]
+fn list_for_an_mi100_like_probe_has_every_amd_path_sync_and_op() {
+    use clhip::model::{Api, Op, PathKind};
+    // Written by hand from the ROCm sources (tests/fixtures/README.md): ROCm OpenCL with coarse
+    // and fine SVM and no external memory, one gfx908 HIP device on the same PCI bus id.
+    let fixture = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/mi100-like-probe.json"
+    );
+    let o = clhip(&["list", "--probe", fixture]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let listing = String::from_utf8_lossy(&o.stdout).into_owned();
+    let hip: Vec<&str> = listing
+        .lines()
+        .filter(|i| i.starts_with("rocm0+hip0/"))
+        .collect();
+    // Every path x sync x op the model gives the hip peer, from the model itself, so a path
+    // added later without cases fails here. Placement measures memory, not a handover: one
+    // sync per path is enough, and each path has it.
+    let mut missing = Vec::new();
+    for &path in PathKind::ALL.iter().filter(|p| p.applies_to(Api::Hip)) {
+        for &op in Op::ALL.iter().filter(|o| o.applies_to(Api::Hip)) {
+            let syncs: Vec<String> = if op == Op::Placement {
+                vec![String::new()]
+            } else {
+                path.syncs(Api::Hip)
+                    .iter()
+                    .map(|s| format!("{s}/"))
+                    .collect()
+            };
+            for sync in syncs {
+                let want = format!("rocm0+hip0/{path}/{sync}");
+                let op_part = format!("/{op}/");
+                if !hip
+                    .iter()
+                    .any(|i| i.starts_with(&want) && i.contains(&op_part))
+                {
+                    missing.push(format!("{want}*{op_part}"));
+                }
+            }
+        }
+    }
+    assert!(missing.is_empty(), "not listed: {missing:#?}");
+    // ROCm-only paths are the hip peer's alone.
+    assert!(hip.iter().any(|i| i.contains("/cl-dmabuf+hip-import/")));
+    assert!(
+        !listing
+            .lines()
+            .any(|i| i.starts_with("rocm0+host/") && i.contains("cl-dmabuf"))
+    );
+    // The listing is the matrix a reviewer reads: kept as a snapshot.
+    let mut settings = insta::Settings::clone_current();
+    settings.set_snapshot_path("../snapshots");
+    settings.bind(|| insta::assert_snapshot!("mi100_like_listing", hip.join("\n")));
+}

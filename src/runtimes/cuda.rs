@@ -14,7 +14,7 @@
 //! `sm_XY`, so the driver never has to JIT PTX that may be newer than itself.
 
 use std::ffi::{CStr, CString, c_char, c_int, c_void};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::{FromRawFd, OwnedFd, RawFd};
 use std::path::PathBuf;
 use std::ptr::{null, null_mut};
 
@@ -28,7 +28,9 @@ use num_complex::Complex32;
 use crate::model::{Api, ApiError, CaseError, Peer, Phase};
 use crate::probe::uuid_string;
 use crate::reference::{Transpose, Uplo};
-use crate::runtimes::device::{AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime};
+use crate::runtimes::device::{
+    AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,
+};
 use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernel, Kernels, kernel_source};
 use crate::runtimes::locate::{cuda_version, open_first};
 use crate::runtimes::{PatternCheck, PeerPtr, PeerRuntime, host};
@@ -93,6 +95,13 @@ const LIBCUDA: LibSpec = LibSpec {
         "cuMemExportToShareableHandle",
         "cuMemcpyHtoDAsync_v2",
         "cuMemcpyDtoHAsync_v2",
+        "cuMemcpy",
+        "cuIpcGetMemHandle",
+        "cuIpcOpenMemHandle_v2",
+        "cuIpcCloseMemHandle",
+        "cuDestroyExternalMemory",
+        "cuImportExternalSemaphore",
+        "cuDestroyExternalSemaphore",
         "cuGetErrorName",
     ],
 };
@@ -697,6 +706,16 @@ impl Drop for DeviceBuffer {
 // ---------------------------------------------------------------------------------------------
 // The participant
 
+/// The arguments that open CUDA device `ordinal` in another clhip process (the IPC exporter).
+fn reopen_args(ordinal: usize) -> Vec<String> {
+    vec![
+        "--api".into(),
+        "cuda".into(),
+        "--ordinal".into(),
+        ordinal.to_string(),
+    ]
+}
+
 /// One CUDA device as the peer of an OpenCL device.
 pub struct CudaPeer {
     ordinal: usize,
@@ -1111,6 +1130,11 @@ impl DeviceRuntime for CudaPeer {
                 Ok(plain(p as usize))
             }
             AllocKind::Exportable => self.alloc_exportable(bytes, len),
+            AllocKind::ImportedExternal | AllocKind::IpcOpened => {
+                Err(CaseError::unsupported(format!(
+                    "{kind:?} memory is not allocated: it comes from import_cl_memory or ipc_open"
+                )))
+            }
         }
     }
 
@@ -1129,6 +1153,16 @@ impl DeviceRuntime for CudaPeer {
                     let unreserved = call!(cu::cuMemAddressFree(p, size));
                     let released = call!(cu::cuMemRelease(alloc.handle));
                     unmapped.and(unreserved).and(released)
+                }
+                AllocKind::IpcOpened => call!(cu::cuIpcCloseMemHandle(p)),
+                // Never made on CUDA today (import_cl_memory refuses), but freed the way
+                // cuExternalMemoryGetMappedBuffer's documentation says: the mapped buffer with
+                // cuMemFree, then the external-memory object.
+                AllocKind::ImportedExternal => {
+                    let unmapped = call!(cu::cuMemFree_v2(p));
+                    let ext = alloc.handle as usize as cu::CUexternalMemory;
+                    let destroyed = call!(cu::cuDestroyExternalMemory(ext));
+                    unmapped.and(destroyed)
                 }
             }
         };
@@ -1163,6 +1197,123 @@ impl DeviceRuntime for CudaPeer {
         }
         // SAFETY: a fresh fd from the driver, owned by the caller from now on.
         Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+    }
+
+    /// cuMemExportToShareableHandle with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: an opaque
+    /// fd, for cl_khr_external_memory_opaque_fd.
+    fn export_handle(&self) -> ExportHandle {
+        ExportHandle::OpaqueFd
+    }
+
+    /// cuMemcpy: with unified addressing the driver infers the direction from the pointers.
+    /// Synchronous, and ordered after the peer's stream, which is a blocking stream and so
+    /// waits for (and is waited for by) the legacy default stream cuMemcpy runs on.
+    ///
+    /// An address CUDA did not allocate, register or import is pageable host memory to the
+    /// driver, which copies it with the CPU: one the CPU cannot touch kills the process with
+    /// SIGSEGV (seen on an H100, driver 580.159.04, with 0x8), not an error code. Only
+    /// workers, whose death is an outcome, should hand it such an address.
+    fn memcpy(&mut self, dst: usize, src: usize, bytes: usize) -> Result<(), CaseError> {
+        self.bind()?;
+        let (d, s) = (dst as cu::CUdeviceptr, src as cu::CUdeviceptr);
+        // SAFETY: none that Rust can give: an address the driver does not know (OpenCL's SVM,
+        // say) is accessed from the CPU as host memory. That behaviour is what is under test,
+        // in a worker process.
+        unsafe { call!(cu::cuMemcpy(d, s, bytes), "{bytes} B {s:#x} -> {d:#x}") }.refused(
+            "cuMemcpy refused the addresses (one may be memory CUDA did not allocate or map)",
+        )
+    }
+
+    fn import_cl_memory(
+        &mut self,
+        _addr: usize,
+        _bytes: usize,
+        _len: usize,
+    ) -> Result<DeviceAlloc, CaseError> {
+        Err(CaseError::unsupported(
+            "no export of OpenCL memory reaches CUDA: the dma-buf export \
+             (hsa_amd_portable_export_dmabuf) is ROCm's HSA runtime",
+        ))
+    }
+
+    fn ipc_handle(&mut self, alloc: &DeviceAlloc) -> Result<IpcHandle, CaseError> {
+        if alloc.kind != AllocKind::Device {
+            return Err(CaseError::unsupported(format!(
+                "only Device (cuMemAlloc) allocations have an IPC handle, not {:?}",
+                alloc.kind
+            )));
+        }
+        self.bind()?;
+        let mut h = cu::CUipcMemHandle { reserved: [0; 64] };
+        let p = alloc.ptr.addr as cu::CUdeviceptr;
+        // SAFETY: live out-parameter; `p` is the base of a cuMemAlloc allocation.
+        unsafe { call!(cu::cuIpcGetMemHandle(&mut h, p), "{p:#x}") }
+            .refused("cuIpcGetMemHandle")?;
+        Ok(h.reserved.map(|c| c as u8))
+    }
+
+    fn ipc_open(&mut self, handle: &IpcHandle, len: usize) -> Result<DeviceAlloc, CaseError> {
+        self.bind()?;
+        let h = cu::CUipcMemHandle {
+            reserved: handle.map(|b| b as c_char),
+        };
+        let lazy = cu::CUipcMem_flags::CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS as u32;
+        let mut p: cu::CUdeviceptr = 0;
+        // SAFETY: live out-parameter; the handle is passed by value. A handle from this same
+        // process is refused by the driver with an error, not undefined behaviour.
+        unsafe { call!(cu::cuIpcOpenMemHandle_v2(&mut p, h, lazy)) }
+            .refused("cuIpcOpenMemHandle refused the handle")?;
+        Ok(DeviceAlloc {
+            kind: AllocKind::IpcOpened,
+            ptr: PeerPtr {
+                addr: p as usize,
+                len,
+            },
+            handle: 0,
+            bytes: len * size_of::<Complex32>(),
+        })
+    }
+
+    /// cuImportExternalSemaphore with an opaque fd. On success the driver owns the fd (it
+    /// closes it when the semaphore is destroyed); on failure the fd stays the caller's. The
+    /// caller passes a dup of its own fd, so either way it closes only what it still owns.
+    fn import_semaphore_fd(&mut self, fd: RawFd) -> Result<u64, CaseError> {
+        if fd < 0 {
+            return Err(CaseError::unsupported(format!(
+                "no fd to import as a semaphore ({fd})"
+            )));
+        }
+        self.bind()?;
+        let desc = cu::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC {
+            type_: cu::CUexternalSemaphoreHandleType::CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD,
+            handle: cu::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st__bindgen_ty_1 { fd },
+            flags: 0,
+            reserved: [0; 16],
+        };
+        let mut sem: cu::CUexternalSemaphore = null_mut();
+        // SAFETY: live out-parameter and descriptor; for the opaque-fd type only `fd` of the
+        // handle union is read.
+        unsafe { call!(cu::cuImportExternalSemaphore(&mut sem, &desc), "fd {fd}") }
+            .refused("cuImportExternalSemaphore refused the fd")?;
+        Ok(sem as usize as u64)
+    }
+
+    fn destroy_semaphore(&mut self, sem: u64) {
+        if sem == 0 || self.bind().is_err() {
+            return;
+        }
+        let s = sem as usize as cu::CUexternalSemaphore;
+        // SAFETY: a handle import_semaphore_fd returned, destroyed once.
+        if let Err(e) = unsafe { call!(cu::cuDestroyExternalSemaphore(s)) } {
+            eprintln!(
+                "clhip cuda{}: destroying semaphore {sem:#x}: {e}",
+                self.ordinal
+            );
+        }
+    }
+
+    fn reopen_args(&self) -> Vec<String> {
+        reopen_args(self.ordinal)
     }
 
     fn record_and_wait_event(&mut self) -> Result<(), CaseError> {
@@ -1354,6 +1505,31 @@ mod tests {
     }
 
     #[test]
+    fn reopen_args_name_the_api_and_the_ordinal() {
+        assert_eq!(reopen_args(0), ["--api", "cuda", "--ordinal", "0"]);
+        assert_eq!(reopen_args(3), ["--api", "cuda", "--ordinal", "3"]);
+    }
+
+    /// The interop calls added with IPC, cross-runtime copies and external semaphores are in
+    /// the driver's preflight list, so a libcuda without one is `unsupported`, not a panic.
+    #[test]
+    fn interop_symbols_are_preflighted() {
+        for s in [
+            "cuMemcpy",
+            "cuIpcGetMemHandle",
+            "cuIpcOpenMemHandle_v2",
+            "cuIpcCloseMemHandle",
+            "cuDestroyExternalMemory",
+            "cuImportExternalSemaphore",
+            "cuDestroyExternalSemaphore",
+        ] {
+            assert!(LIBCUDA.symbols.contains(&s), "{s}");
+        }
+        // And the IPC handle is the trait's 64 bytes.
+        assert_eq!(size_of::<cu::CUipcMemHandle>(), size_of::<IpcHandle>());
+    }
+
+    #[test]
     fn pci_bus_ids_normalise_to_opencl_form() {
         assert_eq!(
             normalise_pci_bus_id("0000:3B:00.0").as_deref(),
@@ -1531,6 +1707,136 @@ mod tests {
             Some((12345, crate::generate::pattern_word(7, 12345) ^ (1 << 30)))
         );
         p.free(a);
+    }
+
+    /// Everything on this platform that needs no second process: the opaque-fd export kind,
+    /// import_cl_memory's honest refusal, IPC handles only for Device memory, a handle of
+    /// 64 bytes that this same process cannot open (the driver refuses; no crash), and a bad
+    /// semaphore fd refused.
+    #[test]
+    fn device_ipc_handle_and_refusals() {
+        let Some(mut p) = gpu_or_skip("device_ipc_handle_and_refusals") else {
+            return;
+        };
+        assert_eq!(p.export_handle(), ExportHandle::OpaqueFd);
+        assert_eq!(p.reopen_args(), ["--api", "cuda", "--ordinal", "0"]);
+        match p.import_cl_memory(0x1000, 4096, 512) {
+            Err(CaseError::Unsupported { reason, .. }) => {
+                assert!(
+                    reason.contains("hsa_amd_portable_export_dmabuf"),
+                    "{reason}"
+                )
+            }
+            other => panic!("expected unsupported, got {other:?}"),
+        }
+        let len = 4096;
+        let a = p.alloc(AllocKind::Device, len).unwrap();
+        let h = p.ipc_handle(&a).unwrap();
+        assert_eq!(h.len(), 64);
+        assert!(h.iter().any(|&b| b != 0), "an all-zero IPC handle");
+        match p.ipc_open(&h, len) {
+            Err(e) => eprintln!("ipc_open of this process's own handle: {e:?}"),
+            Ok(opened) => {
+                // Not expected, but not a crash either: say so, and close it.
+                eprintln!("ipc_open of this process's own handle was accepted: {opened:?}");
+                p.free(opened);
+                panic!("cuIpcOpenMemHandle accepted a handle from its own process");
+            }
+        }
+        let pinned = p.alloc(AllocKind::PinnedHost, len).unwrap();
+        assert!(matches!(
+            p.ipc_handle(&pinned),
+            Err(CaseError::Unsupported { error: None, .. })
+        ));
+        p.free(pinned);
+        // /dev/null is an fd, but no semaphore: refused with the driver's error.
+        let null = std::fs::File::open("/dev/null").unwrap();
+        let r = p.import_semaphore_fd(std::os::fd::AsRawFd::as_raw_fd(&null));
+        eprintln!("import_semaphore_fd(/dev/null) -> {r:?}");
+        match r {
+            Err(CaseError::Unsupported { reason, error }) => {
+                assert_eq!(reason, "cuImportExternalSemaphore refused the fd");
+                assert!(error.is_some());
+            }
+            Ok(sem) => {
+                p.destroy_semaphore(sem);
+                panic!("cuImportExternalSemaphore accepted /dev/null");
+            }
+            Err(e) => panic!("expected unsupported, got {e:?}"),
+        }
+        p.free(a);
+        p.health_check().unwrap();
+    }
+
+    /// cuMemcpy device -> device, device -> pinned host and back: the data arrives bit for bit.
+    #[test]
+    fn device_memcpy_round_trips() {
+        let Some(mut p) = gpu_or_skip("device_memcpy_round_trips") else {
+            return;
+        };
+        let data = crate::generate::complex_vec(17, 65_537);
+        let bytes = data.len() * size_of::<Complex32>();
+        let a = p.alloc(AllocKind::Device, data.len()).unwrap();
+        let b = p.alloc(AllocKind::Device, data.len()).unwrap();
+        let h = p.alloc(AllocKind::PinnedHost, data.len()).unwrap();
+        p.upload(a.ptr, &data).unwrap();
+        p.memcpy(b.ptr.addr, a.ptr.addr, bytes).unwrap();
+        assert_eq!(p.download(b.ptr).unwrap(), data, "device -> device");
+        // The kernel's work on the stream is ordered before cuMemcpy on the legacy stream.
+        p.fill_pattern(a.ptr, 5).unwrap();
+        p.memcpy(h.ptr.addr, a.ptr.addr, bytes).unwrap();
+        let want = pattern(5, data.len() * 2);
+        assert_eq!(bits(&p.download(h.ptr).unwrap()), want, "device -> pinned");
+        p.memcpy(b.ptr.addr, h.ptr.addr, bytes).unwrap();
+        assert_eq!(bits(&p.download(b.ptr).unwrap()), want, "pinned -> device");
+        eprintln!("memcpy round trips: {bytes} B each way, bit for bit");
+        for x in [a, b, h] {
+            p.free(x);
+        }
+        p.health_check().unwrap();
+    }
+
+    /// An address CUDA never allocated is, under unified addressing, pageable host memory to
+    /// cuMemcpy: the driver copies it with the CPU, so an unmapped one kills the process
+    /// (SIGSEGV) rather than returning an error. In a child process; the parent only insists
+    /// that the copy did not claim success.
+    #[test]
+    fn device_memcpy_from_an_unknown_address_never_succeeds() {
+        const TEST: &str = "device_memcpy_from_an_unknown_address_never_succeeds";
+        if std::env::var_os("CLHIP_CUDA_MEMCPY_CHILD").is_some() {
+            let Some(mut p) = gpu_or_skip(TEST) else {
+                return;
+            };
+            let a = p.alloc(AllocKind::Device, 64).unwrap();
+            eprintln!("copying from 0x8");
+            let r = p.memcpy(a.ptr.addr, 0x8, 512);
+            eprintln!("memcpy from 0x8 -> {r:?}");
+            assert!(r.is_err(), "cuMemcpy from 0x8 claimed success");
+            return;
+        }
+        if gpu_or_skip(TEST).is_none() {
+            return;
+        }
+        let exe = std::env::current_exe().expect("test binary path");
+        let out = std::process::Command::new(exe)
+            .args([
+                "--exact",
+                &format!("runtimes::cuda::tests::{TEST}"),
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("CLHIP_CUDA_MEMCPY_CHILD", "1")
+            .output()
+            .expect("run the child");
+        let text = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        eprintln!("child: {:?}\n{text}", out.status);
+        assert!(text.contains("copying from 0x8"), "{text}");
+        // Either the driver refused (the child passed) or the CPU copy faulted: both are
+        // honest; a copy that "succeeded" fails the child's assertion and this one.
+        let refused = out.status.success() && text.contains("memcpy from 0x8 -> Err");
+        let crashed = std::os::unix::process::ExitStatusExt::signal(&out.status).is_some();
+        assert!(refused || crashed, "{text}");
     }
 
     fn bits(v: &[Complex32]) -> Vec<u32> {

@@ -2,7 +2,7 @@
 //! [`PeerRuntime`] every peer has. Paths and ops use only this interface, so the two platforms
 //! share every line of path, sync and op logic.
 
-use std::os::fd::OwnedFd;
+use std::os::fd::{OwnedFd, RawFd};
 
 use num_complex::Complex32;
 use serde::{Deserialize, Serialize};
@@ -24,7 +24,26 @@ pub enum AllocKind {
     /// cuMemCreate / hipMemCreate with a POSIX-fd (CUDA) or dma-buf (ROCm) shareable handle,
     /// reserved and mapped into the peer's address space.
     Exportable,
+    /// Memory OpenCL allocated, mapped into the peer through an external-memory import
+    /// (hsa_amd_portable_export_dmabuf -> hipImportExternalMemory ->
+    /// hipExternalMemoryGetMappedBuffer). `handle` is the external-memory object.
+    ImportedExternal,
+    /// Another process's `Device` allocation opened with hipIpcOpenMemHandle /
+    /// cuIpcOpenMemHandle.
+    IpcOpened,
 }
+
+/// The kind of fd [`DeviceRuntime::export_fd`] gives, which decides how OpenCL must import it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ExportHandle {
+    /// CUDA's POSIX fd: cl_khr_external_memory_opaque_fd.
+    OpaqueFd,
+    /// ROCm's hipMemExportToShareableHandle gives a dma-buf: cl_khr_external_memory_dma_buf.
+    DmaBuf,
+}
+
+/// An IPC memory handle: 64 opaque bytes in both hipIpcMemHandle_t and CUipcMemHandle.
+pub type IpcHandle = [u8; 64];
 
 /// One allocation of the peer's, as the peer and OpenCL see it.
 #[derive(Debug)]
@@ -69,6 +88,40 @@ pub trait DeviceRuntime: PeerRuntime {
 
     /// A POSIX fd for an `Exportable` allocation (cuMemExportToShareableHandle).
     fn export_fd(&mut self, alloc: &DeviceAlloc) -> Result<OwnedFd, CaseError>;
+
+    /// What kind of fd `export_fd` gives.
+    fn export_handle(&self) -> ExportHandle;
+
+    /// The runtime's own synchronous copy between two addresses (hipMemcpy / cuMemcpy with
+    /// the direction inferred from the pointers). Either may be memory this runtime never
+    /// allocated, such as an OpenCL SVM pointer: how the runtime copes is what is under test.
+    fn memcpy(&mut self, dst: usize, src: usize, bytes: usize) -> Result<(), CaseError>;
+
+    /// Map memory OpenCL allocated (an SVM pointer of `bytes`) into this runtime through the
+    /// platform's dma-buf export and the runtime's external-memory import. `len` is the
+    /// element count the returned allocation's pointer carries. Free the result with `free`.
+    fn import_cl_memory(
+        &mut self,
+        addr: usize,
+        bytes: usize,
+        len: usize,
+    ) -> Result<DeviceAlloc, CaseError>;
+
+    /// The IPC handle of a `Device` allocation (hipIpcGetMemHandle / cuIpcGetMemHandle).
+    fn ipc_handle(&mut self, alloc: &DeviceAlloc) -> Result<IpcHandle, CaseError>;
+
+    /// Open another process's IPC handle (hipIpcOpenMemHandle / cuIpcOpenMemHandle with
+    /// lazy peer access). Free the result with `free`, which closes it.
+    fn ipc_open(&mut self, handle: &IpcHandle, len: usize) -> Result<DeviceAlloc, CaseError>;
+
+    /// Import an external semaphore from an opaque fd (hipImportExternalSemaphore /
+    /// cuImportExternalSemaphore); returns the runtime's semaphore handle.
+    fn import_semaphore_fd(&mut self, fd: RawFd) -> Result<u64, CaseError>;
+    fn destroy_semaphore(&mut self, sem: u64);
+
+    /// Command-line arguments that open this same device in another clhip process
+    /// (`--api hip --ordinal 0 [--rocm-path DIR]`), for the IPC exporter.
+    fn reopen_args(&self) -> Vec<String>;
 
     /// Record an event after the work enqueued so far and wait for it on the host.
     fn record_and_wait_event(&mut self) -> Result<(), CaseError>;

@@ -249,6 +249,9 @@ pub struct ClSession {
     pub svm: SvmCaps,
     pub max_work_group: usize,
     pub extensions: Vec<String>,
+    /// What the running case learned about this device on the way (a refused query, where
+    /// an address came from), appended to its pass note.
+    pub notes: Vec<String>,
     // Field order is drop order: kernels and program before queue before context.
     /// Keyed by name and which arguments are SVM pointers: NVIDIA's OpenCL (580) refuses a
     /// buffer in a slot that once held an SVM pointer (CL_INVALID_KERNEL_ARGS), so a kernel
@@ -302,6 +305,7 @@ impl ClSession {
             svm,
             max_work_group,
             extensions,
+            notes: Vec::new(),
             kernels: HashMap::new(),
             program,
             queue,
