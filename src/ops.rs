@@ -738,7 +738,7 @@ const PLACEMENT_TIMED_PASSES: u32 = 20;
 /// OpenCL produces the data through the path; the peer scales it by 2 (one warm-up pass, then
 /// [`PLACEMENT_TIMED_PASSES`] timed ones) on the shared memory, then on its own device memory
 /// and its pinned host memory, which bracket the answer: device-memory speed or host-memory
-/// (PCIe) speed. The data comes back through OpenCL and must be exactly 2^6 times the input
+/// (PCIe) speed. The data comes back through OpenCL and must be exactly 2^21 times the input
 /// (doubling is exact in f32: inputs in [-0.5, 0.5] stay far below f32's range), so a
 /// measurement over stale or lost data fails. The timing is wall-clock around launches and one
 /// synchronize, so a 32 MiB buffer that fits a large L2 (the H200's 50 MB) reads as faster than

@@ -1177,12 +1177,7 @@ impl DeviceRuntime for CudaPeer {
     }
 
     fn export_fd(&mut self, alloc: &DeviceAlloc) -> Result<OwnedFd, CaseError> {
-        if alloc.kind != AllocKind::Exportable {
-            return Err(CaseError::unsupported(format!(
-                "only Exportable allocations have a shareable handle, not {:?}",
-                alloc.kind
-            )));
-        }
+        alloc.require(AllocKind::Exportable, "a shareable handle")?;
         self.bind()?;
         let ty = cu::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
         let mut fd: c_int = -1;
@@ -1237,12 +1232,7 @@ impl DeviceRuntime for CudaPeer {
     }
 
     fn ipc_handle(&mut self, alloc: &DeviceAlloc) -> Result<IpcHandle, CaseError> {
-        if alloc.kind != AllocKind::Device {
-            return Err(CaseError::unsupported(format!(
-                "only Device (cuMemAlloc) allocations have an IPC handle, not {:?}",
-                alloc.kind
-            )));
-        }
+        alloc.require(AllocKind::Device, "an IPC handle (cuIpcGetMemHandle)")?;
         self.bind()?;
         let mut h = cu::CUipcMemHandle { reserved: [0; 64] };
         let p = alloc.ptr.addr as cu::CUdeviceptr;

@@ -58,6 +58,20 @@ pub struct DeviceAlloc {
     pub bytes: usize,
 }
 
+impl DeviceAlloc {
+    /// Refuse an operation that only allocations of `kind` support (an IPC handle of pinned
+    /// memory, a shareable handle of a plain allocation).
+    pub fn require(&self, kind: AllocKind, what: &str) -> Result<(), CaseError> {
+        if self.kind == kind {
+            return Ok(());
+        }
+        Err(CaseError::unsupported(format!(
+            "only {kind:?} allocations have {what}, not {:?}",
+            self.kind
+        )))
+    }
+}
+
 /// What discovery reports about one device; goes into the probe and the fingerprint.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceInfo {

@@ -1327,12 +1327,7 @@ impl DeviceRuntime for HipPeer {
     }
 
     fn export_fd(&mut self, alloc: &DeviceAlloc) -> Result<OwnedFd, CaseError> {
-        if alloc.kind != AllocKind::Exportable {
-            return Err(CaseError::unsupported(format!(
-                "only Exportable allocations have a shareable handle, not {:?}",
-                alloc.kind
-            )));
-        }
+        alloc.require(AllocKind::Exportable, "a shareable handle")?;
         self.bind()?;
         let ty = ffi::hipMemHandleTypePosixFileDescriptor;
         let handle = alloc.handle as ffi::hipMemGenericAllocationHandle_t;
@@ -1440,12 +1435,7 @@ impl DeviceRuntime for HipPeer {
     }
 
     fn ipc_handle(&mut self, alloc: &DeviceAlloc) -> Result<IpcHandle, CaseError> {
-        if alloc.kind != AllocKind::Device {
-            return Err(CaseError::unsupported(format!(
-                "only Device (hipMalloc) allocations have an IPC handle, not {:?}",
-                alloc.kind
-            )));
-        }
+        alloc.require(AllocKind::Device, "an IPC handle (hipIpcGetMemHandle)")?;
         let missing = self.hip.missing_in(Group::Ipc);
         if !missing.is_empty() {
             return Err(lacks(&self.hip, &missing.join(", ")));
