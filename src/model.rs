@@ -223,6 +223,20 @@ impl PathKind {
         }
     }
 
+    /// Paths where both sides dereference the one allocation in place, with no map, copy or
+    /// import to hand over: ordering (finish, event) is all a sync can do there.
+    pub fn shares_one_address(self) -> bool {
+        matches!(
+            self,
+            PathKind::ClSvmCoarse
+                | PathKind::ClSvmFine
+                | PathKind::DevicePtrAsClArg
+                | PathKind::ClGpuVa
+                | PathKind::ClDmabufHipImport
+                | PathKind::IpcDevicePtrAsClArg
+        )
+    }
+
     /// Paths whose OpenCL object is a CL_MEM_USE_HOST_PTR buffer over the peer's memory.
     pub fn is_use_host_ptr(self) -> bool {
         matches!(

@@ -763,7 +763,7 @@ fn placement(
     })?;
     let factor = 2f32.powi(PLACEMENT_TIMED_PASSES as i32 + 1);
     let want: Vec<Complex32> = input.iter().map(|z| z * factor).collect();
-    check_exact(
+    tolerance::check_exact_c32(
         &format!(
             "data scaled on {} read back through OpenCL",
             case.pair.peer.label()
@@ -848,30 +848,6 @@ fn placement_note(
     )
 }
 
-/// Bit-exact comparison of complex vectors: the first differing element and the count.
-fn check_exact(what: &str, got: &[Complex32], want: &[Complex32]) -> Result<(), CaseError> {
-    let differs = |(g, w): (&Complex32, &Complex32)| {
-        g.re.to_bits() != w.re.to_bits() || g.im.to_bits() != w.im.to_bits()
-    };
-    let count = got.iter().zip(want).filter(|&p| differs(p)).count();
-    let Some(index) = got.iter().zip(want).position(differs) else {
-        return Ok(());
-    };
-    Err(Mismatch {
-        what: what.into(),
-        index,
-        got: format!("{}", got[index]),
-        want: format!("{}", want[index]),
-        count,
-        len: want.len(),
-        max_abs_err: f64::NAN,
-        max_rel_err: f64::NAN,
-        bound: 0.0,
-        formula: BIT_EXACT.into(),
-    }
-    .into())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -892,14 +868,14 @@ mod tests {
     }
 
     #[test]
-    fn exact_check_names_the_first_differing_element() {
+    fn placements_exact_check_names_the_first_differing_element() {
         let want = vec![Complex32::new(1.0, 2.0); 8];
         let mut got = want.clone();
-        assert!(check_exact("x", &got, &want).is_ok());
+        assert!(tolerance::check_exact_c32("x", &got, &want).is_ok());
         got[5].im = f32::from_bits(got[5].im.to_bits() ^ 1);
         got[7].re = 0.0;
-        match check_exact("x", &got, &want) {
-            Err(CaseError::Mismatch(m)) => assert_eq!((m.index, m.count), (5, 2)),
+        match tolerance::check_exact_c32("x", &got, &want) {
+            Err(m) => assert_eq!((m.index, m.count), (5, 2)),
             other => panic!("{other:?}"),
         }
     }

@@ -70,15 +70,9 @@ pub fn to_peer(
         }
         // Negative control: start nothing that would order the peer after OpenCL.
         (_, SyncMode::None) => {}
-        (
-            PathKind::ClSvmCoarse
-            | PathKind::ClSvmFine
-            | PathKind::DevicePtrAsClArg
-            | PathKind::ClGpuVa
-            | PathKind::ClDmabufHipImport
-            | PathKind::IpcDevicePtrAsClArg,
-            SyncMode::Finish | SyncMode::Event,
-        ) => finish_or_wait(s, sync, last)?,
+        (p, SyncMode::Finish | SyncMode::Event) if p.shares_one_address() => {
+            finish_or_wait(s, sync, last)?
+        }
         (PathKind::ClSvmCoarse | PathKind::ClSvmFine, SyncMode::Map) => {
             svm_map(s, m, &waits, access)?
         }
@@ -136,15 +130,7 @@ pub fn to_cl(
             }
         }
         (_, SyncMode::None) => {}
-        (
-            PathKind::ClSvmCoarse
-            | PathKind::ClSvmFine
-            | PathKind::DevicePtrAsClArg
-            | PathKind::ClGpuVa
-            | PathKind::ClDmabufHipImport
-            | PathKind::IpcDevicePtrAsClArg,
-            SyncMode::Finish | SyncMode::Event,
-        ) => {
+        (p, SyncMode::Finish | SyncMode::Event) if p.shares_one_address() => {
             // SVM and raw device pointers: the peer's work is complete (above), and commands
             // enqueued from now on see it.
         }

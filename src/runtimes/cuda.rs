@@ -25,15 +25,15 @@ use cudarc::nvrtc::sys as rtc;
 use libloading::Library;
 use num_complex::Complex32;
 
-use crate::model::{Api, ApiError, CaseError, Peer, Phase};
+use crate::model::{Api, ApiError, CaseError, Phase};
 use crate::probe::uuid_string;
 use crate::reference::{Transpose, Uplo};
+use crate::runtimes::PeerPtr;
 use crate::runtimes::device::{
     AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,
 };
 use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernel, Kernels, kernel_source};
 use crate::runtimes::locate::{cuda_version, open_first};
-use crate::runtimes::{PatternCheck, PeerPtr, PeerRuntime, host};
 
 // ---------------------------------------------------------------------------------------------
 // Libraries, and the symbols called from each
@@ -1013,61 +1013,7 @@ impl GpuCore for CudaPeer {
     }
 }
 
-impl PeerRuntime for CudaPeer {
-    fn peer(&self) -> Peer {
-        Peer {
-            api: Api::Cuda,
-            ordinal: self.ordinal,
-        }
-    }
-
-    fn as_device(&mut self) -> Option<&mut dyn DeviceRuntime> {
-        Some(self)
-    }
-
-    /// Ordinary pageable, page-aligned host memory, as the host peer's: the copy path's
-    /// staging.
-    fn alloc_host(&mut self, len: usize) -> Result<PeerPtr, CaseError> {
-        host::alloc_pageable(len)
-    }
-
-    fn free_host(&mut self, ptr: PeerPtr) {
-        host::free_pageable(ptr)
-    }
-
-    fn fill_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<(), CaseError> {
-        gpu::fill_pattern(self, ptr, seed)
-    }
-
-    fn check_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<PatternCheck, CaseError> {
-        gpu::check_pattern(self, ptr, seed)
-    }
-
-    fn upload(&mut self, ptr: PeerPtr, data: &[Complex32]) -> Result<(), CaseError> {
-        gpu::upload(self, ptr, data)
-    }
-
-    fn download(&mut self, ptr: PeerPtr) -> Result<Vec<Complex32>, CaseError> {
-        gpu::download(self, ptr)
-    }
-
-    fn scale(&mut self, ptr: PeerPtr, s: f32) -> Result<(), CaseError> {
-        gpu::scale(self, ptr, s)
-    }
-
-    fn magnitude(&mut self, ptr: PeerPtr) -> Result<(), CaseError> {
-        gpu::magnitude(self, ptr)
-    }
-
-    fn flip_bit(&mut self, ptr: PeerPtr, word: usize, bit: u32) -> Result<(), CaseError> {
-        gpu::flip_bit(self, ptr, word, bit)
-    }
-
-    fn synchronize(&mut self) -> Result<(), CaseError> {
-        self.bind()?;
-        self.sync()
-    }
-}
+gpu::gpu_peer_runtime!(CudaPeer, Api::Cuda);
 
 impl DeviceRuntime for CudaPeer {
     fn info(&self) -> &DeviceInfo {
@@ -1077,12 +1023,7 @@ impl DeviceRuntime for CudaPeer {
     fn alloc(&mut self, kind: AllocKind, len: usize) -> Result<DeviceAlloc, CaseError> {
         self.bind()?;
         let bytes = len.max(1) * size_of::<Complex32>();
-        let plain = |addr: usize| DeviceAlloc {
-            kind,
-            ptr: PeerPtr { addr, len },
-            handle: 0,
-            bytes,
-        };
+        let plain = |addr: usize| DeviceAlloc::new(kind, addr, len, 0);
         match kind {
             AllocKind::Device => {
                 let mut p: cu::CUdeviceptr = 0;
@@ -1253,15 +1194,7 @@ impl DeviceRuntime for CudaPeer {
         // process is refused by the driver with an error, not undefined behaviour.
         unsafe { call!(cu::cuIpcOpenMemHandle_v2(&mut p, h, lazy)) }
             .refused("cuIpcOpenMemHandle refused the handle")?;
-        Ok(DeviceAlloc {
-            kind: AllocKind::IpcOpened,
-            ptr: PeerPtr {
-                addr: p as usize,
-                len,
-            },
-            handle: 0,
-            bytes: len * size_of::<Complex32>(),
-        })
+        Ok(DeviceAlloc::new(AllocKind::IpcOpened, p as usize, len, 0))
     }
 
     /// cuImportExternalSemaphore with an opaque fd. On success the driver owns the fd (it
@@ -1422,6 +1355,7 @@ impl DeviceRuntime for CudaPeer {
 mod tests {
     use super::*;
     use crate::generate::pattern;
+    use crate::runtimes::{PatternCheck, PeerRuntime};
 
     /// Whether this machine has a CUDA driver at all. Device tests are skipped without one
     /// (CI), unless CLHIP_REQUIRE_CUDA=1 says a GPU is expected (the device machine).

@@ -59,6 +59,17 @@ pub struct DeviceAlloc {
 }
 
 impl DeviceAlloc {
+    /// An allocation of `len` elements at `addr` (at least one element's bytes, as every
+    /// allocation call here is asked for: a zero-byte allocation is refused by some runtimes).
+    pub fn new(kind: AllocKind, addr: usize, len: usize, handle: u64) -> Self {
+        DeviceAlloc {
+            kind,
+            ptr: PeerPtr { addr, len },
+            handle,
+            bytes: len.max(1) * size_of::<Complex32>(),
+        }
+    }
+
     /// Refuse an operation that only allocations of `kind` support (an IPC handle of pinned
     /// memory, a shareable handle of a plain allocation).
     pub fn require(&self, kind: AllocKind, what: &str) -> Result<(), CaseError> {

@@ -234,6 +234,101 @@ pub(crate) fn known_answer(g: &impl GpuCore, addr: usize, what: &str) -> Result<
     Ok(())
 }
 
+/// The [`PeerRuntime`](crate::runtimes::PeerRuntime) of a GPU participant: every operation is
+/// this module's, over the backend's [`GpuCore`]; only the API and the inherent `ordinal` and
+/// `sync` differ. A macro rather than a blanket impl over `GpuCore`, so that the host peer's
+/// own impl needs no coherence argument beside it.
+macro_rules! gpu_peer_runtime {
+    ($ty:ty, $api:expr) => {
+        impl $crate::runtimes::PeerRuntime for $ty {
+            fn peer(&self) -> $crate::model::Peer {
+                $crate::model::Peer {
+                    api: $api,
+                    ordinal: self.ordinal,
+                }
+            }
+
+            fn as_device(&mut self) -> Option<&mut dyn $crate::runtimes::device::DeviceRuntime> {
+                Some(self)
+            }
+
+            /// Ordinary pageable, page-aligned host memory, as the host peer's: the copy
+            /// path's staging.
+            fn alloc_host(
+                &mut self,
+                len: usize,
+            ) -> Result<$crate::runtimes::PeerPtr, $crate::model::CaseError> {
+                $crate::runtimes::host::alloc_pageable(len)
+            }
+
+            fn free_host(&mut self, ptr: $crate::runtimes::PeerPtr) {
+                $crate::runtimes::host::free_pageable(ptr)
+            }
+
+            fn fill_pattern(
+                &mut self,
+                ptr: $crate::runtimes::PeerPtr,
+                seed: u32,
+            ) -> Result<(), $crate::model::CaseError> {
+                $crate::runtimes::gpu::fill_pattern(self, ptr, seed)
+            }
+
+            fn check_pattern(
+                &mut self,
+                ptr: $crate::runtimes::PeerPtr,
+                seed: u32,
+            ) -> Result<$crate::runtimes::PatternCheck, $crate::model::CaseError> {
+                $crate::runtimes::gpu::check_pattern(self, ptr, seed)
+            }
+
+            fn upload(
+                &mut self,
+                ptr: $crate::runtimes::PeerPtr,
+                data: &[num_complex::Complex32],
+            ) -> Result<(), $crate::model::CaseError> {
+                $crate::runtimes::gpu::upload(self, ptr, data)
+            }
+
+            fn download(
+                &mut self,
+                ptr: $crate::runtimes::PeerPtr,
+            ) -> Result<Vec<num_complex::Complex32>, $crate::model::CaseError> {
+                $crate::runtimes::gpu::download(self, ptr)
+            }
+
+            fn scale(
+                &mut self,
+                ptr: $crate::runtimes::PeerPtr,
+                s: f32,
+            ) -> Result<(), $crate::model::CaseError> {
+                $crate::runtimes::gpu::scale(self, ptr, s)
+            }
+
+            fn magnitude(
+                &mut self,
+                ptr: $crate::runtimes::PeerPtr,
+            ) -> Result<(), $crate::model::CaseError> {
+                $crate::runtimes::gpu::magnitude(self, ptr)
+            }
+
+            fn flip_bit(
+                &mut self,
+                ptr: $crate::runtimes::PeerPtr,
+                word: usize,
+                bit: u32,
+            ) -> Result<(), $crate::model::CaseError> {
+                $crate::runtimes::gpu::flip_bit(self, ptr, word, bit)
+            }
+
+            fn synchronize(&mut self) -> Result<(), $crate::model::CaseError> {
+                $crate::runtimes::gpu::GpuCore::bind(self)?;
+                self.sync()
+            }
+        }
+    };
+}
+pub(crate) use gpu_peer_runtime;
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -329,6 +329,21 @@ pub union hipExternalHandle {
     pub nvSci: *const c_void,
 }
 
+impl hipExternalHandle {
+    /// The fd arm, with every byte of the union zeroed first (the Win32 arm is the widest), so
+    /// no uninitialised byte crosses the FFI.
+    pub fn from_fd(fd: c_int) -> Self {
+        let mut handle = hipExternalHandle {
+            win32: hipWin32Handle {
+                handle: std::ptr::null_mut(),
+                name: std::ptr::null(),
+            },
+        };
+        handle.fd = fd;
+        handle
+    }
+}
+
 /// hip_runtime_api.h at rocm-6.0.0 .. 7.0 `hipExternalMemoryHandleDesc_st { type; union handle;
 /// unsigned long long size; unsigned int flags; unsigned int reserved[16]; }`: 104 bytes.
 #[repr(C)]

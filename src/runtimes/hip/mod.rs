@@ -24,16 +24,16 @@ use std::ptr::{null, null_mut};
 
 use num_complex::Complex32;
 
-use crate::model::{Api, ApiError, CaseError, Peer, Phase};
+use crate::model::{Api, ApiError, CaseError, Phase};
 use crate::probe::uuid_string;
 use crate::reference::{Transpose, Uplo};
+use crate::runtimes::PeerPtr;
 use crate::runtimes::cuda::normalise_pci_bus_id;
 use crate::runtimes::device::{
     AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,
 };
 use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernel, Kernels, kernel_source};
 use crate::runtimes::locate::hip_version;
-use crate::runtimes::{PatternCheck, PeerPtr, PeerRuntime, host};
 
 use ffi::{
     BlasFns, Group, Hip, HsaFns, LoadError, OptLib, RtcFns, SolverFns, c_buf_string, hipError_t,
@@ -845,14 +845,7 @@ impl HipPeer {
         let size = offset
             .checked_add(bytes as u64)
             .ok_or_else(|| CaseError::unsupported("dma-buf offset + size overflows"))?;
-        // Every byte of the union zeroed (the Win32 arm is the widest), then the fd arm set.
-        let mut handle = ffi::hipExternalHandle {
-            win32: ffi::hipWin32Handle {
-                handle: null_mut(),
-                name: null(),
-            },
-        };
-        handle.fd = fd;
+        let handle = ffi::hipExternalHandle::from_fd(fd);
         let ty = ffi::hipExternalMemoryHandleTypeOpaqueFd;
         let desc = ffi::hipExternalMemoryHandleDesc {
             type_: ty,
@@ -1136,61 +1129,7 @@ impl GpuCore for HipPeer {
     }
 }
 
-impl PeerRuntime for HipPeer {
-    fn peer(&self) -> Peer {
-        Peer {
-            api: Api::Hip,
-            ordinal: self.ordinal,
-        }
-    }
-
-    fn as_device(&mut self) -> Option<&mut dyn DeviceRuntime> {
-        Some(self)
-    }
-
-    /// Ordinary pageable, page-aligned host memory, as the host peer's: the copy path's
-    /// staging.
-    fn alloc_host(&mut self, len: usize) -> Result<PeerPtr, CaseError> {
-        host::alloc_pageable(len)
-    }
-
-    fn free_host(&mut self, ptr: PeerPtr) {
-        host::free_pageable(ptr)
-    }
-
-    fn fill_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<(), CaseError> {
-        gpu::fill_pattern(self, ptr, seed)
-    }
-
-    fn check_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<PatternCheck, CaseError> {
-        gpu::check_pattern(self, ptr, seed)
-    }
-
-    fn upload(&mut self, ptr: PeerPtr, data: &[Complex32]) -> Result<(), CaseError> {
-        gpu::upload(self, ptr, data)
-    }
-
-    fn download(&mut self, ptr: PeerPtr) -> Result<Vec<Complex32>, CaseError> {
-        gpu::download(self, ptr)
-    }
-
-    fn scale(&mut self, ptr: PeerPtr, s: f32) -> Result<(), CaseError> {
-        gpu::scale(self, ptr, s)
-    }
-
-    fn magnitude(&mut self, ptr: PeerPtr) -> Result<(), CaseError> {
-        gpu::magnitude(self, ptr)
-    }
-
-    fn flip_bit(&mut self, ptr: PeerPtr, word: usize, bit: u32) -> Result<(), CaseError> {
-        gpu::flip_bit(self, ptr, word, bit)
-    }
-
-    fn synchronize(&mut self) -> Result<(), CaseError> {
-        self.bind()?;
-        self.sync()
-    }
-}
+gpu::gpu_peer_runtime!(HipPeer, Api::Hip);
 
 impl DeviceRuntime for HipPeer {
     fn info(&self) -> &DeviceInfo {
@@ -1200,12 +1139,7 @@ impl DeviceRuntime for HipPeer {
     fn alloc(&mut self, kind: AllocKind, len: usize) -> Result<DeviceAlloc, CaseError> {
         self.bind()?;
         let bytes = len.max(1) * size_of::<Complex32>();
-        let plain = |addr: usize| DeviceAlloc {
-            kind,
-            ptr: PeerPtr { addr, len },
-            handle: 0,
-            bytes,
-        };
+        let plain = |addr: usize| DeviceAlloc::new(kind, addr, len, 0);
         let hip = &self.hip;
         match kind {
             AllocKind::Device => {
@@ -1466,15 +1400,7 @@ impl DeviceRuntime for HipPeer {
         // SAFETY: live out-parameter; the 64-byte handle is passed by value, as declared.
         unsafe { hip_call!(&self.hip, hipIpcOpenMemHandle(&mut p, h, flags)) }
             .refused("hipIpcOpenMemHandle refused the handle")?;
-        Ok(DeviceAlloc {
-            kind: AllocKind::IpcOpened,
-            ptr: PeerPtr {
-                addr: p as usize,
-                len,
-            },
-            handle: 0,
-            bytes: len.max(1) * size_of::<Complex32>(),
-        })
+        Ok(DeviceAlloc::new(AllocKind::IpcOpened, p as usize, len, 0))
     }
 
     /// hipImportExternalSemaphore with an opaque fd, in the generation's descriptor layout.
@@ -1496,13 +1422,7 @@ impl DeviceRuntime for HipPeer {
             return Err(lacks(&self.hip, &missing.join(", ")));
         }
         self.bind()?;
-        let mut handle = ffi::hipExternalHandle {
-            win32: ffi::hipWin32Handle {
-                handle: null_mut(),
-                name: null(),
-            },
-        };
-        handle.fd = fd;
+        let handle = ffi::hipExternalHandle::from_fd(fd);
         let ty = ffi::hipExternalSemaphoreHandleTypeOpaqueFd;
         let desc = ffi::hipExternalSemaphoreHandleDesc {
             type_: ty,
@@ -1658,6 +1578,7 @@ impl DeviceRuntime for HipPeer {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::runtimes::PeerRuntime;
 
     /// The kernels through the real hiprtc where one loads (Debian's HIP 5.2 embeds it in
     /// libamdhip64 and compiles through libamd-comgr): no device is needed to compile for an
