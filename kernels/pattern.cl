@@ -30,21 +30,29 @@ __kernel void pattern_fill(__global uint* p, uint seed, uint words)
 
 // Compares p[i] with pattern(seed, i) for i < words. result[0] counts mismatches (host sets it
 // to 0), result[1] keeps the smallest mismatching index (host sets it to 0xFFFFFFFF, which then
-// means "none"). When `rewrite` != 0 every word is then overwritten with pattern(new_seed, i),
-// so the next side of a handoff can check that it sees the new data.
-__kernel void pattern_check(__global uint* p, uint seed, uint words, __global uint* result,
-                            uint new_seed, uint rewrite)
+// means "none"), and work-item 0 writes `words` into result[2] (host sets it to 0): a check
+// whose kernel never ran must not read as "no mismatches".
+__kernel void pattern_check(__global const uint* p, uint seed, uint words, __global uint* result)
 {
     size_t gid = get_global_id(0);
     if (gid >= (size_t)words)
         return;
     uint i = (uint)gid;
+    if (i == 0u)
+        result[2] = words;
     if (p[i] != clhip_pattern_word(seed, i)) {
         atomic_inc(&result[0]);
         atomic_min(&result[1], i);
     }
-    if (rewrite != 0u)
-        p[i] = clhip_pattern_word(new_seed, i);
+}
+
+// After pattern_check on the same queue: result[3] = the word found at the first mismatch, so
+// the verdict can say what OpenCL saw there (a second pass, since only a finished check knows
+// which index is first).
+__kernel void pattern_observe(__global const uint* p, uint words, __global uint* result)
+{
+    if (get_global_id(0) == 0 && result[0] != 0u && result[1] < words)
+        result[3] = p[result[1]];
 }
 
 // Seed 001 B: the device address of a buffer, as a kernel sees its argument. OpenCL C gives

@@ -24,13 +24,17 @@ CLHIP_KERNEL void clhip_pattern_fill(clhip_u32* p, clhip_u32 seed, clhip_u64 wor
 
 // Compares p[i] with pattern(seed, i) for i < words. result[0] counts mismatches (the host sets
 // it to 0), result[1] keeps the smallest mismatching index (the host sets it to ~0, which then
-// means "none"). The host reads the word at result[1] itself, so no second pass is needed.
+// means "none"), and thread 0 writes `words` into result[2] (the host sets it to 0): a check
+// whose kernel never ran must not read as "no mismatches". The host reads the word at
+// result[1] itself, so no second pass is needed.
 CLHIP_KERNEL void clhip_pattern_check(const clhip_u32* p, clhip_u32 seed, clhip_u64 words,
                                       clhip_u64* result)
 {
     clhip_u64 i = clhip_gid();
     if (i >= words)
         return;
+    if (i == 0)
+        result[2] = words;
     if (p[i] != clhip_pattern_word(seed, (clhip_u32)i)) {
         atomicAdd(&result[0], 1ull);
         atomicMin(&result[1], i);

@@ -589,6 +589,8 @@ mod tests {
 
     // ---- pattern ----
 
+    /// pattern_check (+ pattern_observe, + pattern_fill of `new`): (mismatches, first index),
+    /// after asserting the ran-marker and that the observed word is the one at the index.
     fn run_pattern_check(
         s: &mut ClSession,
         p: &DevMem,
@@ -596,8 +598,9 @@ mod tests {
         words: u32,
         new: Option<u32>,
     ) -> (u32, u32) {
-        let res = DevMem::new(s, Kind::Buffer, 8);
-        res.write(s, &[0u32, 0xFFFF_FFFF]);
+        let before: Vec<u32> = p.read(s, words as usize);
+        let res = DevMem::new(s, Kind::Buffer, 16);
+        res.write(s, &[0u32, 0xFFFF_FFFF, 0, 0]);
         s.launch(
             "pattern_check",
             words as usize,
@@ -606,14 +609,32 @@ mod tests {
                 ClArg::U32(seed),
                 ClArg::U32(words),
                 ClArg::Mem(res.mem),
-                ClArg::U32(new.unwrap_or(0)),
-                ClArg::U32(new.is_some() as u32),
             ],
             &[],
         )
         .unwrap();
+        s.launch(
+            "pattern_observe",
+            1,
+            &[ClArg::Mem(p.mem), ClArg::U32(words), ClArg::Mem(res.mem)],
+            &[],
+        )
+        .unwrap();
+        if let Some(new) = new {
+            s.launch(
+                "pattern_fill",
+                words as usize,
+                &[ClArg::Mem(p.mem), ClArg::U32(new), ClArg::U32(words)],
+                &[],
+            )
+            .unwrap();
+        }
         s.finish().unwrap();
-        let r: Vec<u32> = res.read(s, 2);
+        let r: Vec<u32> = res.read(s, 4);
+        assert_eq!(r[2], words, "ran-marker");
+        if r[0] > 0 {
+            assert_eq!(r[3], before[r[1] as usize], "observed word");
+        }
         (r[0], r[1])
     }
 

@@ -474,6 +474,11 @@ pub enum Outcome {
     Skip {
         reason: String,
     },
+    /// The harness's own error (a panic in the worker, a check that contradicts itself, a
+    /// protocol it could not read): never a verdict on the driver.
+    Error {
+        reason: String,
+    },
 }
 
 named_enum! {
@@ -486,6 +491,7 @@ named_enum! {
         Timeout => "timeout",
         Unsupported => "unsupported",
         Skip => "skip",
+        Error => "error",
     }
 }
 
@@ -499,6 +505,7 @@ impl Outcome {
             Outcome::Timeout { .. } => OutcomeKind::Timeout,
             Outcome::Unsupported { .. } => OutcomeKind::Unsupported,
             Outcome::Skip { .. } => OutcomeKind::Skip,
+            Outcome::Error { .. } => OutcomeKind::Error,
         }
     }
 
@@ -552,6 +559,7 @@ impl Outcome {
                 None => reason.clone(),
             },
             Outcome::Skip { reason } => reason.clone(),
+            Outcome::Error { reason } => format!("harness error: {reason}"),
         }
     }
 }
@@ -560,8 +568,12 @@ impl Outcome {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Expectation {
-    /// Anything but pass needs a look.
+    /// The run's baseline does not list the case: it passed on this driver before, so any
+    /// non-pass is a regression, `unsupported` included (a capability that disappeared).
     Pass,
+    /// No baseline at all: nothing is known to have passed before, so a refusal (`unsupported`,
+    /// `skip`) is not a loss; wrong data, faults, crashes and hangs still need a look.
+    Unbaselined,
     /// A baseline lists this outcome kind as known for this driver.
     Known(OutcomeKind),
     /// Negative control: a stale read (`fail`) shows the checks work; `pass` says the driver
@@ -569,15 +581,94 @@ pub enum Expectation {
     NegativeControl,
 }
 
+/// How an outcome reads against its expectation: what a nightly run reports and exits on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    Pass,
+    /// A known non-pass came out as known, or a refusal where nothing was known before.
+    ExpectedNonPass,
+    /// A negative control saw the stale data it exists to catch.
+    CaughtStaleRead,
+    /// A known non-pass now passes, or moved down the severity order: the baseline needs an
+    /// update. Listed, not a failure of the run.
+    UnexpectedPass,
+    /// Worse than expected: the run fails on it.
+    Regression,
+    /// The harness's own error: no verdict on the driver, and the run fails on it.
+    HarnessError,
+}
+
+impl Verdict {
+    /// Whether this verdict fails the run (non-zero exit).
+    pub fn fails_run(self) -> bool {
+        matches!(self, Verdict::Regression | Verdict::HarnessError)
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::ExpectedNonPass => "expected non-pass",
+            Verdict::CaughtStaleRead => "caught stale read",
+            Verdict::UnexpectedPass => "unexpected pass",
+            Verdict::Regression => "regression",
+            Verdict::HarnessError => "harness error",
+        }
+    }
+}
+
+impl OutcomeKind {
+    /// How bad an outcome is for a user, the order a release diff ranks by: a pass, then a
+    /// skip (not run), then a clean refusal (the driver said no), then a fault, crash or hang
+    /// (the driver said so, loudly), then wrong data (silent corruption, the worst). A harness
+    /// error is outside the order: it says nothing about the driver.
+    pub fn severity(self) -> Option<u8> {
+        Some(match self {
+            OutcomeKind::Pass => 0,
+            OutcomeKind::Skip => 1,
+            OutcomeKind::Unsupported => 2,
+            OutcomeKind::Fault | OutcomeKind::Crash | OutcomeKind::Timeout => 3,
+            OutcomeKind::Fail => 4,
+            OutcomeKind::Error => return None,
+        })
+    }
+}
+
 impl Expectation {
+    /// How `kind` reads against this expectation.
+    pub fn verdict(self, kind: OutcomeKind) -> Verdict {
+        use OutcomeKind as K;
+        let Some(got) = kind.severity() else {
+            return Verdict::HarnessError;
+        };
+        match self {
+            _ if kind == K::Pass => match self {
+                Expectation::Known(_) => Verdict::UnexpectedPass,
+                _ => Verdict::Pass,
+            },
+            Expectation::Pass => Verdict::Regression,
+            Expectation::Unbaselined => match kind {
+                K::Unsupported | K::Skip => Verdict::ExpectedNonPass,
+                _ => Verdict::Regression,
+            },
+            Expectation::Known(known) if known == kind => Verdict::ExpectedNonPass,
+            Expectation::Known(known) => match known.severity() {
+                Some(was) if got < was => Verdict::UnexpectedPass,
+                // Up the order, or sideways (a known fault that now crashes): the driver
+                // changed for the worse or in kind, and someone should look.
+                _ => Verdict::Regression,
+            },
+            Expectation::NegativeControl => match kind {
+                K::Fail => Verdict::CaughtStaleRead,
+                K::Unsupported | K::Skip => Verdict::ExpectedNonPass,
+                _ => Verdict::Regression,
+            },
+        }
+    }
+
     /// Whether `kind` should fail the run (non-zero exit).
     pub fn is_unexpected(self, kind: OutcomeKind) -> bool {
-        use OutcomeKind::*;
-        match self {
-            Expectation::Pass => !matches!(kind, Pass | Unsupported | Skip),
-            Expectation::Known(k) => kind != k && !matches!(kind, Pass | Unsupported | Skip),
-            Expectation::NegativeControl => !matches!(kind, Pass | Fail | Unsupported | Skip),
-        }
+        self.verdict(kind).fails_run()
     }
 }
 
@@ -688,6 +779,8 @@ pub enum CaseError {
     Mismatch(Box<Mismatch>),
     /// Not run: the device was found unfit before the case (a failed known-answer check).
     Skip(String),
+    /// The harness's own error, never the driver's.
+    Harness(String),
     /// A helper process the case started died (the worker's own death is the runner's to see).
     Crashed {
         process: String,
@@ -727,6 +820,7 @@ impl CaseError {
                 CaseError::Mismatch(m)
             }
             CaseError::Skip(reason) => CaseError::Skip(format!("{reason} ({note})")),
+            CaseError::Harness(reason) => CaseError::Harness(format!("{reason} ({note})")),
             CaseError::Crashed {
                 process,
                 signal,
@@ -750,6 +844,7 @@ impl CaseError {
             },
             CaseError::Mismatch(m) => Outcome::mismatch(*m),
             CaseError::Skip(reason) => Outcome::Skip { reason },
+            CaseError::Harness(reason) => Outcome::Error { reason },
             CaseError::Crashed {
                 process,
                 signal,

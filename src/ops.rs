@@ -32,6 +32,13 @@ pub enum Plant {
     SkipSync,
     /// Give the peer an address that maps nothing.
     BadPointer,
+    /// The OpenCL side does nothing at all: every kernel launch becomes a marker. Every case
+    /// must then come out non-pass, or its verdict does not depend on OpenCL's work.
+    ClNoop,
+    /// The peer side does nothing at all: no kernel, no write, no library call on the case's
+    /// memory. Every case must then come out non-pass, or its verdict does not depend on the
+    /// peer's work.
+    PeerNoop,
     /// Plant nothing: the control run of a planted-error test.
     None,
 }
@@ -43,9 +50,11 @@ impl std::str::FromStr for Plant {
             "flip-element" => Ok(Plant::FlipElement),
             "skip-sync" => Ok(Plant::SkipSync),
             "bad-pointer" => Ok(Plant::BadPointer),
+            "cl-noop" => Ok(Plant::ClNoop),
+            "peer-noop" => Ok(Plant::PeerNoop),
             "none" => Ok(Plant::None),
             _ => Err(format!(
-                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, none)"
+                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, none)"
             )),
         }
     }
@@ -60,6 +69,18 @@ impl Plant {
     /// The bit flipped: the top exponent bit of the real part's f32 (or the pattern word), so
     /// the error is far outside every bound.
     pub const FLIP_BIT: u32 = 1 << 30;
+}
+
+/// Runs the peer's own work on the case's memory, unless the `peer-noop` plant leaves it out.
+fn peer_work(
+    plant: Option<Plant>,
+    work: impl FnOnce() -> Result<(), CaseError>,
+) -> Result<(), CaseError> {
+    if plant == Some(Plant::PeerNoop) {
+        Ok(())
+    } else {
+        work()
+    }
 }
 
 /// Hands OpenCL's output to the peer: the case's sync, or the plant's sabotage of it.
@@ -267,6 +288,7 @@ fn run(
     let session = session(devices, sessions, case)?;
     let peer = peer(peers, &case.pair.peer, rocm_path.as_deref())?;
     session.notes.clear();
+    session.skip_kernels = plant == Some(Plant::ClNoop);
     let result = match case.op {
         Op::Handoff => handoff(session, peer, case, seed, plant),
         Op::Fft => fft_op(session, fft, peer, case, seed, plant),
@@ -321,31 +343,23 @@ fn handoff(
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let [a, b, c] = handoff_seeds(seed);
-    let words = 2 * case.n;
+    let words = u32::try_from(2 * case.n).map_err(|_| {
+        CaseError::Harness(format!(
+            "{} words do not fit the check kernels' u32 index",
+            2 * case.n
+        ))
+    })?;
     let peer_name = case.pair.peer.label();
-    let init = [0u32, u32::MAX];
-    let result_a = DeviceBuffer::with_data(session, &init)?;
-    let result_c = DeviceBuffer::with_data(session, &init)?;
+    // Made before the case starts: a blocking write later would drain the queue, a sync the
+    // case did not ask for.
+    let result_a = DeviceBuffer::with_data(session, &CL_CHECK_INIT)?;
+    let result_c = DeviceBuffer::with_data(session, &CL_CHECK_INIT)?;
     let seen_by_peer = with_shared(session, peer, case, case.n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
-        peer.fill_pattern(m.peer, a)?;
+        peer_work(plant, || peer.fill_pattern(m.peer, a))?;
         peer.synchronize()?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
-        let checked = s
-            .launch(
-                "pattern_check",
-                words,
-                &[
-                    ClArg::Mem(m.cl),
-                    ClArg::U32(a),
-                    ClArg::U32(words as u32),
-                    ClArg::Mem(result_a.arg()),
-                    ClArg::U32(b),
-                    ClArg::U32(1),
-                ],
-                &sync::raw(&ready),
-            )
-            .running()?;
+        let checked = cl_check_pattern(s, m.cl, a, words, &result_a, Some(b), &sync::raw(&ready))?;
         let out = take_output(
             s,
             peer,
@@ -356,79 +370,120 @@ fn handoff(
             plant,
         )?;
         let seen = peer.check_pattern(out, b)?;
-        peer.fill_pattern(m.peer, c)?;
+        peer_work(plant, || peer.fill_pattern(m.peer, c))?;
         peer.synchronize()?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
-        s.launch(
-            "pattern_check",
-            words,
-            &[
-                ClArg::Mem(m.cl),
-                ClArg::U32(c),
-                ClArg::U32(words as u32),
-                ClArg::Mem(result_c.arg()),
-                ClArg::U32(0),
-                ClArg::U32(0),
-            ],
-            &sync::raw(&ready),
-        )
-        .running()?;
+        cl_check_pattern(s, m.cl, c, words, &result_c, None, &sync::raw(&ready))?;
         Ok(seen)
     })?;
-    // Every step under test has run; reading the counters now adds no sync to the case.
-    let ra: Vec<u32> = result_a.read(session, 2)?;
-    let rc: Vec<u32> = result_c.read(session, 2)?;
+    // Every step under test has run; reading the results now adds no sync to the case.
+    let ra: Vec<u32> = result_a.read(session, CL_CHECK_WORDS)?;
+    let rc: Vec<u32> = result_c.read(session, CL_CHECK_WORDS)?;
     // Report the first wrong crossing in causal order.
-    let from_cl = |r: &[u32], seed: u32, what: String| -> Result<(), CaseError> {
-        if r[0] == 0 {
-            return Ok(());
-        }
-        let check = PatternCheck {
-            mismatches: r[0] as usize,
-            first: Some((r[1] as usize, 0)),
-        };
-        Err(pattern_mismatch(what, check, seed, words, false).into())
-    };
-    from_cl(
+    cl_pattern_verdict(
+        format!("pattern written by {peer_name}, read by OpenCL"),
         &ra,
         a,
-        format!("pattern written by {peer_name}, read by OpenCL"),
+        words,
     )?;
     if seen_by_peer.mismatches > 0 {
         return Err(pattern_mismatch(
             format!("pattern written by OpenCL, read by {peer_name}"),
             seen_by_peer,
             b,
-            words,
-            true,
+            words as usize,
         )
         .into());
     }
-    from_cl(
+    cl_pattern_verdict(
+        format!("pattern rewritten by {peer_name}, read by OpenCL"),
         &rc,
         c,
-        format!("pattern rewritten by {peer_name}, read by OpenCL"),
+        words,
     )?;
     Ok(format!("{words} words bit-exact across 4 crossings"))
 }
 
-fn pattern_mismatch(
-    what: String,
-    check: PatternCheck,
+/// Words of an OpenCL pattern check's result buffer: mismatches, first index, ran-marker, the
+/// word seen at the first index (kernels/pattern.cl).
+const CL_CHECK_WORDS: usize = 4;
+/// What the host puts there first: no mismatches, no index, not run, nothing seen.
+const CL_CHECK_INIT: [u32; CL_CHECK_WORDS] = [0, u32::MAX, 0, 0];
+
+/// OpenCL's bit-exact check of `words` pattern words of `mem` after `wait`: pattern_check, then
+/// pattern_observe (the word at the first mismatch), then, with `rewrite`, the pattern of the
+/// next seed written over it. `result` holds [`CL_CHECK_INIT`] and is read once the case's
+/// steps are done. Returns the last event.
+fn cl_check_pattern(
+    s: &mut ClSession,
+    mem: crate::runtimes::opencl::ClMem,
     seed: u32,
-    words: usize,
-    got_known: bool,
-) -> Mismatch {
+    words: u32,
+    result: &DeviceBuffer,
+    rewrite: Option<u32>,
+    wait: &[cl3::types::cl_event],
+) -> Result<ClEvent, CaseError> {
+    let n = words as usize;
+    let checked = s
+        .launch(
+            "pattern_check",
+            n,
+            &[
+                ClArg::Mem(mem),
+                ClArg::U32(seed),
+                ClArg::U32(words),
+                ClArg::Mem(result.arg()),
+            ],
+            wait,
+        )
+        .running()?;
+    let mut last = s
+        .launch(
+            "pattern_observe",
+            1,
+            &[ClArg::Mem(mem), ClArg::U32(words), ClArg::Mem(result.arg())],
+            &[checked.0],
+        )
+        .running()?;
+    if let Some(next) = rewrite {
+        last = s
+            .launch(
+                "pattern_fill",
+                n,
+                &[ClArg::Mem(mem), ClArg::U32(next), ClArg::U32(words)],
+                &[last.0],
+            )
+            .running()?;
+    }
+    Ok(last)
+}
+
+/// The verdict of an OpenCL pattern check from its result words.
+fn cl_pattern_verdict(what: String, r: &[u32], seed: u32, words: u32) -> Result<(), CaseError> {
+    crate::runtimes::check_self_consistent(
+        "OpenCL",
+        r[0].into(),
+        r[1].into(),
+        u32::MAX.into(),
+        r[2].into(),
+        words.into(),
+    )?;
+    if r[0] == 0 {
+        return Ok(());
+    }
+    let check = PatternCheck {
+        mismatches: r[0] as usize,
+        first: Some((r[1] as usize, r[3])),
+    };
+    Err(pattern_mismatch(what, check, seed, words as usize).into())
+}
+
+fn pattern_mismatch(what: String, check: PatternCheck, seed: u32, words: usize) -> Mismatch {
     let (index, got) = check.first.unwrap_or((0, 0));
     Mismatch {
         what,
         index,
-        // OpenCL's check kernel counts and locates; it does not return the word it saw.
-        got: if got_known {
-            format!("{got:#010x}")
-        } else {
-            "(not returned by the check kernel)".into()
-        },
+        got: format!("{got:#010x}"),
         want: format!("{:#010x}", generate::pattern_word(seed, index as u32)),
         count: check.mismatches,
         len: words,
@@ -452,7 +507,7 @@ fn fft_op(
     let input = generate::complex_vec(seed, case.n);
     let got = with_shared(session, peer, case, case.n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
-        peer.upload(m.peer, &input)?;
+        peer_work(plant, || peer.upload(m.peer, &input))?;
         peer.synchronize()?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         let done = fft.forward(s, m.cl, case.n, &sync::raw(&ready)).running()?;
@@ -483,7 +538,7 @@ fn pipeline(
     let out = DeviceBuffer::new(session, n * size_of::<Complex32>())?;
     with_shared(session, peer, case, n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
-        peer.upload(m.peer, &a)?;
+        peer_work(plant, || peer.upload(m.peer, &a))?;
         peer.synchronize()?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         let added = s
@@ -509,8 +564,10 @@ fn pipeline(
             Access::ReadWrite,
             plant,
         )?;
-        peer.scale(taken, scale)?;
-        peer.magnitude(taken)?;
+        peer_work(plant, || {
+            peer.scale(taken, scale)?;
+            peer.magnitude(taken)
+        })?;
         peer.synchronize()?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         s.launch(
@@ -629,21 +686,24 @@ fn gemm(
                 let pa = take_output(s, peer, ma, case.sync, Some(&ea), Access::Read, plant)?;
                 sync::to_peer(s, peer, mb, case.sync, Some(&eb), Access::Read)?;
                 sync::to_peer(s, peer, mc, case.sync, Some(&ec), Access::ReadWrite)?;
-                device(peer, case)?.cgemm(
-                    Transpose::None,
-                    Transpose::None,
-                    n,
-                    n,
-                    n,
-                    alpha,
-                    pa,
-                    ld,
-                    mb.peer,
-                    ld,
-                    beta,
-                    mc.peer,
-                    ld,
-                )?;
+                let dev = device(peer, case)?;
+                peer_work(plant, || {
+                    dev.cgemm(
+                        Transpose::None,
+                        Transpose::None,
+                        n,
+                        n,
+                        n,
+                        alpha,
+                        pa,
+                        ld,
+                        mb.peer,
+                        ld,
+                        beta,
+                        mc.peer,
+                        ld,
+                    )
+                })?;
                 sync::to_cl(s, peer, ma, case.sync)?;
                 sync::to_cl(s, peer, mb, case.sync)?;
                 let ready = sync::to_cl(s, peer, mc, case.sync)?;
@@ -691,13 +751,22 @@ fn cholesky(
     let (info, factor, bad_info) = with_shared(session, peer, case, n * ld, |s, peer, m| {
         let ev = produce_on_cl(s, peer, m, case.sync, &hpd)?;
         let pa = take_output(s, peer, m, case.sync, Some(&ev), Access::ReadWrite, plant)?;
-        let info = device(peer, case)?.cpotrf(Uplo::Lower, n, pa, ld)?;
+        let peer_noop = plant == Some(Plant::PeerNoop);
+        let info = if peer_noop {
+            0
+        } else {
+            device(peer, case)?.cpotrf(Uplo::Lower, n, pa, ld)?
+        };
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         let factor = consume_on_cl(s, m, &ready)?.read::<Complex32>(s, n * ld)?;
         // The failure path through the same memory: OpenCL writes a non-HPD matrix.
         let ev = produce_on_cl(s, peer, m, case.sync, &non_hpd)?;
         sync::to_peer(s, peer, m, case.sync, Some(&ev), Access::ReadWrite)?;
-        let bad_info = device(peer, case)?.cpotrf(Uplo::Lower, n, m.peer, ld)?;
+        let bad_info = if peer_noop {
+            0
+        } else {
+            device(peer, case)?.cpotrf(Uplo::Lower, n, m.peer, ld)?
+        };
         Ok((info, factor, bad_info))
     })?;
     let peer_name = case.pair.peer.label();
@@ -756,7 +825,11 @@ fn placement(
     let (got, shared_s) = with_shared(session, peer, case, n, |s, peer, m| {
         let ev = produce_on_cl(s, peer, m, case.sync, &input)?;
         let p = take_output(s, peer, m, case.sync, Some(&ev), Access::ReadWrite, plant)?;
-        let secs = timed_scale_passes(peer, p)?;
+        let secs = if plant == Some(Plant::PeerNoop) {
+            f64::NAN
+        } else {
+            timed_scale_passes(peer, p)?
+        };
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         let out = consume_on_cl(s, m, &ready)?.read::<Complex32>(s, n)?;
         Ok((out, secs))

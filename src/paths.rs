@@ -18,6 +18,18 @@ use crate::runtimes::device::{AllocKind, DeviceAlloc, DeviceRuntime, ExportHandl
 use crate::runtimes::opencl::{ClArg, ClEvent, ClMem, ClResultExt, ClSession, cl_error};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 
+/// What new memory holds before a case writes it: a quiet-NaN word, so that a consumer whose
+/// producer did nothing reads data that fails every check (a NaN is out of every bound and no
+/// handoff pattern is this word everywhere). Without it a reused allocation could still hold an
+/// earlier case's correct result, and a no-op would pass.
+pub const POISON_WORD: u32 = 0x7FF4_DEAD;
+
+/// [`POISON_WORD`] as complex elements, for the peer's upload.
+pub fn poison_vec(len: usize) -> Vec<Complex32> {
+    let nan = f32::from_bits(POISON_WORD);
+    vec![Complex32::new(nan, nan); len]
+}
+
 /// Which side may touch the memory now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Owner {
@@ -493,7 +505,7 @@ impl Shared {
                 )
             }
         };
-        Ok(Shared {
+        let shared = Shared {
             path,
             len,
             cl,
@@ -502,7 +514,52 @@ impl Shared {
             owner,
             mapped: None,
             svm_mapped: false,
-        })
+        };
+        match shared.poison(session, peer) {
+            Ok(()) => Ok(shared),
+            Err(e) => {
+                let _ = shared.release(session, peer);
+                Err(e)
+            }
+        }
+    }
+
+    /// Fills every allocation behind this memory with [`POISON_WORD`] through the API that
+    /// allocated it, and waits for both sides: the case's own steps and syncs start after it.
+    /// Memory a side only borrows is left to its owner: OpenCL does not fill a raw device
+    /// pointer or imported memory it has not acquired, and the peer does not write memory it
+    /// reaches only through an address OpenCL handed out (`cl-gpu-va`, SVM), which it may be
+    /// unable to touch at all: that is what those cases find out.
+    fn poison(&self, session: &ClSession, peer: &mut dyn PeerRuntime) -> Result<(), CaseError> {
+        let cl_owned = match &self.backing {
+            Backing::Copy { buffer, .. }
+            | Backing::UseHostPtr { buffer, .. }
+            | Backing::GpuVa { buffer } => Some(ClMem::Buffer(*buffer)),
+            Backing::Svm { ptr }
+            | Backing::SvmMemcpy { ptr, .. }
+            | Backing::ClExported { ptr, .. } => Some(ClMem::Svm(*ptr)),
+            Backing::DeviceArg { .. } | Backing::Imported { .. } | Backing::Ipc { .. } => None,
+        };
+        if let Some(mem) = cl_owned {
+            session
+                .fill(mem, self.bytes(), POISON_WORD)
+                .and_then(|()| session.finish())
+                .refused("OpenCL would not fill new memory with the poison pattern")?;
+        }
+        let peer_owned = match &self.backing {
+            Backing::Copy { .. }
+            | Backing::UseHostPtr { .. }
+            | Backing::DeviceArg { .. }
+            | Backing::Imported { .. }
+            | Backing::Ipc { .. } => Some(self.peer),
+            Backing::SvmMemcpy { peer_mem, .. } => Some(peer_mem.ptr),
+            Backing::Svm { .. } | Backing::GpuVa { .. } | Backing::ClExported { .. } => None,
+        };
+        if let Some(p) = peer_owned {
+            peer.upload(p, &poison_vec(p.len))?;
+            peer.synchronize()?;
+        }
+        Ok(())
     }
 
     /// Wait for both sides to let go (whatever the sync mode under test did), undo any mapping
@@ -637,7 +694,13 @@ impl DeviceBuffer {
         }
         .call("clCreateBuffer")
         .refused("device buffer")?;
-        Ok(DeviceBuffer { mem, bytes })
+        let b = DeviceBuffer { mem, bytes };
+        // Poisoned, as shared memory is: a read-back whose kernel never ran must not find an
+        // earlier case's result in reused memory. In order on the queue, so no wait is needed.
+        session
+            .fill(b.arg(), bytes.max(4), POISON_WORD)
+            .refused("OpenCL would not fill a new buffer")?;
+        Ok(b)
     }
 
     pub fn with_data<T: Copy>(session: &ClSession, data: &[T]) -> Result<Self, CaseError> {

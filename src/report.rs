@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::Fingerprint;
 use crate::model::{
-    Expectation, Op, Outcome, OutcomeKind, PathKind, SyncMode, is_negative_control,
+    Expectation, Op, Outcome, OutcomeKind, PathKind, SyncMode, Verdict, is_negative_control,
 };
 use crate::runner::{CaseResult, Event, Work};
 
@@ -61,18 +61,28 @@ impl RunReport {
     }
 }
 
-/// Counts per outcome kind, and how many results should fail the run.
+/// Counts per outcome kind and per verdict. `fail` counts wrong data outside negative
+/// controls; the stale reads negative controls exist to catch are `caught`, so that a clean run
+/// never reads "19 failed".
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Summary {
     pub total: usize,
     pub pass: usize,
     pub fail: usize,
+    #[serde(default)]
+    pub caught: usize,
     pub fault: usize,
     pub crash: usize,
     pub timeout: usize,
     pub unsupported: usize,
     pub skip: usize,
+    #[serde(default)]
+    pub error: usize,
+    /// Results that fail the run: regressions and harness errors.
     pub unexpected: usize,
+    /// Known non-passes that now pass (or got better): the baseline needs an update.
+    #[serde(default)]
+    pub unexpected_pass: usize,
 }
 
 impl Summary {
@@ -80,21 +90,29 @@ impl Summary {
         let mut s = Summary::default();
         for r in results {
             s.total += 1;
-            *s.slot(r.outcome.kind()) += 1;
-            s.unexpected += usize::from(r.unexpected());
+            let verdict = r.verdict();
+            if verdict == Verdict::CaughtStaleRead {
+                s.caught += 1;
+            } else {
+                *s.slot(r.outcome.kind()) += 1;
+            }
+            s.unexpected += usize::from(verdict.fails_run());
+            s.unexpected_pass += usize::from(verdict == Verdict::UnexpectedPass);
         }
         s
     }
 
+    /// Results of `kind`, caught stale reads included in `fail`.
     pub fn count(&self, kind: OutcomeKind) -> usize {
         match kind {
             OutcomeKind::Pass => self.pass,
-            OutcomeKind::Fail => self.fail,
+            OutcomeKind::Fail => self.fail + self.caught,
             OutcomeKind::Fault => self.fault,
             OutcomeKind::Crash => self.crash,
             OutcomeKind::Timeout => self.timeout,
             OutcomeKind::Unsupported => self.unsupported,
             OutcomeKind::Skip => self.skip,
+            OutcomeKind::Error => self.error,
         }
     }
 
@@ -107,15 +125,27 @@ impl Summary {
             OutcomeKind::Timeout => &mut self.timeout,
             OutcomeKind::Unsupported => &mut self.unsupported,
             OutcomeKind::Skip => &mut self.skip,
+            OutcomeKind::Error => &mut self.error,
         }
     }
 }
 
-/// `412 passed, 0 failed, 3 faulted, 0 crashed, 0 timed out, 37 unsupported, 0 skipped (0 unexpected)`
+/// `412 passed, 0 failed, 3 faulted, 0 crashed, 0 timed out, 37 unsupported, 0 skipped, 0 harness
+/// errors; 19 stale reads caught by negative controls (0 unexpected, 0 unexpected passes)`
 pub fn closing_line(s: &Summary) -> String {
     format!(
-        "{} passed, {} failed, {} faulted, {} crashed, {} timed out, {} unsupported, {} skipped ({} unexpected)",
-        s.pass, s.fail, s.fault, s.crash, s.timeout, s.unsupported, s.skip, s.unexpected
+        "{} passed, {} failed, {} faulted, {} crashed, {} timed out, {} unsupported, {} skipped, {} harness errors; {} stale reads caught by negative controls ({} unexpected, {} unexpected passes)",
+        s.pass,
+        s.fail,
+        s.fault,
+        s.crash,
+        s.timeout,
+        s.unsupported,
+        s.skip,
+        s.error,
+        s.caught,
+        s.unexpected,
+        s.unexpected_pass
     )
 }
 
@@ -229,7 +259,7 @@ fn junit_status(r: &CaseResult) -> TestCaseStatus {
         OutcomeKind::Pass => return TestCaseStatus::success(),
         _ if !r.unexpected() && is_problem(kind) => return TestCaseStatus::success(),
         OutcomeKind::Fail => TestCaseStatus::non_success(NonSuccessKind::Failure),
-        OutcomeKind::Fault | OutcomeKind::Crash | OutcomeKind::Timeout => {
+        OutcomeKind::Fault | OutcomeKind::Crash | OutcomeKind::Timeout | OutcomeKind::Error => {
             TestCaseStatus::non_success(NonSuccessKind::Error)
         }
         OutcomeKind::Unsupported | OutcomeKind::Skip => TestCaseStatus::skipped(),
@@ -295,16 +325,20 @@ pub fn render_matrix(results: &[CaseResult]) -> String {
     let mut out = render_tables(results);
     let non_pass = non_pass(results);
     if !non_pass.is_empty() {
-        let _ = writeln!(out, "not passed ({}):", non_pass.len());
+        let _ = writeln!(out, "needs a look ({}):", non_pass.len());
         for r in non_pass {
             let _ = writeln!(out, "  {}", outcome_line(r));
         }
+    }
+    if let Some(line) = caught_line(results) {
+        let _ = writeln!(out, "{line}");
     }
     out
 }
 
 /// How bad a kind is, for the cell's "worst": wrong data is worse than any refusal or death,
 /// and a clean refusal is the best non-pass (DOMAIN).
+/// A harness error outranks them all in a cell: that cell says nothing about the driver.
 fn severity(kind: OutcomeKind) -> u8 {
     match kind {
         OutcomeKind::Pass => 0,
@@ -314,6 +348,7 @@ fn severity(kind: OutcomeKind) -> u8 {
         OutcomeKind::Crash => 4,
         OutcomeKind::Fault => 5,
         OutcomeKind::Fail => 6,
+        OutcomeKind::Error => 7,
     }
 }
 
@@ -321,6 +356,24 @@ fn short_name(kind: OutcomeKind) -> &'static str {
     match kind {
         OutcomeKind::Unsupported => "unsup",
         kind => kind.name(),
+    }
+}
+
+/// What a cell or listing calls a result: a negative control's stale read is `caught`.
+fn label(r: &CaseResult) -> &'static str {
+    if r.verdict() == Verdict::CaughtStaleRead {
+        "caught"
+    } else {
+        short_name(r.outcome.kind())
+    }
+}
+
+/// The mark beside a result: `!` fails the run, `?` asks for a baseline update.
+fn mark(r: &CaseResult) -> &'static str {
+    match r.verdict() {
+        v if v.fails_run() => "!",
+        Verdict::UnexpectedPass => "?",
+        _ => "",
     }
 }
 
@@ -334,8 +387,10 @@ fn is_problem(kind: OutcomeKind) -> bool {
 struct Cell {
     total: usize,
     worst: Option<OutcomeKind>,
+    worst_label: &'static str,
     worst_count: usize,
     unexpected: bool,
+    unexpected_pass: bool,
 }
 
 impl Cell {
@@ -343,11 +398,13 @@ impl Cell {
         let kind = r.outcome.kind();
         self.total += 1;
         self.unexpected |= r.unexpected();
+        self.unexpected_pass |= r.verdict() == Verdict::UnexpectedPass;
         match self.worst {
             Some(w) if severity(w) > severity(kind) => {}
             Some(w) if w == kind => self.worst_count += 1,
             _ => {
                 self.worst = Some(kind);
+                self.worst_label = label(r);
                 self.worst_count = 1;
             }
         }
@@ -356,12 +413,13 @@ impl Cell {
     fn text(&self) -> String {
         match self.worst {
             None => "-".to_string(),
-            Some(kind) => format!(
-                "{} {}/{}{}",
-                short_name(kind),
+            Some(_) => format!(
+                "{} {}/{}{}{}",
+                self.worst_label,
                 self.worst_count,
                 self.total,
-                if self.unexpected { " !" } else { "" }
+                if self.unexpected { " !" } else { "" },
+                if self.unexpected_pass { " ?" } else { "" }
             ),
         }
     }
@@ -445,7 +503,7 @@ fn render_pair(pair: &str, table: &PairTable) -> String {
         .any(|(path, sync)| is_negative_control(*path, *sync))
     {
         out.push_str(
-            "  * negative control (a required sync left out): `fail` there means the check caught the stale read\n",
+            "  * negative control (a required sync left out): `caught` means the check saw the stale read\n",
         );
     }
     if table
@@ -456,6 +514,14 @@ fn render_pair(pair: &str, table: &PairTable) -> String {
     {
         out.push_str("  ! an outcome in the cell is unexpected\n");
     }
+    if table
+        .rows
+        .values()
+        .flat_map(|c| c.values())
+        .any(|c| c.unexpected_pass)
+    {
+        out.push_str("  ? a known non-pass in the cell now passes: update the baseline\n");
+    }
     out
 }
 
@@ -463,11 +529,11 @@ fn render_mocks(mocks: &[&CaseResult]) -> String {
     let grid: Vec<Vec<String>> = mocks
         .iter()
         .map(|r| {
-            let mark = if r.unexpected() { " !" } else { "" };
-            vec![
-                r.id.clone(),
-                format!("{}{mark}", short_name(r.outcome.kind())),
-            ]
+            let mark = match mark(r) {
+                "" => String::new(),
+                m => format!(" {m}"),
+            };
+            vec![r.id.clone(), format!("{}{mark}", label(r))]
         })
         .collect();
     format!("mock\n{}", align(&grid, "  "))
@@ -497,33 +563,64 @@ fn align(grid: &[Vec<String>], indent: &str) -> String {
     out
 }
 
+/// Every result that needs its reason shown: non-passes other than caught stale reads (those
+/// are counted in one line; their reasons are in the results file), and unexpected passes.
 fn non_pass(results: &[CaseResult]) -> Vec<&CaseResult> {
     results
         .iter()
-        .filter(|r| r.outcome.kind() != OutcomeKind::Pass)
+        .filter(|r| match r.verdict() {
+            Verdict::CaughtStaleRead => false,
+            Verdict::UnexpectedPass => true,
+            _ => r.outcome.kind() != OutcomeKind::Pass,
+        })
         .collect()
+}
+
+fn caught_line(results: &[CaseResult]) -> Option<String> {
+    let caught = results
+        .iter()
+        .filter(|r| r.verdict() == Verdict::CaughtStaleRead)
+        .count();
+    (caught > 0).then(|| {
+        format!(
+            "{caught} negative controls caught their stale read (each case's mismatch is in the results file)"
+        )
+    })
 }
 
 fn expectation_label(e: Expectation) -> &'static str {
     match e {
         Expectation::Pass => "expected pass",
+        Expectation::Unbaselined => "no baseline",
         Expectation::Known(_) => "known",
         Expectation::NegativeControl => "negative control",
     }
 }
 
 /// `! crash        mock/segfault/1: worker killed by SIGSEGV (signal 11)`: `!` marks what fails
-/// the run; an accepted problem says why it is accepted.
+/// the run, `?` an unexpected pass; an accepted problem says why it is accepted.
 pub fn outcome_line(r: &CaseResult) -> String {
     let kind = r.outcome.kind();
-    let mark = if r.unexpected() { '!' } else { ' ' };
+    let mark = match mark(r) {
+        "" => " ",
+        m => m,
+    };
     let mut line = format!(
         "{mark} {:<11} {}: {}",
-        kind.name(),
+        label(r),
         r.id,
         one_line(&r.outcome.reason())
     );
-    if is_problem(kind) && !r.unexpected() {
+    if r.verdict() == Verdict::UnexpectedPass {
+        let _ = write!(
+            line,
+            " (unexpected pass: the baseline says {}; update it)",
+            match r.expectation {
+                Expectation::Known(k) => k.name(),
+                _ => "otherwise",
+            }
+        );
+    } else if is_problem(kind) && !r.unexpected() {
         let _ = write!(line, " ({})", expectation_label(r.expectation));
     }
     line
@@ -564,7 +661,9 @@ pub fn render_markdown(report: &RunReport) -> String {
 
     let non_pass = non_pass(&report.results);
     if !non_pass.is_empty() {
-        out.push_str("\n## Not passed\n\n`!` marks an outcome that fails the run.\n\n");
+        out.push_str(
+            "\n## Needs a look\n\n`!` marks an outcome that fails the run, `?` a known non-pass that now passes.\n\n",
+        );
         let rows: Vec<Vec<String>> = non_pass
             .iter()
             .map(|r| {
@@ -573,14 +672,17 @@ pub fn render_markdown(report: &RunReport) -> String {
                     None => r.outcome.reason(),
                 };
                 vec![
-                    if r.unexpected() { "!" } else { "" }.into(),
-                    r.outcome.kind().name().into(),
+                    mark(r).into(),
+                    label(r).into(),
                     code(&r.id),
                     one_line(&reason),
                 ]
             })
             .collect();
         out.push_str(&md_table(&["", "outcome", "case", "reason"], &rows));
+    }
+    if let Some(line) = caught_line(&report.results) {
+        let _ = writeln!(out, "\n{line}.");
     }
     let measured = measured(&report.results);
     if !measured.is_empty() {
@@ -722,7 +824,13 @@ impl ConsoleReporter {
                 }
             }
             Event::Finished(r) => {
-                if r.outcome.kind() != OutcomeKind::Pass {
+                // Only what needs a look streams; caught stale reads are counted at the end.
+                let look = match r.verdict() {
+                    Verdict::CaughtStaleRead => false,
+                    Verdict::UnexpectedPass => true,
+                    _ => r.outcome.kind() != OutcomeKind::Pass,
+                };
+                if look {
                     self.print(&outcome_line(r));
                 }
                 if let Some(bar) = &self.bar {

@@ -76,9 +76,14 @@ pub struct CaseResult {
 }
 
 impl CaseResult {
+    /// How the outcome reads against the expectation.
+    pub fn verdict(&self) -> crate::model::Verdict {
+        self.expectation.verdict(self.outcome.kind())
+    }
+
     /// Whether this result should fail the run (non-zero exit).
     pub fn unexpected(&self) -> bool {
-        self.expectation.is_unexpected(self.outcome.kind())
+        self.verdict().fails_run()
     }
 }
 

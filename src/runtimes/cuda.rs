@@ -726,8 +726,8 @@ pub struct CudaPeer {
     event: cu::CUevent,
     module: cu::CUmodule,
     kernels: Option<Kernels<cu::CUfunction>>,
-    /// 16 bytes of device memory for small results: pattern_check's count and first index,
-    /// cpotrf's `info`.
+    /// [`super::gpu::SCRATCH_BYTES`] of device memory for small results: pattern_check's
+    /// count, first index and ran-marker, cpotrf's `info`.
     scratch: cu::CUdeviceptr,
     blas: Option<Result<BlasHandle, CaseError>>,
     solver: Option<Result<SolverHandle, CaseError>>,
@@ -778,7 +778,11 @@ impl CudaPeer {
         unsafe {
             call!(cu::cuStreamCreate(&mut peer.stream, 0)).refused("CUDA stream")?;
             call!(cu::cuEventCreate(&mut peer.event, no_timing)).refused("CUDA event")?;
-            call!(cu::cuMemAlloc_v2(&mut peer.scratch, 16)).refused("CUDA scratch memory")?;
+            call!(cu::cuMemAlloc_v2(
+                &mut peer.scratch,
+                super::gpu::SCRATCH_BYTES
+            ))
+            .refused("CUDA scratch memory")?;
         }
 
         peer._nvrtc = Some(VendorLib::open(&LIBNVRTC)?);

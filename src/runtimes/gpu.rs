@@ -114,9 +114,13 @@ pub(crate) trait GpuCore {
     fn copy_in(&self, dst: usize, src: *const c_void, bytes: usize) -> Result<(), CaseError>;
     /// Any device-usable address -> host, then wait.
     fn copy_out(&self, dst: *mut c_void, src: usize, bytes: usize) -> Result<(), CaseError>;
-    /// 16 bytes of device memory for a kernel's result words.
+    /// [`SCRATCH_BYTES`] of device memory for a kernel's result words.
     fn scratch(&self) -> u64;
 }
+
+/// Device scratch per peer: pattern_check's count, first index and ran-marker (3 x u64), or
+/// cpotrf's `info`.
+pub(crate) const SCRATCH_BYTES: usize = 24;
 
 pub(crate) fn fill_pattern(g: &impl GpuCore, ptr: PeerPtr, seed: u32) -> Result<(), CaseError> {
     g.bind()?;
@@ -135,9 +139,10 @@ pub(crate) fn check_pattern(
     seed: u32,
 ) -> Result<PatternCheck, CaseError> {
     g.bind()?;
-    // result[0] counts mismatches, result[1] keeps the smallest mismatching index.
-    let mut result: [u64; 2] = [0, u64::MAX];
-    g.copy_in(g.scratch() as usize, result.as_ptr().cast(), 16)?;
+    // result[0] counts mismatches, result[1] keeps the smallest mismatching index, result[2]
+    // is where the kernel says it ran.
+    let mut result: [u64; 3] = [0, u64::MAX, 0];
+    g.copy_in(g.scratch() as usize, result.as_ptr().cast(), SCRATCH_BYTES)?;
     let (mut p, mut seed, mut words) = (ptr.addr as u64, seed, ptr.len as u64 * 2);
     let mut out = g.scratch();
     let mut args = [
@@ -147,8 +152,13 @@ pub(crate) fn check_pattern(
         (&raw mut out).cast(),
     ];
     g.launch(Kernel::Check, words, &mut args)?;
-    g.copy_out(result.as_mut_ptr().cast(), g.scratch() as usize, 16)?;
-    let [count, first] = result;
+    g.copy_out(
+        result.as_mut_ptr().cast(),
+        g.scratch() as usize,
+        SCRATCH_BYTES,
+    )?;
+    let [count, first, ran] = result;
+    crate::runtimes::check_self_consistent("peer", count, first, u64::MAX, ran, words)?;
     if count == 0 {
         return Ok(PatternCheck {
             mismatches: 0,

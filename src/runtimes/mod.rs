@@ -30,6 +30,48 @@ pub struct PatternCheck {
     pub first: Option<(usize, u32)>,
 }
 
+/// Reads a pattern check kernel's result words (`count`, `first`, `ran`, with `none` the
+/// "no index" value the host initialised `first` to) for what they can prove: a kernel that
+/// never wrote its ran-marker did not run, which is wrong data for the case (a `fail`), and a
+/// buffer that contradicts itself (mismatches but no index, or an index but no mismatches) is
+/// the harness's own error, never a verdict on the driver.
+pub fn check_self_consistent(
+    side: &str,
+    count: u64,
+    first: u64,
+    none: u64,
+    ran: u64,
+    words: u64,
+) -> Result<(), CaseError> {
+    if ran != words {
+        return Err(crate::model::Mismatch {
+            what: format!("{side} pattern check kernel did not run: its ran-marker"),
+            index: 0,
+            got: format!("{ran}"),
+            want: format!("{words} (the word count, written by work-item 0)"),
+            count: 1,
+            len: 1,
+            max_abs_err: f64::NAN,
+            max_rel_err: f64::NAN,
+            bound: 0.0,
+            formula: crate::model::BIT_EXACT.into(),
+        }
+        .into());
+    }
+    let consistent = if count == 0 {
+        first == none
+    } else {
+        first < words && count <= words
+    };
+    if consistent {
+        Ok(())
+    } else {
+        Err(CaseError::Harness(format!(
+            "{side} pattern check result contradicts itself: {count} mismatches, first index {first:#x}, over {words} words"
+        )))
+    }
+}
+
 /// The peer side of a pair. Every method acts on memory that a path made reachable; the caller
 /// has already passed ownership with the case's sync mode. Work may be asynchronous on a device
 /// peer; `synchronize` waits for all of it.

@@ -252,6 +252,9 @@ pub struct ClSession {
     /// What the running case learned about this device on the way (a refused query, where
     /// an address came from), appended to its pass note.
     pub notes: Vec<String>,
+    /// Test-only (the `cl-noop` plant): every launch enqueues a marker instead of its kernel,
+    /// so the OpenCL side of a case does nothing at all, and the case must come out non-pass.
+    pub skip_kernels: bool,
     // Field order is drop order: kernels and program before queue before context.
     /// Keyed by name and which arguments are SVM pointers: NVIDIA's OpenCL (580) refuses a
     /// buffer in a slot that once held an SVM pointer (CL_INVALID_KERNEL_ARGS), so a kernel
@@ -306,6 +309,7 @@ impl ClSession {
             max_work_group,
             extensions,
             notes: Vec::new(),
+            skip_kernels: false,
             kernels: HashMap::new(),
             program,
             queue,
@@ -338,6 +342,9 @@ impl ClSession {
         let device = self.device.id;
         let max_wg = self.max_work_group;
         let queue = self.queue.get();
+        if self.skip_kernels {
+            return self.marker(wait);
+        }
         let svm_args = args
             .iter()
             .enumerate()
@@ -387,6 +394,60 @@ impl ClSession {
         }
         .call("clEnqueueNDRangeKernel")?;
         Ok(ClEvent(ev))
+    }
+
+    /// Fills `bytes` of `mem` with `word`, enqueued in order (clEnqueueFillBuffer, or
+    /// clEnqueueSVMMemFill for an SVM pointer).
+    pub fn fill(&self, mem: ClMem, bytes: usize, word: u32) -> Result<(), ApiError> {
+        let pattern: *const c_void = (&raw const word).cast();
+        // SAFETY: `pattern` points at 4 live bytes the call copies before returning; `mem`
+        // holds at least `bytes` bytes (the caller's allocation).
+        let ev = unsafe {
+            match mem {
+                ClMem::Buffer(b) => cl3::command_queue::enqueue_fill_buffer(
+                    self.queue.get(),
+                    b,
+                    pattern,
+                    4,
+                    0,
+                    bytes,
+                    0,
+                    ptr::null(),
+                )
+                .call("clEnqueueFillBuffer"),
+                ClMem::Svm(p) => cl3::command_queue::enqueue_svm_mem_fill(
+                    self.queue.get(),
+                    p,
+                    pattern,
+                    4,
+                    bytes,
+                    0,
+                    ptr::null(),
+                )
+                .call("clEnqueueSVMMemFill"),
+            }
+        }?;
+        drop(ClEvent(ev));
+        Ok(())
+    }
+
+    /// An event that completes once `wait` has: what a skipped launch hands on, so that the
+    /// commands after it keep their order.
+    pub fn marker(&self, wait: &[cl_event]) -> Result<ClEvent, ApiError> {
+        // SAFETY: `wait` holds live events of this context; the marker takes no memory.
+        unsafe {
+            cl3::command_queue::enqueue_marker_with_wait_list(
+                self.queue.get(),
+                wait.len() as u32,
+                if wait.is_empty() {
+                    ptr::null()
+                } else {
+                    wait.as_ptr()
+                },
+            )
+        }
+        .call("clEnqueueMarkerWithWaitList")
+        .map(ClEvent)
     }
 
     pub fn finish(&self) -> Result<(), ApiError> {
