@@ -320,18 +320,17 @@ impl Baseline {
         Ok(Baseline { known })
     }
 
-    /// A baseline text from a run: every fail, fault, crash and timeout that is not already
-    /// expected by its nature (a negative control's fail), in run order, with a header naming
-    /// the source. `unsupported` needs no baseline: it never fails a run.
+    /// A baseline text from a run: every non-pass that is not already expected by its nature
+    /// (a negative control's fail), `unsupported` and `skip` included, in run order, with a
+    /// header naming the source. A case the baseline does not list passed on that driver, so
+    /// a later run that cannot do it any more (pass -> unsupported) is a regression. Harness
+    /// errors are never a driver's known behaviour and are left out.
     pub fn from_results(results: &[crate::runner::CaseResult], source: &str) -> String {
         let mut out = format!("# known outcomes, from {source}\n");
         for r in results {
             let kind = r.outcome.kind();
             let control = r.work.case().is_some_and(Case::is_negative_control);
-            let known = matches!(
-                kind,
-                OutcomeKind::Fail | OutcomeKind::Fault | OutcomeKind::Crash | OutcomeKind::Timeout
-            );
+            let known = !matches!(kind, OutcomeKind::Pass | OutcomeKind::Error);
             if known && !(control && kind == OutcomeKind::Fail) {
                 out.push_str(&format!("{},{}\n", r.id, kind));
             }
@@ -339,11 +338,22 @@ impl Baseline {
         out
     }
 
+    /// What this baseline expects of `case`: its listed outcome, else a negative control's
+    /// latitude, else a pass (the baseline's driver passed it).
     pub fn expectation(&self, case: &Case) -> Expectation {
         match self.known.get(&case.id()) {
             Some(kind) => Expectation::Known(*kind),
             None if case.is_negative_control() => Expectation::NegativeControl,
             None => Expectation::Pass,
+        }
+    }
+
+    /// What a run with no baseline expects of `case`: nothing is known to have passed before.
+    pub fn unbaselined(case: &Case) -> Expectation {
+        if case.is_negative_control() {
+            Expectation::NegativeControl
+        } else {
+            Expectation::Unbaselined
         }
     }
 }

@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod cases;
+pub mod fault;
 pub mod fft;
 pub mod fingerprint;
 pub mod generate;
@@ -14,6 +15,7 @@ pub mod ipc;
 pub mod mock;
 pub mod model;
 pub mod ops;
+pub mod output;
 pub mod pairs;
 pub mod paths;
 pub mod probe;

@@ -3,14 +3,16 @@
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
 use clhip::cases::{self, Baseline, Matrix};
-use clhip::report::{self, ConsoleReporter, RunReport};
-use clhip::runner::{self, Planned, RunAborted, RunOptions};
+use clhip::output::{self, Journal, Target};
+use clhip::report::{self, ConsoleReporter, RunReport, RunStatus};
+use clhip::runner::{self, Planned, RunControl, RunOptions, Stopped};
 use clhip::{mock, pairs, probe};
 
 /// The default seed: fixed, so two nightly runs of one build see the same data and a diff of
@@ -36,7 +38,7 @@ enum Cmd {
         #[arg(long)]
         json: bool,
         /// A ROCm install to search first (default: $ROCM_PATH, /opt/rocm, /opt/rocm-*).
-        #[arg(long)]
+        #[arg(long, value_parser = existing_dir)]
         rocm_path: Option<PathBuf>,
     },
     /// List the ids of the cases `run` would execute.
@@ -51,7 +53,7 @@ enum Cmd {
         #[arg(long, conflicts_with = "rocm_path")]
         probe: Option<PathBuf>,
         /// The ROCm install whose HIP devices to pair (as `run --rocm-path`).
-        #[arg(long)]
+        #[arg(long, value_parser = existing_dir)]
         rocm_path: Option<PathBuf>,
     },
     /// Run the case matrix over every pair found and print the support matrix.
@@ -124,18 +126,24 @@ struct RunArgs {
     /// Known non-passes for this driver (`case-id,outcome` lines).
     #[arg(long)]
     baseline: Option<PathBuf>,
-    /// Per-case timeout in seconds.
-    #[arg(long, default_value_t = 120.0)]
+    /// Per-case time limit in seconds (more than 0, at most a week). A worker also gets this
+    /// long to start its next case. Time the run spends stopped (Ctrl-Z) does not count.
+    #[arg(long, default_value_t = 120.0, value_parser = parse_timeout)]
     timeout: f64,
-    /// Cases per worker process before a fresh one takes over.
-    #[arg(long, default_value_t = 64)]
-    cases_per_worker: usize,
-    /// Worker processes at once. Each has its own device contexts, so a crash or fault still
-    /// costs one case; more than one shortens runs where many cases crash or fault.
-    #[arg(long, short = 'j', default_value_t = 1)]
-    jobs: usize,
-    #[arg(long)]
+    /// Cases per worker process before a fresh one takes over (at least 1).
+    #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
+    cases_per_worker: u32,
+    /// Worker processes at once, 1 to 256. Each has its own device contexts, so a crash or
+    /// fault still costs one case; more than one shortens runs where many cases crash or fault.
+    #[arg(long, short = 'j', default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
+    jobs: u16,
+    /// A ROCm install (a directory) to load HIP from.
+    #[arg(long, value_parser = existing_dir)]
     rocm_path: Option<PathBuf>,
+    /// Exit 0 when the filters and pairs leave no case to run (a nightly job that ran nothing
+    /// otherwise fails).
+    #[arg(long)]
+    allow_empty: bool,
     /// Test-only: plant an error in every case (flip-element, skip-sync, bad-pointer) to show
     /// the checks catch it.
     #[arg(long, hide = true)]
@@ -145,14 +153,71 @@ struct RunArgs {
     mock_cases: Option<String>,
 }
 
+/// Longest per-case limit: a week is already more than any nightly job waits.
+const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
+
+fn parse_timeout(s: &str) -> Result<f64, String> {
+    let t: f64 = s
+        .parse()
+        .map_err(|e| format!("`{s}` is not a number of seconds: {e}"))?;
+    if !(t > 0.0 && t <= MAX_TIMEOUT_S) {
+        return Err(format!(
+            "`{s}`: a time limit must be more than 0 and at most {MAX_TIMEOUT_S} s (a week)"
+        ));
+    }
+    Ok(t)
+}
+
+fn existing_dir(s: &str) -> Result<PathBuf, String> {
+    let p = PathBuf::from(s);
+    match std::fs::metadata(&p) {
+        Ok(m) if m.is_dir() => Ok(p),
+        Ok(_) => Err(format!("{s}: not a directory")),
+        Err(e) => Err(format!("{s}: {e}")),
+    }
+}
+
 fn main() -> ExitCode {
     match real_main() {
         Ok(code) => code,
         Err(e) => {
-            eprintln!("clhip: error: {e:#}");
+            // stderr may itself be closed or full; there is nowhere else to say it.
+            let _ = writeln!(std::io::stderr(), "clhip: error: {e:#}");
             ExitCode::from(2)
         }
     }
+}
+
+/// Standard output that a closed pipe ends quietly (`clhip list | head`) and any other write
+/// error (`> /dev/full`) turns into an error: never a panic, never a silent exit 0.
+struct Stdout {
+    closed: bool,
+}
+
+impl Stdout {
+    fn new() -> Self {
+        Stdout { closed: false }
+    }
+
+    fn write(&mut self, text: &str) -> anyhow::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        let mut out = std::io::stdout().lock();
+        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            Err(e) => Err(e).context("writing to standard output"),
+        }
+    }
+}
+
+/// A line on stderr; a stderr that cannot take it is no reason to fail.
+fn note(line: &str) {
+    let _ = writeln!(std::io::stderr(), "{line}");
 }
 
 fn real_main() -> anyhow::Result<ExitCode> {
@@ -170,11 +235,12 @@ fn real_main() -> anyhow::Result<ExitCode> {
         } => clhip::ipc::serve(api, ordinal, rocm_path, len).map(|()| ExitCode::SUCCESS),
         Cmd::Probe { json, rocm_path } => {
             let p = probe::probe(rocm_path.as_deref());
-            if json {
-                println!("{}", serde_json::to_string_pretty(&p)?);
+            let text = if json {
+                format!("{}\n", serde_json::to_string_pretty(&p)?)
             } else {
-                print!("{}", p.render());
-            }
+                p.render()
+            };
+            Stdout::new().write(&text)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::List {
@@ -189,13 +255,12 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 Some(f) => load_probe(&f)?,
                 None => probe_child(rocm_path.as_deref())?,
             };
-            let mut out = std::io::stdout().lock();
+            let mut text = String::new();
             for case in planned_cases(&probe, &matrix, &filters)? {
-                // A closed pipe (`clhip list | head`) ends the listing, not in a panic.
-                if writeln!(out, "{}", case.id()).is_err() {
-                    break;
-                }
+                text.push_str(&case.id());
+                text.push('\n');
             }
+            Stdout::new().write(&text)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Run(args) => run(args),
@@ -204,11 +269,12 @@ fn real_main() -> anyhow::Result<ExitCode> {
             markdown,
             baseline,
         } => {
-            let r = report::load_json(&file)?;
+            let loaded = report::load(&file)?;
+            let r = &loaded.report;
             let text = if baseline {
                 Baseline::from_results(&r.results, &file.display().to_string()).to_string()
             } else if markdown {
-                report::render_markdown(&r)
+                report::render_markdown(r)
             } else {
                 format!(
                     "{}{}\n",
@@ -216,14 +282,23 @@ fn real_main() -> anyhow::Result<ExitCode> {
                     report::closing_line(&r.summary)
                 )
             };
-            // A closed pipe (`clhip report FILE | head`) ends the output, not in a panic.
-            let _ = std::io::stdout().lock().write_all(text.as_bytes());
-            Ok(ExitCode::SUCCESS)
+            Stdout::new().write(&text)?;
+            // An incomplete or inconsistent file is shown, and said to be so.
+            for p in &loaded.problems {
+                note(&format!("clhip: {p}"));
+            }
+            Ok(if loaded.problems.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Cmd::Bench {
             what: BenchWhat::Refs,
         } => {
-            clhip::bench::run_refs(&mut std::io::stdout())?;
+            let mut text = Vec::new();
+            clhip::bench::run_refs(&mut text)?;
+            Stdout::new().write(&String::from_utf8_lossy(&text))?;
             Ok(ExitCode::SUCCESS)
         }
     }
@@ -270,15 +345,118 @@ fn probe_child(rocm_path: Option<&Path>) -> anyhow::Result<probe::Probe> {
     probe::probe_in_child(&exe, rocm_path)
 }
 
+/// The outputs a run writes, checked before anything runs.
+struct Outputs {
+    json: Target,
+    junit: Option<Target>,
+    markdown: Option<Target>,
+}
+
+impl Outputs {
+    fn check(args: &RunArgs) -> anyhow::Result<Self> {
+        let json = output::check("--json", &args.json)?;
+        let junit = args
+            .junit
+            .as_deref()
+            .map(|p| output::check("--junit", p))
+            .transpose()?;
+        let markdown = args
+            .markdown
+            .as_deref()
+            .map(|p| output::check("--markdown", p))
+            .transpose()?;
+        let mut outs = vec![("--json", &json)];
+        outs.extend(junit.iter().map(|t| ("--junit", t)));
+        outs.extend(markdown.iter().map(|t| ("--markdown", t)));
+        let mut ins: Vec<(&str, &Path)> = Vec::new();
+        ins.extend(args.cases.as_deref().map(|p| ("--cases", p)));
+        ins.extend(args.baseline.as_deref().map(|p| ("--baseline", p)));
+        output::refuse_collisions(&outs, &ins)?;
+        Ok(Outputs {
+            json,
+            junit,
+            markdown,
+        })
+    }
+
+    fn write(&self, report: &RunReport) -> anyhow::Result<()> {
+        report::write_json(report, &self.json)?;
+        note(&format!("clhip: wrote {}", self.json.given.display()));
+        if let Some(t) = &self.junit {
+            report::write_junit(report, t)?;
+            note(&format!("clhip: wrote {}", t.given.display()));
+        }
+        if let Some(t) = &self.markdown {
+            output::write(t, report::render_markdown(report).as_bytes())?;
+            note(&format!("clhip: wrote {}", t.given.display()));
+        }
+        Ok(())
+    }
+}
+
+/// Ctrl-C and SIGTERM stop the run (a second one ends the process at once); Ctrl-Z stops the
+/// workers with the runner, and SIGCONT continues both, the time stopped counting against no
+/// case. Workers lead their own process groups, so the terminal's signals reach them only
+/// through here.
+fn handle_signals(control: Arc<RunControl>) -> anyhow::Result<()> {
+    use signal_hook::consts::{SIGCONT, SIGINT, SIGTERM, SIGTSTP};
+    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGTSTP, SIGCONT])
+        .context("installing signal handlers")?;
+    std::thread::Builder::new()
+        .name("clhip-signals".into())
+        .spawn(move || {
+            for sig in signals.forever() {
+                match sig {
+                    SIGINT | SIGTERM if control.is_interrupted() => {
+                        note("clhip: interrupted again: exiting now; the journal keeps what finished");
+                        std::process::exit(130);
+                    }
+                    SIGINT | SIGTERM => {
+                        note("clhip: interrupted: stopping the workers and writing what finished (again to exit at once)");
+                        control.interrupt();
+                    }
+                    SIGTSTP => {
+                        control.pause();
+                        let _ = signal_hook::low_level::emulate_default_handler(SIGTSTP);
+                    }
+                    SIGCONT => control.resume(),
+                    _ => {}
+                }
+            }
+        })
+        .context("starting the signal thread")?;
+    Ok(())
+}
+
+/// The executable workers start from: this one, held open for the whole run, so that a
+/// rebuild that replaces the file on disk mid-run (`cargo build`) cannot change or remove it.
+/// The path `/proc/self/fd/N` names the open file in each child, which inherits it.
+fn pinned_executable() -> anyhow::Result<(PathBuf, Option<std::fs::File>)> {
+    let exe = std::env::current_exe().context("locating the clhip binary to start workers")?;
+    match std::fs::File::open(&exe) {
+        Ok(file) => {
+            use std::os::fd::AsRawFd as _;
+            let pinned = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
+            if pinned.exists() {
+                return Ok((pinned, Some(file)));
+            }
+            Ok((exe, None))
+        }
+        Err(_) => Ok((exe, None)),
+    }
+}
+
 fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let started = SystemTime::now();
     let clock = Instant::now();
-    // Inputs first: a bad case file, baseline or filter fails before anything runs or is written.
+    // Inputs and outputs first: a bad case file, baseline, filter or output path fails before
+    // anything runs, and before anything is written.
     let matrix = load_matrix(args.cases.as_deref())?;
     let baseline = match &args.baseline {
-        Some(f) => Baseline::load(f)?,
-        None => Baseline::default(),
+        Some(f) => Some(Baseline::load(f)?),
+        None => None,
     };
+    let outputs = Outputs::check(&args)?;
     let probe = probe_child(args.rocm_path.as_deref())?;
     let plan: Vec<Planned> = match &args.mock_cases {
         Some(list) => {
@@ -287,20 +465,31 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => planned_cases(&probe, &matrix, &args.filters)?
             .into_iter()
             .map(|c| {
-                let e = baseline.expectation(&c);
+                let e = match &baseline {
+                    Some(b) => b.expectation(&c),
+                    None => Baseline::unbaselined(&c),
+                };
                 Planned::case(c, e)
             })
             .collect(),
     };
+    if plan.is_empty() && !args.allow_empty {
+        bail!(
+            "nothing to run: the filters and the pairs found leave 0 cases (pass --allow-empty if that is intended)"
+        );
+    }
     for line in pairs::unpaired(&probe) {
-        eprintln!("clhip: warning: {line}");
+        note(&format!("clhip: warning: {line}"));
     }
     let fingerprint = probe.fingerprint();
-    let exe = std::env::current_exe().context("locating the clhip binary to start workers")?;
+    let (exe, _pinned) = pinned_executable()?;
     let mut opts = RunOptions::new(exe, args.seed);
     opts.timeout = Duration::from_secs_f64(args.timeout);
-    opts.cases_per_worker = args.cases_per_worker;
-    opts.jobs = args.jobs.max(1);
+    // A worker's start (runtime init, kernel builds) is held to the case limit too: a fixed
+    // allowance would let a stopped worker outlast a short --timeout.
+    opts.startup_timeout = opts.timeout;
+    opts.cases_per_worker = args.cases_per_worker as usize;
+    opts.jobs = usize::from(args.jobs);
     if let Some(p) = &args.rocm_path {
         opts.worker_args
             .extend(["--rocm-path".to_string(), p.display().to_string()]);
@@ -312,55 +501,84 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             name.as_str().unwrap_or_default().to_string(),
         ]);
     }
+    handle_signals(opts.control.clone())?;
 
-    eprintln!("clhip: {} cases, seed {}", plan.len(), args.seed);
-    let mut console = ConsoleReporter::new(plan.len());
-    let (results, aborted) = match runner::run(plan, &opts, &mut |e| console.on_event(e)) {
-        Ok(r) => (r, None),
-        Err(e) => match e.downcast::<RunAborted>() {
-            Ok(a) => (a.completed.clone(), Some(a)),
-            Err(e) => return Err(e),
-        },
-    };
-    let report = RunReport::new(
+    let command: Vec<String> = std::env::args().collect();
+    let head = RunReport::new(
         args.seed,
-        std::env::args().collect(),
+        command.clone(),
+        fingerprint.clone(),
+        started,
+        0.0,
+        Vec::new(),
+    );
+    let mut journal = Journal::start(&outputs.json, &report::journal_head(&head))?;
+    if let Some(j) = &journal {
+        note(&format!(
+            "clhip: {} cases, seed {}; results are journaled to {} as they land",
+            plan.len(),
+            args.seed,
+            j.path().display()
+        ));
+    } else {
+        note(&format!("clhip: {} cases, seed {}", plan.len(), args.seed));
+    }
+    let mut console = ConsoleReporter::new(plan.len());
+    let mut journal_error = None;
+    let end = runner::run(plan, &opts, &mut |e| {
+        console.on_event(e);
+        if let (Some(j), runner::Event::Finished(r)) = (&mut journal, e)
+            && let Err(err) = serde_json::to_value(r)
+                .map_err(anyhow::Error::from)
+                .and_then(|v| j.append(&v))
+        {
+            journal_error.get_or_insert(err);
+        }
+    })?;
+    console.finish();
+    if let Some(e) = journal_error {
+        note(&format!(
+            "clhip: warning: the journal missed results: {e:#}"
+        ));
+    }
+    let mut report = RunReport::new(
+        args.seed,
+        command,
         fingerprint,
         started,
         clock.elapsed().as_secs_f64(),
-        results,
+        end.results,
     );
-    print!("{}", report::render_matrix(&report.results));
-    write_outputs(&report, &args)?;
-    console.finish();
-    println!("{}", report::closing_line(&report.summary));
-    if let Some(a) = aborted {
-        bail!("{a}");
+    report.not_run = end.not_run;
+    report.status = match &end.stopped {
+        None => RunStatus::Complete,
+        Some(Stopped::Interrupted) => RunStatus::Interrupted,
+        Some(Stopped::Aborted(why)) => RunStatus::Stopped { why: why.clone() },
+    };
+    let mut stdout = Stdout::new();
+    let printed = stdout
+        .write(&report::render_matrix(&report.results))
+        .and_then(|()| stdout.write(&format!("{}\n", report::closing_line(&report.summary))));
+    // The results are written whatever happened to stdout.
+    outputs.write(&report)?;
+    if let Some(j) = journal {
+        j.finish();
     }
-    Ok(if report.summary.unexpected == 0 {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    })
-}
-
-fn write_outputs(report: &RunReport, args: &RunArgs) -> anyhow::Result<()> {
-    type Writer = fn(&RunReport, &Path) -> anyhow::Result<()>;
-    let mut targets: Vec<(&Path, Writer)> = vec![(&args.json, report::write_json)];
-    if let Some(p) = &args.junit {
-        targets.push((p, report::write_junit));
-    }
-    if let Some(p) = &args.markdown {
-        targets.push((p, |r, p| {
-            std::fs::write(p, report::render_markdown(r)).with_context(|| p.display().to_string())
-        }));
-    }
-    for (path, write) in targets {
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    printed?;
+    Ok(match report.status {
+        RunStatus::Interrupted => {
+            note(&format!(
+                "clhip: interrupted: {} finished, {} not run",
+                report.results.len(),
+                report.not_run.len()
+            ));
+            ExitCode::from(130)
         }
-        write(report, path)?;
-        eprintln!("clhip: wrote {}", path.display());
-    }
-    Ok(())
+        RunStatus::Stopped { why } => {
+            note(&format!("clhip: run stopped: {why}"));
+            ExitCode::from(2)
+        }
+        _ if report.summary.unexpected == 0 => ExitCode::SUCCESS,
+        _ => ExitCode::from(1),
+    })
 }

@@ -35,6 +35,16 @@ pub enum MockAction {
     Exit,
     /// Returns `unsupported`, as a driver that cleanly refuses the combination.
     Unsupported,
+    /// Panics: the harness's own bug, which must be a harness error and never a crash.
+    Panic,
+    /// Announces a 32 KiB buffer, prints ROCr's page-fault line for an address 4 KiB past its
+    /// end and aborts, as ROCm's runtime does on a device page fault: a `fault`.
+    RocrFault,
+    /// Sleeps 0.8 s, then passes: a case that takes a while (the pause test's).
+    Slow,
+    /// Prints what a chatty driver prints (partial lines, lines that begin with the protocol's
+    /// prefix but are not the protocol, on stdout and stderr), then passes.
+    Noisy,
 }
 
 impl MockAction {
@@ -47,6 +57,10 @@ impl MockAction {
         MockAction::Hang,
         MockAction::Exit,
         MockAction::Unsupported,
+        MockAction::Panic,
+        MockAction::RocrFault,
+        MockAction::Noisy,
+        MockAction::Slow,
     ];
 
     pub fn name(self) -> &'static str {
@@ -59,6 +73,10 @@ impl MockAction {
             MockAction::Hang => "hang",
             MockAction::Exit => "exit",
             MockAction::Unsupported => "unsupported",
+            MockAction::Panic => "panic",
+            MockAction::RocrFault => "rocr-fault",
+            MockAction::Noisy => "noisy",
+            MockAction::Slow => "slow",
         }
     }
 
@@ -66,9 +84,10 @@ impl MockAction {
     /// expectation, so a mock run exits zero exactly when containment works.
     pub fn expected_kind(self) -> OutcomeKind {
         match self {
-            MockAction::Pass => OutcomeKind::Pass,
+            MockAction::Pass | MockAction::Noisy | MockAction::Slow => OutcomeKind::Pass,
             MockAction::Fail => OutcomeKind::Fail,
-            MockAction::Fault => OutcomeKind::Fault,
+            MockAction::Fault | MockAction::RocrFault => OutcomeKind::Fault,
+            MockAction::Panic => OutcomeKind::Error,
             MockAction::Segfault | MockAction::Abort | MockAction::Exit => OutcomeKind::Crash,
             MockAction::Hang => OutcomeKind::Timeout,
             MockAction::Unsupported => OutcomeKind::Unsupported,
@@ -160,7 +179,39 @@ pub fn perform(action: MockAction) -> Outcome {
             std::process::exit(3)
         }
         MockAction::Hang => hang(),
+        MockAction::Panic => panic!("mock: a harness bug"),
+        MockAction::Slow => {
+            std::thread::sleep(Duration::from_millis(800));
+            Outcome::pass()
+        }
+        MockAction::RocrFault => rocr_fault(),
+        MockAction::Noisy => {
+            use std::io::Write as _;
+            print!("mock: a partial line on stdout, no newline");
+            let _ = std::io::stdout().flush();
+            println!("@@clhip {{this is not the protocol");
+            eprintln!("@@clhip {{\"event\":\"done\",\"id\":\"forged\"}}");
+            eprint!("mock: a partial line on stderr");
+            Outcome::pass()
+        }
     }
+}
+
+/// ROCm's runtime on a GPU page fault (ROCR-Runtime `Runtime::VMFaultHandler`): one line on
+/// stderr, then abort().
+fn rocr_fault() -> ! {
+    let base = 0x7f95_87e0_0000u64;
+    let bytes = 32 * 1024;
+    crate::fault::announce(crate::fault::BufferSpan {
+        name: "mock shared memory (fine-grain SVM)".into(),
+        addr: base,
+        bytes,
+    });
+    eprintln!(
+        "Memory access fault by GPU node-2 (Agent handle: 0x55ac14d27600) on address {:#x}. Reason: Page not present or supervisor privilege.",
+        base + bytes + 4096
+    );
+    std::process::abort()
 }
 
 fn fake_mismatch() -> Mismatch {

@@ -515,12 +515,46 @@ impl Shared {
             mapped: None,
             svm_mapped: false,
         };
+        shared.announce();
         match shared.poison(session, peer) {
             Ok(()) => Ok(shared),
             Err(e) => {
                 let _ = shared.release(session, peer);
                 Err(e)
             }
+        }
+    }
+
+    /// Tells a watching parent where this memory lies, so that a page fault that kills the
+    /// process can still be placed in (or near) it.
+    fn announce(&self) {
+        let what = match &self.backing {
+            Backing::Copy { .. } => "the peer's copy-path memory",
+            Backing::Svm { .. } => match self.path {
+                PathKind::ClSvmFine => "fine-grain SVM",
+                _ => "coarse-grain SVM",
+            },
+            Backing::UseHostPtr { .. } => "memory under CL_MEM_USE_HOST_PTR",
+            Backing::DeviceArg { .. } => "device allocation passed as an SVM pointer",
+            Backing::Imported { .. } => "exported allocation imported by OpenCL",
+            Backing::SvmMemcpy { .. } => "peer memory filled by memcpy from SVM",
+            Backing::GpuVa { .. } => "buffer at its kernel-read device address",
+            Backing::ClExported { .. } => "OpenCL SVM imported by the peer",
+            Backing::Ipc { .. } => "IPC-opened allocation of the exporter process",
+        };
+        let bytes = self.bytes() as u64;
+        crate::fault::announce(crate::fault::BufferSpan {
+            name: format!("{} shared memory ({what})", self.path),
+            addr: self.peer.addr as u64,
+            bytes,
+        });
+        let svm = self.cl_svm_ptr() as u64;
+        if svm != 0 && svm != self.peer.addr as u64 {
+            crate::fault::announce(crate::fault::BufferSpan {
+                name: format!("{} OpenCL SVM", self.path),
+                addr: svm,
+                bytes,
+            });
         }
     }
 

@@ -3,9 +3,8 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::fs::File;
-use std::io::{BufWriter, IsTerminal, Write};
-use std::path::{Path, PathBuf};
+use std::io::IsTerminal;
+use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::{Context, anyhow, bail};
@@ -36,6 +35,40 @@ pub struct RunReport {
     pub fingerprint: Fingerprint,
     pub results: Vec<CaseResult>,
     pub summary: Summary,
+    /// Whether the run got to the end of its plan.
+    #[serde(default)]
+    pub status: RunStatus,
+    /// Planned cases with no result (an interrupted or stopped run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub not_run: Vec<String>,
+}
+
+/// How a run ended.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum RunStatus {
+    /// Every planned case has a result.
+    #[default]
+    Complete,
+    /// Still running, or the runner died: a journal's state.
+    InProgress,
+    /// Ctrl-C or SIGTERM.
+    Interrupted,
+    /// Workers kept failing to start.
+    Stopped { why: String },
+}
+
+impl RunStatus {
+    pub fn describe(&self) -> String {
+        match self {
+            RunStatus::Complete => "complete".into(),
+            RunStatus::InProgress => {
+                "incomplete: the run was still going, or its runner died".into()
+            }
+            RunStatus::Interrupted => "incomplete: interrupted".into(),
+            RunStatus::Stopped { why } => format!("incomplete: stopped ({why})"),
+        }
+    }
 }
 
 impl RunReport {
@@ -57,6 +90,8 @@ impl RunReport {
             fingerprint,
             summary: Summary::of(&results),
             results,
+            status: RunStatus::Complete,
+            not_run: Vec::new(),
         }
     }
 }
@@ -178,26 +213,100 @@ fn civil_from_days(days: i64) -> (i64, u32, u32) {
 
 // ---- files ----
 
-/// Writes the report as pretty JSON. Through a temporary file in the same directory and a
-/// rename, so a crash mid-write leaves any older report at `path` intact.
-pub fn write_json(report: &RunReport, path: &Path) -> anyhow::Result<()> {
-    write_atomically(path, |w| {
-        serde_json::to_writer_pretty(&mut *w, report)?;
-        w.write_all(b"\n")?;
-        Ok(())
-    })
+/// Writes the report as pretty JSON to a checked output.
+pub fn write_json(report: &RunReport, target: &crate::output::Target) -> anyhow::Result<()> {
+    let mut bytes = serde_json::to_vec_pretty(report).context("encoding the results")?;
+    bytes.push(b'\n');
+    crate::output::write(target, &bytes)
 }
 
-/// Reads a results file, naming the file and the line and column of anything wrong with it.
-pub fn load_json(path: &Path) -> anyhow::Result<RunReport> {
+/// A results file as read back, with anything that makes it less than a complete, consistent
+/// record of a run: `report` shows these and exits non-zero.
+#[derive(Debug)]
+pub struct Loaded {
+    pub report: RunReport,
+    pub problems: Vec<String>,
+}
+
+/// Reads a results file (or the `.partial` journal of a run that did not finish), naming the
+/// file and the line and column of anything wrong with it. The summary is recomputed from the
+/// results: a stored one that disagrees is a problem, never trusted.
+pub fn load(path: &Path) -> anyhow::Result<Loaded> {
     let text =
         std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut report = match text.lines().next().map(serde_json::from_str::<JournalHead>) {
+        Some(Ok(head)) if head.schema == crate::output::JOURNAL_SCHEMA => {
+            read_journal(path, &text, head.report)?
+        }
+        _ => parse_results(path, &text)?,
+    };
+    let mut problems = Vec::new();
+    if report.status != RunStatus::Complete {
+        problems.push(format!(
+            "{}: {} ({} results, {} cases not run)",
+            path.display(),
+            report.status.describe(),
+            report.results.len(),
+            report.not_run.len()
+        ));
+    }
+    let recomputed = Summary::of(&report.results);
+    if report.summary != recomputed {
+        problems.push(format!(
+            "{}: inconsistent: the stored summary ({}) is not what its {} results say ({}); showing the results",
+            path.display(),
+            closing_line(&report.summary),
+            report.results.len(),
+            closing_line(&recomputed)
+        ));
+        report.summary = recomputed;
+    }
+    Ok(Loaded { report, problems })
+}
+
+/// [`load`] for callers that need a complete, consistent file, and say why not otherwise.
+pub fn load_json(path: &Path) -> anyhow::Result<RunReport> {
+    let loaded = load(path)?;
+    match loaded.problems.first() {
+        None => Ok(loaded.report),
+        Some(p) => bail!("{p}"),
+    }
+}
+
+#[derive(Deserialize)]
+struct JournalHead {
+    schema: String,
+    report: RunReport,
+}
+
+/// The journal's lines after its header are one result each; the last may be cut short by
+/// the death that left the journal behind, and is dropped.
+fn read_journal(path: &Path, text: &str, mut report: RunReport) -> anyhow::Result<RunReport> {
+    let lines: Vec<&str> = text.lines().skip(1).collect();
+    for (i, line) in lines.iter().enumerate() {
+        match serde_json::from_str::<CaseResult>(line) {
+            Ok(r) => report.results.push(r),
+            Err(_) if i + 1 == lines.len() => {}
+            Err(e) => bail!("{}:{}:{}: {e}", path.display(), i + 2, e.column()),
+        }
+    }
+    report.status = RunStatus::InProgress;
+    Ok(report)
+}
+
+/// The head of a journal, for [`crate::output::Journal::start`]: the run's description with
+/// no results yet.
+pub fn journal_head(report: &RunReport) -> serde_json::Value {
+    serde_json::json!({ "schema": crate::output::JOURNAL_SCHEMA, "report": report })
+}
+
+fn parse_results(path: &Path, text: &str) -> anyhow::Result<RunReport> {
     // The schema first: a newer format should be reported as such, not as a missing field.
     #[derive(Deserialize)]
     struct Head {
         schema: Option<String>,
     }
-    let head: Head = serde_json::from_str(&text).map_err(|e| located(path, &e))?;
+    let head: Head = serde_json::from_str(text).map_err(|e| located(path, &e))?;
     match head.schema.as_deref() {
         Some(SCHEMA) => {}
         Some(other) => bail!(
@@ -209,7 +318,7 @@ pub fn load_json(path: &Path) -> anyhow::Result<RunReport> {
             path.display()
         ),
     }
-    serde_json::from_str(&text).map_err(|e| located(path, &e))
+    serde_json::from_str(text).map_err(|e| located(path, &e))
 }
 
 fn located(path: &Path, e: &serde_json::Error) -> anyhow::Error {
@@ -220,12 +329,10 @@ fn located(path: &Path, e: &serde_json::Error) -> anyhow::Error {
 /// outcome the expectation accepts (a negative control's `fail`, a baseline's known fault) is a
 /// success with a note, not a red test. Otherwise `fail` is a failure; `fault`, `crash` and
 /// `timeout` are errors; `unsupported` and `skip` are skipped with the reason.
-pub fn write_junit(report: &RunReport, path: &Path) -> anyhow::Result<()> {
+pub fn write_junit(report: &RunReport, target: &crate::output::Target) -> anyhow::Result<()> {
     let junit = junit_report(report);
-    write_atomically(path, |w| {
-        junit.serialize(&mut *w)?;
-        Ok(())
-    })
+    let text = junit.to_string().context("encoding JUnit XML")?;
+    crate::output::write(target, text.as_bytes())
 }
 
 fn junit_report(report: &RunReport) -> quick_junit::Report {
@@ -284,38 +391,6 @@ fn accepted_note(r: &CaseResult) -> Option<String> {
             r.outcome.reason()
         )
     })
-}
-
-/// Writes `path` through a sibling temporary file and a rename.
-fn write_atomically(
-    path: &Path,
-    fill: impl FnOnce(&mut BufWriter<File>) -> anyhow::Result<()>,
-) -> anyhow::Result<()> {
-    let tmp = temp_sibling(path)?;
-    let result = (|| {
-        let file = File::create(&tmp).with_context(|| format!("creating {}", tmp.display()))?;
-        let mut w = BufWriter::new(file);
-        fill(&mut w).with_context(|| format!("writing {}", tmp.display()))?;
-        let file = w
-            .into_inner()
-            .map_err(|e| anyhow!("writing {}: {}", tmp.display(), e.error()))?;
-        file.sync_all()
-            .with_context(|| format!("syncing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path)
-            .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
-}
-
-fn temp_sibling(path: &Path) -> anyhow::Result<PathBuf> {
-    let name = path
-        .file_name()
-        .with_context(|| format!("{} names no file", path.display()))?;
-    let tmp_name = format!(".{}.tmp{}", name.to_string_lossy(), std::process::id());
-    Ok(path.with_file_name(tmp_name))
 }
 
 // ---- matrices ----
@@ -854,7 +929,11 @@ impl ConsoleReporter {
     fn print(&self, line: &str) {
         match &self.bar {
             Some(bar) => bar.println(line),
-            None => eprintln!("{line}"),
+            // A closed or full stderr must not stop the run: the results file has it all.
+            None => {
+                use std::io::Write as _;
+                let _ = writeln!(std::io::stderr(), "{line}");
+            }
         }
     }
 }
@@ -1129,6 +1208,8 @@ mod tests {
             },
             summary: Summary::of(&results),
             results,
+            status: RunStatus::Complete,
+            not_run: Vec::new(),
         }
     }
 
@@ -1211,7 +1292,7 @@ mod tests {
         assert_eq!(at(4_107_542_399), "2100-02-28T23:59:59Z");
     }
 
-    fn scratch_dir(name: &str) -> PathBuf {
+    fn scratch_dir(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("clhip-report-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
@@ -1224,7 +1305,7 @@ mod tests {
         let path = dir.join("results.json");
         let report = sample_report();
         std::fs::write(&path, "older report").unwrap();
-        write_json(&report, &path).unwrap();
+        write_json(&report, &crate::output::check("--json", &path).unwrap()).unwrap();
         assert_eq!(load_json(&path).unwrap(), report);
         let left: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
         assert_eq!(left.len(), 1, "no temporary file left behind");

@@ -9,13 +9,14 @@
 //! cannot have been reused, and every worker is reaped, on every path including errors and
 //! panics (a drop guard).
 
-use std::collections::VecDeque;
-use std::fmt;
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
@@ -24,8 +25,9 @@ use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
+use crate::fault::BufferSpan;
 use crate::mock::MockAction;
-use crate::model::{Case, Expectation, Outcome};
+use crate::model::{Api, ApiError, Case, Expectation, Outcome};
 use crate::worker::{WorkItem, WorkerEvent};
 
 /// What a worker runs: a real case, or a mock that misbehaves on purpose (tests only).
@@ -105,6 +107,70 @@ pub enum Event {
     },
 }
 
+/// What the runner shares with whoever handles signals: a stop request (Ctrl-C), the live
+/// worker process groups (to stop, continue or kill them), and the time the run spent stopped
+/// (Ctrl-Z), which no case's time limit counts.
+#[derive(Debug, Default)]
+pub struct RunControl {
+    stop: AtomicBool,
+    workers: Mutex<HashSet<i32>>,
+    paused_ns: AtomicU64,
+    paused_since: Mutex<Option<Instant>>,
+}
+
+impl RunControl {
+    /// Stops dispatching and kills every worker now; the cases they were running are not run.
+    pub fn interrupt(&self) {
+        self.stop.store(true, Ordering::SeqCst);
+        self.signal_workers(Signal::SIGKILL);
+    }
+
+    pub fn is_interrupted(&self) -> bool {
+        self.stop.load(Ordering::SeqCst)
+    }
+
+    /// Stops every worker (Ctrl-Z of the runner), and starts the paused clock.
+    pub fn pause(&self) {
+        lock(&self.paused_since).get_or_insert_with(Instant::now);
+        self.signal_workers(Signal::SIGSTOP);
+    }
+
+    /// Continues every worker; the time since [`RunControl::pause`] counts against no case.
+    pub fn resume(&self) {
+        if let Some(since) = lock(&self.paused_since).take() {
+            let ns = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            self.paused_ns.fetch_add(ns, Ordering::SeqCst);
+        }
+        self.signal_workers(Signal::SIGCONT);
+    }
+
+    /// Time the run has spent paused so far, a pause in progress included.
+    pub fn paused(&self) -> Duration {
+        let done = Duration::from_nanos(self.paused_ns.load(Ordering::SeqCst));
+        done + lock(&self.paused_since).map_or(Duration::ZERO, |s| s.elapsed())
+    }
+
+    /// The registry lock is held while signalling, and a group leaves it before its leader is
+    /// reaped: a group id in it cannot have been reused by a stranger.
+    fn signal_workers(&self, signal: Signal) {
+        for &pgid in lock(&self.workers).iter() {
+            let _ = killpg(Pid::from_raw(pgid), signal);
+        }
+    }
+
+    fn register(&self, pgid: i32) {
+        lock(&self.workers).insert(pgid);
+        // A worker started while paused is stopped as its siblings are.
+        if lock(&self.paused_since).is_some() {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGSTOP);
+        }
+    }
+
+    fn unregister(&self, pgid: i32) {
+        lock(&self.workers).remove(&pgid);
+    }
+}
+
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub seed: u64,
@@ -121,6 +187,9 @@ pub struct RunOptions {
     pub worker_exe: PathBuf,
     /// The whole argv after `worker_exe`; see [`worker_args`].
     pub worker_args: Vec<String>,
+    /// Environment for every worker, on top of the runner's own.
+    pub worker_env: Vec<(String, String)>,
+    pub control: Arc<RunControl>,
 }
 
 impl RunOptions {
@@ -134,6 +203,8 @@ impl RunOptions {
             jobs: 1,
             worker_exe,
             worker_args: worker_args(seed),
+            worker_env: Vec::new(),
+            control: Arc::new(RunControl::default()),
         }
     }
 }
@@ -149,102 +220,83 @@ const TAIL_LINES: usize = 20;
 const POLL: Duration = Duration::from_millis(50);
 /// How long to collect a dead worker's last output once its group has been killed.
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
+/// Workers tried for one case before it is recorded as a harness error.
+const START_TRIES: u32 = 2;
+/// Cases in a row that no worker could start before the run stops: the harness or the device
+/// is unusable (after a GPU reset, for one), and every later worker would fail the same way.
+const START_FAILURES_TO_STOP: usize = 3;
 
-/// The run stopped because a fresh worker could not start its first case: the harness or the
-/// device is unusable (after a GPU reset, for one), and every later worker would fail the same
-/// way. Carries what finished, so a caller can still write a report (`err.downcast_ref`).
+/// Why a run ended before its plan did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    /// Ctrl-C or SIGTERM: finished cases are kept, the rest listed as not run.
+    Interrupted,
+    /// Workers kept failing to start; the reason is the last worker's.
+    Aborted(String),
+}
+
+/// What a run produced: one result per case that ran, in plan order, and what did not run.
 #[derive(Debug)]
-pub struct RunAborted {
-    pub why: String,
-    pub completed: Vec<CaseResult>,
+pub struct RunEnd {
+    pub results: Vec<CaseResult>,
     pub not_run: Vec<String>,
+    pub stopped: Option<Stopped>,
 }
 
-impl fmt::Display for RunAborted {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "run stopped: {} ({} cases finished, {} not run)",
-            self.why,
-            self.completed.len(),
-            self.not_run.len()
-        )
-    }
-}
-
-impl std::error::Error for RunAborted {}
-
-/// Runs `plan` in worker processes, calling `on_event` as things happen, and returns one result
-/// per planned item, in plan order. Errors: a worker that cannot be spawned, a protocol
-/// violation (a harness bug), or [`RunAborted`].
+/// Runs `plan` in worker processes, calling `on_event` as things happen. Errors: a worker that
+/// cannot be spawned at all, or a runner thread that panicked (harness bugs).
 pub fn run(
     plan: Vec<Planned>,
     opts: &RunOptions,
     on_event: &mut dyn FnMut(&Event),
-) -> anyhow::Result<Vec<CaseResult>> {
+) -> anyhow::Result<RunEnd> {
     if opts.cases_per_worker == 0 {
         bail!("cases per worker must be at least 1");
     }
     run_workers(plan, opts, on_event)
 }
 
-/// `opts.jobs` threads (at least one), each driving one worker at a time over a shared queue,
-/// batch after batch; what a worker did not reach goes back to the front for the next one.
-/// Events reach `on_event` on the caller's thread. Results come back in plan order.
+/// What the runner threads share.
+struct Shared {
+    queue: Mutex<VecDeque<Planned>>,
+    aborted: Mutex<Option<String>>,
+    start_failures: Mutex<HashMap<String, u32>>,
+    failed_starts_in_a_row: Mutex<usize>,
+}
+
+/// `opts.jobs` threads (at least one, at most one per item), each driving one worker at a time
+/// over a shared queue, batch after batch; what a worker did not reach goes back to the front
+/// for the next one. Events reach `on_event` on the caller's thread. Results come back in plan
+/// order.
 fn run_workers(
     plan: Vec<Planned>,
     opts: &RunOptions,
     on_event: &mut dyn FnMut(&Event),
-) -> anyhow::Result<Vec<CaseResult>> {
-    use std::sync::{Arc, Mutex};
-    let order: std::collections::HashMap<String, usize> = plan
+) -> anyhow::Result<RunEnd> {
+    let order: HashMap<String, usize> = plan
         .iter()
         .enumerate()
         .map(|(i, p)| (p.id.clone(), i))
         .collect();
-    let queue = Arc::new(Mutex::new(VecDeque::from(plan)));
-    let aborted: Arc<Mutex<Option<String>>> = Arc::new(Mutex::new(None));
+    let threads = opts.jobs.clamp(1, plan.len().max(1));
+    let shared = Shared {
+        queue: Mutex::new(VecDeque::from(plan)),
+        aborted: Mutex::new(None),
+        start_failures: Mutex::new(HashMap::new()),
+        failed_starts_in_a_row: Mutex::new(0),
+    };
     let (tx, rx) = mpsc::channel::<Event>();
     let mut results = Vec::new();
     let outcome: anyhow::Result<()> = std::thread::scope(|scope| {
-        let handles: Vec<_> = (0..opts.jobs.max(1))
-            .map(|_| {
-                let (queue, aborted, tx) = (queue.clone(), aborted.clone(), tx.clone());
-                scope.spawn(move || -> anyhow::Result<Vec<CaseResult>> {
-                    let mut mine = Vec::new();
-                    let mut send = |e: &Event| {
-                        let _ = tx.send(e.clone());
-                    };
-                    loop {
-                        if lock(&aborted).is_some() {
-                            break;
-                        }
-                        let batch: Vec<Planned> = {
-                            let mut q = lock(&queue);
-                            let take = opts.cases_per_worker.min(q.len());
-                            q.drain(..take).collect()
-                        };
-                        if batch.is_empty() {
-                            break;
-                        }
-                        match run_batch(&batch, opts, &mut send, &mut mine)? {
-                            BatchEnd::Consumed(done) => {
-                                let mut q = lock(&queue);
-                                for item in batch.into_iter().skip(done).rev() {
-                                    q.push_front(item);
-                                }
-                            }
-                            BatchEnd::CouldNotStart(why) => {
-                                lock(&queue).extend(batch);
-                                lock(&aborted).get_or_insert(why);
-                                break;
-                            }
-                        }
-                    }
-                    Ok(mine)
-                })
-            })
-            .collect();
+        let mut handles = Vec::new();
+        for i in 0..threads {
+            let (shared, tx) = (&shared, tx.clone());
+            let handle = std::thread::Builder::new()
+                .name(format!("clhip-runner-{i}"))
+                .spawn_scoped(scope, move || run_thread(shared, opts, tx))
+                .context("starting a runner thread")?;
+            handles.push(handle);
+        }
         drop(tx);
         for event in rx {
             on_event(&event);
@@ -259,25 +311,105 @@ fn run_workers(
     });
     outcome?;
     results.sort_by_key(|r| order.get(&r.id).copied().unwrap_or(usize::MAX));
-    if let Some(why) = lock(&aborted).take() {
-        let not_run = lock(&queue).iter().map(|p| p.id.clone()).collect();
-        return Err(RunAborted {
-            why,
-            completed: results,
-            not_run,
-        }
-        .into());
-    }
-    Ok(results)
+    let done: HashSet<&str> = results.iter().map(|r| r.id.as_str()).collect();
+    let mut not_run: Vec<(usize, String)> = order
+        .iter()
+        .filter(|(id, _)| !done.contains(id.as_str()))
+        .map(|(id, &i)| (i, id.clone()))
+        .collect();
+    not_run.sort();
+    let stopped = match lock(&shared.aborted).take() {
+        Some(why) => Some(Stopped::Aborted(why)),
+        None if opts.control.is_interrupted() => Some(Stopped::Interrupted),
+        None => None,
+    };
+    Ok(RunEnd {
+        results,
+        not_run: not_run.into_iter().map(|(_, id)| id).collect(),
+        stopped,
+    })
 }
 
-/// A poisoned lock only means another runner thread panicked; the queue itself is intact.
-fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+/// One runner thread: batch after batch until the queue is empty or the run stops.
+fn run_thread(
+    shared: &Shared,
+    opts: &RunOptions,
+    tx: Sender<Event>,
+) -> anyhow::Result<Vec<CaseResult>> {
+    let mut mine = Vec::new();
+    let mut send = |e: &Event| {
+        let _ = tx.send(e.clone());
+    };
+    loop {
+        if lock(&shared.aborted).is_some() || opts.control.is_interrupted() {
+            break;
+        }
+        let batch: Vec<Planned> = {
+            let mut q = lock(&shared.queue);
+            let take = opts.cases_per_worker.min(q.len());
+            q.drain(..take).collect()
+        };
+        if batch.is_empty() {
+            break;
+        }
+        let end = run_batch(&batch, opts, &mut send, &mut mine)?;
+        let (requeue_from, start_failure) = match end {
+            BatchEnd::Consumed(done) => {
+                *lock(&shared.failed_starts_in_a_row) = 0;
+                (done, None)
+            }
+            BatchEnd::CouldNotStart(why) => (0, Some(why)),
+        };
+        let mut requeue: Vec<Planned> = batch.into_iter().skip(requeue_from).collect();
+        if let Some(why) = start_failure
+            && let Some(first) = requeue.first()
+        {
+            let tries = {
+                let mut f = lock(&shared.start_failures);
+                let n = f.entry(first.id.clone()).or_insert(0);
+                *n += 1;
+                *n
+            };
+            if tries >= START_TRIES {
+                // This case alone is charged, as the harness's error: no verdict on the driver.
+                let item = requeue.remove(0);
+                let result = CaseResult {
+                    id: item.id.clone(),
+                    work: item.work.clone(),
+                    outcome: Outcome::Error {
+                        reason: format!("no worker could start this case ({tries} tried): {why}"),
+                    },
+                    expectation: item.expectation,
+                    duration_s: 0.0,
+                };
+                send(&Event::Finished(Box::new(result.clone())));
+                mine.push(result);
+                let mut row = lock(&shared.failed_starts_in_a_row);
+                *row += 1;
+                if *row >= START_FAILURES_TO_STOP {
+                    lock(&shared.aborted).get_or_insert(format!(
+                        "{} cases in a row could not start a worker; the last: {why}",
+                        *row
+                    ));
+                }
+            }
+        }
+        let mut q = lock(&shared.queue);
+        for item in requeue.into_iter().rev() {
+            q.push_front(item);
+        }
+    }
+    Ok(mine)
+}
+
+/// A poisoned lock only means another runner thread panicked; the data itself is intact.
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 enum BatchEnd {
-    /// The first `n` items of the batch have results (n >= 1).
+    /// The first `n` items of the batch have results (n >= 1), or the run was interrupted
+    /// after `n` of them.
     Consumed(usize),
     /// The worker died or stalled before starting its first case.
     CouldNotStart(String),
@@ -309,12 +441,17 @@ struct Session<'b> {
     tail: Tail,
     /// Index of the next item to start; everything before it has a result.
     next: usize,
-    /// When `batch[next]` started, once the worker said so.
-    running_since: Option<Instant>,
-    /// When the worker last became idle (spawned, or finished a case).
-    idle_since: Instant,
+    /// Whether `batch[next]` has started, once the worker said so.
+    running: bool,
+    /// When the current limit started counting (case start, or the worker becoming idle), and
+    /// the run's paused time then: time spent paused (Ctrl-Z) is not counted.
+    clock: (Instant, Duration),
     last_was_fault: bool,
     streams_open: usize,
+    /// The running case's memory, as the worker announced it.
+    buffers: Vec<BufferSpan>,
+    /// A harness error the worker reported for the running case before dying.
+    harness_error: Option<String>,
 }
 
 impl<'b> Session<'b> {
@@ -327,11 +464,24 @@ impl<'b> Session<'b> {
             rx,
             tail: Tail::default(),
             next: 0,
-            running_since: None,
-            idle_since: Instant::now(),
+            running: false,
+            clock: (Instant::now(), opts.control.paused()),
             last_was_fault: false,
             streams_open: 2,
+            buffers: Vec::new(),
+            harness_error: None,
         })
+    }
+
+    fn restart_clock(&mut self, opts: &RunOptions) {
+        self.clock = (Instant::now(), opts.control.paused());
+    }
+
+    /// Time on the current limit, paused time excluded.
+    fn elapsed(&self, opts: &RunOptions) -> Duration {
+        let (since, paused_then) = self.clock;
+        let paused = opts.control.paused().saturating_sub(paused_then);
+        since.elapsed().saturating_sub(paused)
     }
 
     /// Handles worker output until the worker exits or misses its deadline.
@@ -345,20 +495,16 @@ impl<'b> Session<'b> {
             if self.worker.has_exited()? {
                 return Ok(Stop::Exited);
             }
-            let left = self
-                .deadline(opts)
-                .saturating_duration_since(Instant::now());
+            let limit = if self.running {
+                opts.timeout
+            } else {
+                opts.startup_timeout
+            };
+            let left = limit.saturating_sub(self.elapsed(opts));
             if left.is_zero() {
                 return Ok(Stop::Stalled);
             }
-            self.receive(left.min(POLL), on_event, results)?;
-        }
-    }
-
-    fn deadline(&self, opts: &RunOptions) -> Instant {
-        match self.running_since {
-            Some(since) => since + opts.timeout,
-            None => self.idle_since + opts.startup_timeout,
+            self.receive(left.min(POLL), opts, on_event, results)?;
         }
     }
 
@@ -366,11 +512,16 @@ impl<'b> Session<'b> {
     fn receive(
         &mut self,
         wait: Duration,
+        opts: &RunOptions,
         on_event: &mut dyn FnMut(&Event),
         results: &mut Vec<CaseResult>,
     ) -> anyhow::Result<()> {
         match self.rx.recv_timeout(wait) {
-            Ok(Msg::Line(line)) => self.on_line(line, on_event, results),
+            Ok(Msg::Protocol(line)) => self.on_protocol(line, opts, on_event, results),
+            Ok(Msg::Output(line)) => {
+                self.tail.push(line);
+                Ok(())
+            }
             Ok(Msg::Eof) => {
                 self.streams_open -= 1;
                 Ok(())
@@ -384,57 +535,104 @@ impl<'b> Session<'b> {
         }
     }
 
-    fn on_line(
+    /// A line on the worker's protocol stream (its original stdout, which only the worker
+    /// writes: drivers' stdout goes to its stderr). Driver output never reaches here; a line
+    /// that is not a valid message is the harness's error, charged to the running case alone.
+    fn on_protocol(
         &mut self,
         line: String,
+        opts: &RunOptions,
         on_event: &mut dyn FnMut(&Event),
         results: &mut Vec<CaseResult>,
     ) -> anyhow::Result<()> {
-        match WorkerEvent::parse_line(&line) {
-            None => {
-                self.tail.push(line);
-                Ok(())
+        let event = match WorkerEvent::parse_line(&line) {
+            Some(Ok(event)) => event,
+            Some(Err(e)) => {
+                return self.protocol_error(
+                    format!("malformed protocol line ({e}): {line}"),
+                    opts,
+                    on_event,
+                    results,
+                );
             }
-            Some(Err(e)) => bail!("worker sent a malformed protocol line ({e}): {line}"),
-            Some(Ok(WorkerEvent::Start { id })) => self.on_start(id, on_event),
-            Some(Ok(WorkerEvent::Done {
+            None => {
+                return self.protocol_error(
+                    format!("unprefixed line on the protocol stream: {line}"),
+                    opts,
+                    on_event,
+                    results,
+                );
+            }
+        };
+        match event {
+            WorkerEvent::Start { id } => {
+                let expected = self.batch.get(self.next).map(|p| p.id.as_str());
+                if self.running || expected != Some(id.as_str()) {
+                    return self.protocol_error(
+                        format!(
+                            "`start` for `{id}`, expected {}",
+                            expected.unwrap_or("no further case")
+                        ),
+                        opts,
+                        on_event,
+                        results,
+                    );
+                }
+                self.running = true;
+                self.buffers.clear();
+                self.harness_error = None;
+                self.restart_clock(opts);
+                on_event(&Event::Started {
+                    id,
+                    pid: self.worker.pid(),
+                });
+            }
+            WorkerEvent::Done {
                 id,
                 outcome,
                 duration_s,
-            })) => {
-                self.expect_running(&id, "done")?;
-                self.record(outcome, duration_s, on_event, results);
-                Ok(())
+            } => {
+                if !self.running || self.batch[self.next].id != id {
+                    return self.protocol_error(
+                        format!("`done` for `{id}`, running {}", self.running_id()),
+                        opts,
+                        on_event,
+                        results,
+                    );
+                }
+                self.record(outcome, duration_s, opts, on_event, results);
             }
+            WorkerEvent::Buffer { span } => self.buffers.push(span),
+            WorkerEvent::HarnessError { reason } => self.harness_error = Some(reason),
         }
-    }
-
-    fn on_start(&mut self, id: String, on_event: &mut dyn FnMut(&Event)) -> anyhow::Result<()> {
-        let expected = self.batch.get(self.next).map(|p| p.id.as_str());
-        if self.running_since.is_some() || expected != Some(id.as_str()) {
-            bail!(
-                "worker protocol violation: `start` for `{id}`, expected {}",
-                expected.unwrap_or("no further case")
-            );
-        }
-        self.running_since = Some(Instant::now());
-        on_event(&Event::Started {
-            id,
-            pid: self.worker.pid(),
-        });
         Ok(())
     }
 
-    fn expect_running(&self, id: &str, what: &str) -> anyhow::Result<()> {
-        let running = self
-            .running_since
-            .map(|_| self.batch[self.next].id.as_str());
-        if running != Some(id) {
-            bail!(
-                "worker protocol violation: `{what}` for `{id}`, running {}",
-                running.unwrap_or("nothing")
-            );
+    fn running_id(&self) -> &str {
+        if self.running {
+            &self.batch[self.next].id
+        } else {
+            "nothing"
         }
+    }
+
+    /// The worker said something the runner cannot follow: the running case (if any) is a
+    /// harness error, and the worker is not trusted with more.
+    fn protocol_error(
+        &mut self,
+        why: String,
+        opts: &RunOptions,
+        on_event: &mut dyn FnMut(&Event),
+        results: &mut Vec<CaseResult>,
+    ) -> anyhow::Result<()> {
+        let reason = format!("worker protocol: {why}");
+        if self.running {
+            let took = self.elapsed(opts).as_secs_f64();
+            self.record(Outcome::Error { reason }, took, opts, on_event, results);
+        } else {
+            self.tail.push(reason);
+        }
+        self.worker.kill_group();
         Ok(())
     }
 
@@ -443,6 +641,7 @@ impl<'b> Session<'b> {
         &mut self,
         outcome: Outcome,
         duration_s: f64,
+        opts: &RunOptions,
         on_event: &mut dyn FnMut(&Event),
         results: &mut Vec<CaseResult>,
     ) {
@@ -458,8 +657,8 @@ impl<'b> Session<'b> {
         on_event(&Event::Finished(Box::new(result.clone())));
         results.push(result);
         self.next += 1;
-        self.running_since = None;
-        self.idle_since = Instant::now();
+        self.running = false;
+        self.restart_clock(opts);
     }
 
     /// Ends the worker and decides what its end means for the batch.
@@ -472,7 +671,10 @@ impl<'b> Session<'b> {
     ) -> anyhow::Result<BatchEnd> {
         match stop {
             Stop::Stalled => self.after_stall(opts, on_event, results)?,
-            Stop::Exited => self.after_exit(on_event, results)?,
+            Stop::Exited => self.after_exit(opts, on_event, results)?,
+        }
+        if opts.control.is_interrupted() {
+            return Ok(BatchEnd::Consumed(self.next));
         }
         if self.next == 0 {
             let why = self.could_not_start(stop, opts);
@@ -487,10 +689,19 @@ impl<'b> Session<'b> {
         on_event: &mut dyn FnMut(&Event),
         results: &mut Vec<CaseResult>,
     ) -> anyhow::Result<()> {
-        self.worker.kill_and_reap()?;
-        if let Some(since) = self.running_since {
-            let after_s = since.elapsed().as_secs_f64();
-            self.record(Outcome::Timeout { after_s }, after_s, on_event, results);
+        self.worker.kill_and_reap(&opts.control)?;
+        if opts.control.is_interrupted() {
+            return Ok(());
+        }
+        if self.running {
+            let after_s = self.elapsed(opts).as_secs_f64();
+            self.record(
+                Outcome::Timeout { after_s },
+                after_s,
+                opts,
+                on_event,
+                results,
+            );
         } else if self.next > 0 {
             let why = if self.next < self.batch.len() {
                 format!(
@@ -510,6 +721,7 @@ impl<'b> Session<'b> {
 
     fn after_exit(
         &mut self,
+        opts: &RunOptions,
         on_event: &mut dyn FnMut(&Event),
         results: &mut Vec<CaseResult>,
     ) -> anyhow::Result<()> {
@@ -519,13 +731,23 @@ impl<'b> Session<'b> {
         let until = Instant::now() + DRAIN_GRACE;
         while self.streams_open > 0 && Instant::now() < until {
             let left = until.saturating_duration_since(Instant::now());
-            self.receive(left, on_event, results)?;
+            self.receive(left, opts, on_event, results)?;
         }
-        let status = self.worker.kill_and_reap()?;
-
-        if let Some(since) = self.running_since {
-            let outcome = crash_outcome(status, self.tail.text());
-            self.record(outcome, since.elapsed().as_secs_f64(), on_event, results);
+        let status = self.worker.kill_and_reap(&opts.control)?;
+        // Killed by the interrupt: the case did not run to any end, so it has no outcome.
+        if opts.control.is_interrupted() && status.signal() == Some(Signal::SIGKILL as i32) {
+            return Ok(());
+        }
+        if self.running {
+            let took = self.elapsed(opts).as_secs_f64();
+            let outcome = death_outcome(
+                status,
+                self.tail.text(),
+                self.harness_error.take(),
+                &self.buffers,
+                self.batch[self.next].work.case(),
+            );
+            self.record(outcome, took, opts, on_event, results);
         } else if self.next > 0 {
             let retired_after_fault = status.success() && self.last_was_fault;
             if !status.success() {
@@ -577,9 +799,68 @@ impl<'b> Session<'b> {
     }
 }
 
-/// The verdict on a case whose worker died while running it. A signal is the classic crash; a
-/// plain exit mid-case (a runtime calling exit(), a harness panic: 101) has no signal, so it is
-/// recorded as signal 0 with the exit status as its name.
+/// The verdict on a case whose worker died while running it.
+/// - The worker said it hit its own bug (a panic), or exited as clhip does on an internal
+///   error (status 2) or a panic (101): a harness error, never the driver's crash.
+/// - ROCm's runtime printed its GPU page-fault line before aborting: a `fault`, with the node,
+///   the address (placed among the case's buffers) and the reason.
+/// - Otherwise a `crash`: a signal is the classic one; a plain exit mid-case (a runtime calling
+///   exit()) has no signal, so it is recorded as signal 0 with the exit status as its name.
+fn death_outcome(
+    status: ExitStatus,
+    stderr_tail: String,
+    harness_error: Option<String>,
+    buffers: &[BufferSpan],
+    case: Option<&crate::model::Case>,
+) -> Outcome {
+    if let Some(reason) = harness_error {
+        return Outcome::Error { reason };
+    }
+    if let Some(f) = crate::fault::parse_rocr_fault(&stderr_tail) {
+        let api = match case {
+            Some(c) if c.pair.peer.api != Api::Host => c.pair.peer.api,
+            _ => Api::OpenCl,
+        };
+        return Outcome::Fault {
+            error: ApiError {
+                api,
+                call: "ROCr GPU page-fault handler (the process then aborted)".into(),
+                code: i64::from(status.signal().unwrap_or(0)),
+                name: "Memory access fault".into(),
+                detail: format!(
+                    "GPU node-{}, address {:#x} {}; reason: {}; ROCr said: {}",
+                    f.node,
+                    f.address,
+                    crate::fault::locate(f.address, buffers),
+                    f.reason,
+                    f.line
+                ),
+            },
+        };
+    }
+    if status.signal().is_none()
+        && let Some(code @ (HARNESS_ERROR_EXIT | PANIC_EXIT)) = status.code()
+    {
+        let last = stderr_tail.lines().last().unwrap_or("no output");
+        return Outcome::Error {
+            reason: format!(
+                "the worker exited with status {code} ({}): {last}",
+                if code == PANIC_EXIT {
+                    "a panic"
+                } else {
+                    "an internal error"
+                }
+            ),
+        };
+    }
+    crash_outcome(status, stderr_tail)
+}
+
+/// Status of `clhip` ending on an error of its own (main's error path).
+pub const HARNESS_ERROR_EXIT: i32 = 2;
+/// Status of a Rust panic.
+const PANIC_EXIT: i32 = 101;
+
 fn crash_outcome(status: ExitStatus, stderr_tail: String) -> Outcome {
     let (signal, signal_name) = match status.signal() {
         Some(sig) => (sig, signal_name(sig)),
@@ -632,15 +913,23 @@ fn feed(stdin: ChildStdin, batch: &[Planned]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A line of worker output (either stream), or the end of one stream.
+/// A line from a worker, by stream, or the end of one stream.
 enum Msg {
-    Line(String),
+    /// The protocol stream (the worker's original stdout).
+    Protocol(String),
+    /// Driver and runtime output (the worker's stderr, where its fd 1 points too).
+    Output(String),
     Eof,
 }
 
-/// Forwards each line of `pipe` to `tx` from a detached thread. Lossy UTF-8: drivers print what
-/// they like. The thread ends at EOF, or at the next line once the session is gone.
-fn forward_lines(pipe: impl Read + Send + 'static, tx: Sender<Msg>) -> anyhow::Result<()> {
+/// Forwards each line of `pipe` to `tx` from a detached thread, wrapped by `wrap`. Lossy UTF-8:
+/// drivers print what they like. The thread ends at EOF, or at the next line once the session
+/// is gone.
+fn forward_lines(
+    pipe: impl Read + Send + 'static,
+    tx: Sender<Msg>,
+    wrap: fn(String) -> Msg,
+) -> anyhow::Result<()> {
     std::thread::Builder::new()
         .name("clhip-reader".into())
         .spawn(move || {
@@ -653,7 +942,7 @@ fn forward_lines(pipe: impl Read + Send + 'static, tx: Sender<Msg>) -> anyhow::R
                     Ok(_) => {
                         let line = String::from_utf8_lossy(&buf);
                         let line = line.trim_end_matches(['\n', '\r']).to_string();
-                        if tx.send(Msg::Line(line)).is_err() {
+                        if tx.send(wrap(line)).is_err() {
                             return;
                         }
                     }
@@ -671,12 +960,14 @@ struct WorkerProcess {
     pgid: Pid,
     /// Set once reaped.
     status: Option<ExitStatus>,
+    control: Arc<RunControl>,
 }
 
 impl WorkerProcess {
     fn spawn(opts: &RunOptions) -> anyhow::Result<(Self, ChildStdin, Receiver<Msg>)> {
         let child = Command::new(&opts.worker_exe)
             .args(&opts.worker_args)
+            .envs(opts.worker_env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -684,11 +975,13 @@ impl WorkerProcess {
             .spawn()
             .with_context(|| format!("starting worker {}", opts.worker_exe.display()))?;
         let pgid = Pid::from_raw(i32::try_from(child.id()).context("worker pid out of range")?);
+        opts.control.register(pgid.as_raw());
         // From here on the guard owns the child, so an error below still kills and reaps it.
         let mut worker = WorkerProcess {
             child,
             pgid,
             status: None,
+            control: opts.control.clone(),
         };
         let (tx, rx) = mpsc::channel();
         let (stdin, stdout, stderr) = (
@@ -699,8 +992,8 @@ impl WorkerProcess {
         let (Some(stdin), Some(stdout), Some(stderr)) = (stdin, stdout, stderr) else {
             bail!("worker spawned without its pipes");
         };
-        forward_lines(stdout, tx.clone())?;
-        forward_lines(stderr, tx)?;
+        forward_lines(stdout, tx.clone(), Msg::Protocol)?;
+        forward_lines(stderr, tx, Msg::Output)?;
         Ok((worker, stdin, rx))
     }
 
@@ -729,12 +1022,14 @@ impl WorkerProcess {
     }
 
     /// Kills the group and reaps the leader; the status is the leader's own if it had already
-    /// exited, SIGKILL otherwise.
-    fn kill_and_reap(&mut self) -> anyhow::Result<ExitStatus> {
+    /// exited, SIGKILL otherwise. The group leaves the run's registry before the reap, so no
+    /// signal can reach a reused id.
+    fn kill_and_reap(&mut self, control: &RunControl) -> anyhow::Result<ExitStatus> {
         if let Some(status) = self.status {
             return Ok(status);
         }
         self.kill_group();
+        control.unregister(self.pgid.as_raw());
         let status = self
             .child
             .wait()
@@ -746,7 +1041,8 @@ impl WorkerProcess {
 
 impl Drop for WorkerProcess {
     fn drop(&mut self) {
-        let _ = self.kill_and_reap();
+        let control = self.control.clone();
+        let _ = self.kill_and_reap(&control);
     }
 }
 

@@ -16,6 +16,7 @@
 use std::fs::File;
 use std::io::{BufRead, Write};
 use std::os::fd::AsFd;
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use anyhow::Context;
@@ -46,6 +47,15 @@ pub enum WorkerEvent {
         outcome: Outcome,
         duration_s: f64,
     },
+    /// Where the running case's memory lies, sent before the case touches it.
+    Buffer {
+        #[serde(flatten)]
+        span: crate::fault::BufferSpan,
+    },
+    /// The worker's own failure (a panic) while running the current case: a harness error.
+    HarnessError {
+        reason: String,
+    },
 }
 
 impl WorkerEvent {
@@ -71,7 +81,13 @@ pub fn worker_main(
     rocm_path: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
     die_with_parent();
-    let mut protocol = take_stdout_for_protocol()?;
+    let protocol = Arc::new(Mutex::new(take_stdout_for_protocol()?));
+    report_panics_as_harness_errors(protocol.clone());
+    let announce_to = protocol.clone();
+    crate::fault::set_announcer(Box::new(move |span| {
+        // Best effort: a parent that is gone learns nothing either way.
+        let _ = send(&announce_to, &WorkerEvent::Buffer { span: span.clone() });
+    }));
     let mut state = crate::ops::WorkerState::default();
     state.rocm_path = rocm_path;
 
@@ -84,7 +100,7 @@ pub fn worker_main(
             .with_context(|| format!("decoding a work item from stdin: {line}"))?;
 
         send(
-            &mut protocol,
+            &protocol,
             &WorkerEvent::Start {
                 id: item.id.clone(),
             },
@@ -96,7 +112,7 @@ pub fn worker_main(
         };
         let faulted = matches!(outcome, Outcome::Fault { .. });
         send(
-            &mut protocol,
+            &protocol,
             &WorkerEvent::Done {
                 id: item.id,
                 outcome,
@@ -111,11 +127,30 @@ pub fn worker_main(
 }
 
 /// Writes and flushes one protocol line: the parent must see `start` before the case can crash.
-fn send(protocol: &mut File, event: &WorkerEvent) -> anyhow::Result<()> {
-    protocol
-        .write_all(event.to_line()?.as_bytes())
-        .and_then(|()| protocol.flush())
+/// One `write` per line under the lock, so lines from the panic hook or the announcer never
+/// interleave with another.
+fn send(protocol: &Mutex<File>, event: &WorkerEvent) -> anyhow::Result<()> {
+    let line = event.to_line()?;
+    let mut file = protocol.lock().unwrap_or_else(|e| e.into_inner());
+    file.write_all(line.as_bytes())
+        .and_then(|()| file.flush())
         .context("writing a protocol line to the parent")
+}
+
+/// A panic in the worker is the harness's bug, not the driver's: tell the parent so before the
+/// process dies, so the case is recorded as a harness error and never as a crash.
+fn report_panics_as_harness_errors(protocol: Arc<Mutex<File>>) {
+    let default = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let reason = format!("the worker panicked: {info}");
+        // try_lock: a panic while the lock is held must not deadlock the hook.
+        if let Ok(mut file) = protocol.try_lock()
+            && let Ok(line) = (WorkerEvent::HarnessError { reason }).to_line()
+        {
+            let _ = file.write_all(line.as_bytes()).and_then(|()| file.flush());
+        }
+        default(info);
+    }));
 }
 
 /// Keeps the original stdout for the protocol (close-on-exec, so helpers a driver spawns do not

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use clhip::mock::{MockAction, planned_mocks};
 use clhip::model::{Outcome, OutcomeKind};
-use clhip::runner::{self, CaseResult, Event, RunAborted, RunOptions};
+use clhip::runner::{self, CaseResult, Event, RunOptions, Stopped};
 
 fn options() -> RunOptions {
     let mut opts = RunOptions::new(PathBuf::from(env!("CARGO_BIN_EXE_clhip")), 7);
@@ -24,14 +24,15 @@ fn run_mocks(
 ) -> (Vec<CaseResult>, BTreeMap<String, u32>, Vec<Event>) {
     let mut pids = BTreeMap::new();
     let mut events = Vec::new();
-    let results = runner::run(planned_mocks(actions), opts, &mut |e: &Event| {
+    let end = runner::run(planned_mocks(actions), opts, &mut |e: &Event| {
         if let Event::Started { id, pid } = e {
             pids.insert(id.clone(), *pid);
         }
         events.push(e.clone());
     })
     .expect("run");
-    (results, pids, events)
+    assert_eq!(end.stopped, None, "{:?}", end.not_run);
+    (end.results, pids, events)
 }
 
 fn by_id(results: &[CaseResult]) -> BTreeMap<&str, &Outcome> {
@@ -174,15 +175,27 @@ fn batches_get_fresh_workers() {
 }
 
 #[test]
-fn a_worker_that_cannot_start_stops_the_run_with_what_it_said() {
+fn a_case_no_worker_can_start_is_a_harness_error_and_a_run_of_them_stops() {
     let mut opts = options();
     opts.worker_args = vec!["__worker".into(), "--no-such-flag".into()];
-    let err = runner::run(planned_mocks(&[MockAction::Pass]), &opts, &mut |_| {})
-        .expect_err("a worker that rejects its arguments cannot run anything");
-    let aborted = err.downcast_ref::<RunAborted>().expect("RunAborted");
-    assert_eq!(aborted.not_run, ["mock/pass/0"]);
-    assert!(aborted.why.contains("exit status 2"), "{}", aborted.why);
-    assert!(aborted.why.contains("--no-such-flag"), "{}", aborted.why);
+    let end = runner::run(planned_mocks(&[MockAction::Pass]), &opts, &mut |_| {}).unwrap();
+    assert_eq!(end.stopped, None);
+    let Outcome::Error { reason } = &end.results[0].outcome else {
+        panic!("{:?}", end.results[0].outcome);
+    };
+    assert!(reason.contains("exit status 2"), "{reason}");
+    assert!(reason.contains("--no-such-flag"), "{reason}");
+    assert!(reason.contains("2 tried"), "{reason}");
+
+    // Three cases in a row that no worker can start: the harness or the device is unusable,
+    // and the rest are not run.
+    let end = runner::run(planned_mocks(&[MockAction::Pass; 5]), &opts, &mut |_| {}).unwrap();
+    assert_eq!(end.results.len(), 3);
+    assert_eq!(end.not_run, ["mock/pass/3", "mock/pass/4"]);
+    let Some(Stopped::Aborted(why)) = &end.stopped else {
+        panic!("{:?}", end.stopped);
+    };
+    assert!(why.contains("3 cases in a row"), "{why}");
 }
 
 #[test]
@@ -193,18 +206,111 @@ fn a_worker_that_never_starts_is_killed_at_the_startup_timeout() {
     opts.worker_args = vec!["30".into()];
     opts.startup_timeout = Duration::from_millis(500);
     let began = Instant::now();
-    let err = runner::run(planned_mocks(&[MockAction::Pass]), &opts, &mut |_| {})
-        .expect_err("nothing can start");
+    let end = runner::run(planned_mocks(&[MockAction::Pass]), &opts, &mut |_| {}).unwrap();
     assert!(
         began.elapsed() < Duration::from_secs(5),
         "{:?}",
         began.elapsed()
     );
-    let aborted = err.downcast_ref::<RunAborted>().expect("RunAborted");
+    let Outcome::Error { reason } = &end.results[0].outcome else {
+        panic!("{:?}", end.results[0].outcome);
+    };
+    assert!(reason.contains("did not start within 0.5 s"), "{reason}");
+}
+
+#[test]
+fn a_panic_is_a_harness_error_and_chatter_is_not_protocol() {
+    use MockAction::*;
+    let (results, _, _) = run_mocks(&[Noisy, Panic, Pass, Noisy], &options());
+    let kinds: Vec<OutcomeKind> = results.iter().map(|r| r.outcome.kind()).collect();
+    assert_eq!(
+        kinds,
+        [
+            OutcomeKind::Pass,
+            OutcomeKind::Error,
+            OutcomeKind::Pass,
+            OutcomeKind::Pass
+        ]
+    );
+    let reason = results[1].outcome.reason();
     assert!(
-        aborted.why.contains("did not start within 0.5 s"),
+        reason.contains("panicked") && reason.contains("a harness bug"),
+        "{reason}"
+    );
+}
+
+#[test]
+fn rocr_fault_line_then_abort_is_a_fault_placed_in_the_buffers() {
+    let (results, _, _) = run_mocks(&[MockAction::RocrFault, MockAction::Pass], &options());
+    let Outcome::Fault { error } = &results[0].outcome else {
+        panic!("{:?}", results[0].outcome);
+    };
+    assert!(error.detail.contains("GPU node-2"), "{}", error.detail);
+    assert!(error.detail.contains("0x7f9587e09000"), "{}", error.detail);
+    assert!(
+        error
+            .detail
+            .contains("Page not present or supervisor privilege"),
         "{}",
-        aborted.why
+        error.detail
+    );
+    assert!(
+        error
+            .detail
+            .contains("4 KiB past the end of the mock shared memory (fine-grain SVM)"),
+        "{}",
+        error.detail
+    );
+    assert_eq!(results[1].outcome.kind(), OutcomeKind::Pass);
+}
+
+#[test]
+fn an_interrupt_keeps_what_finished_and_lists_the_rest_as_not_run() {
+    use MockAction::*;
+    let opts = options();
+    let control = opts.control.clone();
+    let mut finished = 0;
+    let end = runner::run(planned_mocks(&[Pass, Pass, Hang, Pass]), &opts, &mut |e| {
+        if let Event::Started { id, .. } = e
+            && id.starts_with("mock/hang")
+        {
+            control.interrupt();
+        }
+        if let Event::Finished(_) = e {
+            finished += 1;
+        }
+    })
+    .unwrap();
+    assert_eq!(end.stopped, Some(Stopped::Interrupted));
+    assert_eq!(end.results.len(), 2);
+    assert_eq!(finished, 2);
+    assert_eq!(end.not_run, ["mock/hang/2", "mock/pass/3"]);
+}
+
+#[test]
+fn time_paused_does_not_count_against_a_case() {
+    let mut opts = options();
+    opts.timeout = Duration::from_secs(1);
+    let control = opts.control.clone();
+    // A case of 0.8 s, paused for 1.5 s in its middle: 2.3 s of wall time, 0.8 s of its own.
+    // Counting the pause would time it out against its 1 s limit.
+    let pauser = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(400));
+        control.pause();
+        std::thread::sleep(Duration::from_millis(1500));
+        control.resume();
+    });
+    let (results, _, _) = run_mocks(&[MockAction::Slow], &opts);
+    pauser.join().unwrap();
+    assert!(
+        results
+            .iter()
+            .all(|r| r.outcome.kind() == OutcomeKind::Pass),
+        "{:?}",
+        results
+            .iter()
+            .map(|r| r.outcome.reason())
+            .collect::<Vec<_>>()
     );
 }
 
