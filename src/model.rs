@@ -643,7 +643,7 @@ impl Expectation {
         };
         match self {
             _ if kind == K::Pass => match self {
-                Expectation::Known(_) => Verdict::UnexpectedPass,
+                Expectation::Known(known) if known != K::Pass => Verdict::UnexpectedPass,
                 _ => Verdict::Pass,
             },
             Expectation::Pass => Verdict::Regression,
@@ -750,6 +750,77 @@ mod tests {
         ] {
             let reason = e.with_note(note).into_outcome().reason();
             assert!(reason.contains(note), "{reason}");
+        }
+    }
+
+    #[test]
+    fn a_capability_that_disappears_is_a_regression() {
+        // The baseline's driver passed it (it is not listed); now the driver refuses it.
+        assert_eq!(
+            Expectation::Pass.verdict(OutcomeKind::Unsupported),
+            Verdict::Regression
+        );
+        assert_eq!(
+            Expectation::Pass.verdict(OutcomeKind::Skip),
+            Verdict::Regression
+        );
+        // With no baseline at all nothing was known to pass: a refusal is not a loss.
+        assert_eq!(
+            Expectation::Unbaselined.verdict(OutcomeKind::Unsupported),
+            Verdict::ExpectedNonPass
+        );
+        assert_eq!(
+            Expectation::Unbaselined.verdict(OutcomeKind::Fail),
+            Verdict::Regression
+        );
+    }
+
+    #[test]
+    fn a_known_non_pass_that_passes_asks_for_a_baseline_update() {
+        for known in [
+            OutcomeKind::Fail,
+            OutcomeKind::Fault,
+            OutcomeKind::Crash,
+            OutcomeKind::Unsupported,
+        ] {
+            let v = Expectation::Known(known).verdict(OutcomeKind::Pass);
+            assert_eq!(v, Verdict::UnexpectedPass, "{known}");
+            assert!(!v.fails_run());
+        }
+        // Better but not a pass (a known fault now cleanly refused): also an update.
+        assert_eq!(
+            Expectation::Known(OutcomeKind::Fault).verdict(OutcomeKind::Unsupported),
+            Verdict::UnexpectedPass
+        );
+        assert_eq!(
+            Expectation::Known(OutcomeKind::Pass).verdict(OutcomeKind::Pass),
+            Verdict::Pass
+        );
+    }
+
+    #[test]
+    fn a_known_fault_that_becomes_wrong_data_is_a_regression() {
+        assert_eq!(
+            Expectation::Known(OutcomeKind::Fault).verdict(OutcomeKind::Fail),
+            Verdict::Regression
+        );
+        assert_eq!(
+            Expectation::Known(OutcomeKind::Unsupported).verdict(OutcomeKind::Fault),
+            Verdict::Regression
+        );
+        // Sideways (a known fault that now crashes) needs a look too.
+        assert_eq!(
+            Expectation::Known(OutcomeKind::Fault).verdict(OutcomeKind::Crash),
+            Verdict::Regression
+        );
+        // A harness error is never the driver's, whatever was expected.
+        for e in [
+            Expectation::Pass,
+            Expectation::Unbaselined,
+            Expectation::NegativeControl,
+            Expectation::Known(OutcomeKind::Error),
+        ] {
+            assert_eq!(e.verdict(OutcomeKind::Error), Verdict::HarnessError);
         }
     }
 

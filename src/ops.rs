@@ -39,6 +39,9 @@ pub enum Plant {
     /// memory. Every case must then come out non-pass, or its verdict does not depend on the
     /// peer's work.
     PeerNoop,
+    /// Die as ROCm does on a GPU page fault, at the handover: print ROCr's fault line for an
+    /// address 4 KiB past the end of the case's shared memory, then abort.
+    RocrFault,
     /// Plant nothing: the control run of a planted-error test.
     None,
 }
@@ -52,9 +55,10 @@ impl std::str::FromStr for Plant {
             "bad-pointer" => Ok(Plant::BadPointer),
             "cl-noop" => Ok(Plant::ClNoop),
             "peer-noop" => Ok(Plant::PeerNoop),
+            "rocr-fault" => Ok(Plant::RocrFault),
             "none" => Ok(Plant::None),
             _ => Err(format!(
-                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, none)"
+                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, none)"
             )),
         }
     }
@@ -108,6 +112,13 @@ fn take_output(
             addr: 0x8,
             len: m.len,
         }),
+        Some(Plant::RocrFault) => {
+            let past_end = m.peer.addr as u64 + m.bytes() as u64 + 4096;
+            eprintln!(
+                "Memory access fault by GPU node-1 (Agent handle: 0x5555deadbeef) on address {past_end:#x}. Reason: Page not present or supervisor privilege."
+            );
+            std::process::abort()
+        }
         _ => Ok(m.peer),
     }
 }

@@ -150,3 +150,40 @@ fn without_a_plant_the_same_cases_pass() {
             .all(|r| r.outcome.kind() == OutcomeKind::Pass)
     );
 }
+
+#[test]
+fn a_rocr_fault_line_and_abort_in_an_opencl_case_is_a_fault_placed_past_its_buffer() {
+    // ROCm's OpenCL ends a GPU page fault as HIP does: ROCr's line on stderr, then abort().
+    let n = 4096;
+    let Some((code, report)) = run_planted(
+        r#""cl-svm-fine", "copy""#,
+        r#""finish""#,
+        r#""handoff""#,
+        n,
+        "rocr-fault",
+    ) else {
+        return;
+    };
+    assert_eq!(code, 1);
+    assert_eq!(report.results.len(), 2);
+    for r in &report.results {
+        let Outcome::Fault { error } = &r.outcome else {
+            panic!("{}: expected a fault, got {:?}", r.id, r.outcome);
+        };
+        assert!(error.detail.contains("GPU node-1"), "{}", error.detail);
+        assert!(
+            error
+                .detail
+                .contains("Page not present or supervisor privilege"),
+            "{}",
+            error.detail
+        );
+        assert!(
+            error.detail.contains("4 KiB past the end of the ")
+                && error.detail.contains("shared memory"),
+            "{}: {}",
+            r.id,
+            error.detail
+        );
+    }
+}

@@ -1,0 +1,465 @@
+//! A run that survives its users and its own mistakes: interruption, job control, closed and
+//! full streams, nonsense flags, outputs that must not destroy anything, a binary replaced
+//! mid-run, and results files that are incomplete or lie about themselves. Each test runs the
+//! real binary; those that need OpenCL run on PoCL on CI (and fail there if it is missing).
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use clhip::model::OutcomeKind;
+use clhip::report::{RunStatus, load};
+
+fn exe() -> &'static str {
+    env!("CARGO_BIN_EXE_clhip")
+}
+
+fn clhip(args: &[&str]) -> Output {
+    Command::new(exe()).args(args).output().expect("clhip runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("clhip-robust-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn have_opencl() -> bool {
+    clhip::runtimes::opencl::test_device().is_some()
+}
+
+/// Waits until `path` has at least `lines` lines, or panics after `within`.
+fn wait_for_lines(path: &Path, lines: usize, within: Duration) {
+    let began = Instant::now();
+    loop {
+        let n = std::fs::read_to_string(path).map_or(0, |t| t.lines().count());
+        if n >= lines {
+            return;
+        }
+        assert!(began.elapsed() < within, "{} has {n} lines", path.display());
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn ctrl_c_halfway_keeps_finished_cases_marks_the_run_interrupted_and_exits_130() {
+    if !have_opencl() {
+        return;
+    }
+    let dir = scratch("sigint");
+    let json = dir.join("r.json");
+    std::fs::write(&json, "an older complete file").unwrap();
+    let planned = text(&clhip(&["list"]).stdout).lines().count();
+    let mut child = Command::new(exe())
+        .args(["run", "--json"])
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let journal = dir.join("r.json.partial");
+    // The header and five finished cases.
+    wait_for_lines(&journal, 6, Duration::from_secs(120));
+    let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGINT).unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", text(&out.stderr));
+    let loaded = load(&json).unwrap();
+    let r = &loaded.report;
+    assert_eq!(r.status, RunStatus::Interrupted);
+    assert!(r.results.len() >= 5, "{}", r.results.len());
+    assert!(
+        !r.not_run.is_empty(),
+        "a run stopped halfway has cases not run"
+    );
+    assert_eq!(
+        r.results.len() + r.not_run.len(),
+        planned,
+        "every case accounted for"
+    );
+    assert!(!loaded.problems.is_empty(), "an interrupted file says so");
+    assert!(
+        !journal.exists(),
+        "the journal is removed once the results are written"
+    );
+    // `report` shows it, says it is incomplete, and exits non-zero.
+    let o = clhip(&["report", json.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("incomplete: interrupted"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn a_runner_that_dies_leaves_its_finished_cases_in_the_journal() {
+    if !have_opencl() {
+        return;
+    }
+    let dir = scratch("sigkill");
+    let json = dir.join("r.json");
+    let mut child = Command::new(exe())
+        .args(["run", "--json"])
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let journal = dir.join("r.json.partial");
+    wait_for_lines(&journal, 4, Duration::from_secs(120));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(!json.exists(), "no complete file was claimed");
+    let loaded = load(&journal).unwrap();
+    assert_eq!(loaded.report.status, RunStatus::InProgress);
+    assert!(loaded.report.results.len() >= 3);
+    let o = clhip(&["report", journal.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("runner died"),
+        "{}",
+        text(&o.stderr)
+    );
+}
+
+#[test]
+fn ctrl_z_stops_the_workers_too_and_stopped_time_counts_against_no_case() {
+    let dir = scratch("sigtstp");
+    let json = dir.join("r.json");
+    let mut child = Command::new(exe())
+        .args([
+            "run",
+            "--mock-cases",
+            "slow,slow,slow,slow",
+            "--timeout",
+            "1.5",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    // The run has started its workers once it prints its plan.
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("cases, seed") {
+        line.clear();
+    }
+    std::thread::sleep(Duration::from_millis(900));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTSTP).unwrap();
+    std::thread::sleep(Duration::from_millis(2500));
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGCONT).unwrap();
+    let status = child.wait().unwrap();
+    let r = load(&json).unwrap().report;
+    let kinds: Vec<OutcomeKind> = r.results.iter().map(|r| r.outcome.kind()).collect();
+    assert_eq!(kinds, [OutcomeKind::Pass; 4], "{:?}", r.results);
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn nonsense_flags_are_refused_before_any_work() {
+    for args in [
+        &["run", "--timeout", "-1"][..],
+        &["run", "--timeout", "nan"],
+        &["run", "--timeout", "inf"],
+        &["run", "--timeout", "1e30"],
+        &["run", "--timeout", "1e19"],
+        &["run", "--timeout", "0"],
+        &["run", "-j", "0"],
+        &["run", "-j", "100000"],
+        &["run", "--cases-per-worker", "0"],
+        &["run", "--rocm-path", "/nonexistent"],
+        &["probe", "--rocm-path", "/nonexistent"],
+        &["list", "--rocm-path", "/etc/passwd"],
+    ] {
+        let began = Instant::now();
+        let o = clhip(args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}: {}", text(&o.stderr));
+        assert!(!text(&o.stderr).is_empty(), "{args:?} says why");
+        assert!(
+            began.elapsed() < Duration::from_secs(5),
+            "{args:?} was refused late"
+        );
+    }
+}
+
+#[test]
+fn bad_output_paths_are_refused_before_the_first_case_and_destroy_nothing() {
+    let dir = scratch("outputs");
+    let cases = dir.join("cases.toml");
+    std::fs::write(
+        &cases,
+        "version = 1\n[[group]]\npaths = [\"copy\"]\nsyncs = [\"finish\"]\nops = [\"handoff\"]\nsizes = [4]\n",
+    )
+    .unwrap();
+    let same = dir.join("same.json");
+    let refused: Vec<Vec<String>> = vec![
+        vec!["--json".into(), dir.display().to_string()],
+        vec!["--json".into(), "/proc/version/x/r.json".into()],
+        vec![
+            "--json".into(),
+            same.display().to_string(),
+            "--junit".into(),
+            same.display().to_string(),
+        ],
+        vec!["--json".into(), cases.display().to_string()],
+    ];
+    for extra in refused {
+        let began = Instant::now();
+        let mut args = vec![
+            "run".to_string(),
+            "--cases".into(),
+            cases.display().to_string(),
+        ];
+        args.extend(extra.clone());
+        let o = Command::new(exe()).args(&args).output().unwrap();
+        assert_eq!(o.status.code(), Some(2), "{extra:?}: {}", text(&o.stderr));
+        assert!(
+            began.elapsed() < Duration::from_secs(5),
+            "{extra:?} was refused late"
+        );
+    }
+    assert!(
+        std::fs::read_to_string(&cases)
+            .unwrap()
+            .starts_with("version = 1")
+    );
+    assert!(!same.exists());
+}
+
+#[test]
+fn json_onto_a_device_node_or_a_link_keeps_the_node_and_the_link() {
+    let dir = scratch("special");
+    let o = clhip(&["run", "--mock-cases", "pass", "--json", "/dev/null"]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    use std::os::unix::fs::FileTypeExt;
+    assert!(
+        std::fs::metadata("/dev/null")
+            .unwrap()
+            .file_type()
+            .is_char_device()
+    );
+    let real = dir.join("real.json");
+    let link = dir.join("link.json");
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    std::fs::write(&real, "old").unwrap();
+    let o = clhip(&[
+        "run",
+        "--mock-cases",
+        "pass",
+        "--json",
+        link.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        std::fs::symlink_metadata(&link)
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    assert_eq!(load(&real).unwrap().report.results.len(), 1);
+}
+
+#[test]
+fn a_run_of_nothing_fails_unless_asked_for() {
+    if !have_opencl() {
+        return;
+    }
+    let dir = scratch("empty");
+    let cases = dir.join("gemm-only.toml");
+    // gemm needs a BLAS on the peer: nothing on a machine whose only pair is OpenCL + host.
+    std::fs::write(
+        &cases,
+        "version = 1\n[[group]]\npaths = [\"copy\"]\nsyncs = [\"finish\"]\nops = [\"gemm\"]\nsizes = [4]\n",
+    )
+    .unwrap();
+    let json = dir.join("r.json");
+    let base = [
+        "run",
+        "pocl0+host",
+        "--cases",
+        cases.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    let o = clhip(&base);
+    if o.status.code() == Some(2) && text(&o.stderr).contains("matches none") {
+        // The pocl0+host filter matched nothing: the same refusal, earlier.
+    } else {
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("nothing to run"),
+            "{}",
+            text(&o.stderr)
+        );
+    }
+    let mut allowed = base.to_vec();
+    allowed.retain(|a| *a != "pocl0+host");
+    allowed.push("--allow-empty");
+    let o = clhip(&allowed);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+/// Runs `args` with stdout closed before it writes (a pipe whose reader is gone) or onto
+/// /dev/full, and stderr onto /dev/full too.
+fn with_broken_stdout(args: &[&str], full: bool) -> Output {
+    let mut cmd = Command::new(exe());
+    cmd.args(args).stderr(
+        std::fs::File::options()
+            .write(true)
+            .open("/dev/full")
+            .unwrap(),
+    );
+    if full {
+        cmd.stdout(
+            std::fs::File::options()
+                .write(true)
+                .open("/dev/full")
+                .unwrap(),
+        );
+        return cmd.output().unwrap();
+    }
+    cmd.stdout(Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    Output {
+        status,
+        stdout: Vec::new(),
+        stderr: Vec::new(),
+    }
+}
+
+#[test]
+fn no_subcommand_panics_on_a_closed_or_full_stdout_and_results_survive() {
+    let dir = scratch("streams");
+    let json = dir.join("r.json");
+    let rendered = dir.join("render.json");
+    let o = clhip(&[
+        "run",
+        "--mock-cases",
+        "pass,fail",
+        "--json",
+        rendered.to_str().unwrap(),
+    ]);
+    assert!(rendered.exists(), "{}", text(&o.stderr));
+    let runs: Vec<Vec<&str>> = vec![
+        vec!["probe"],
+        vec!["probe", "--json"],
+        vec!["list", "--probe", "tests/fixtures/nvidia-h200-probe.json"],
+        vec!["report", rendered.to_str().unwrap()],
+        vec!["report", rendered.to_str().unwrap(), "--markdown"],
+        vec!["bench", "refs"],
+        vec![
+            "run",
+            "--mock-cases",
+            "pass,pass",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    ];
+    for args in &runs {
+        if args[0] == "bench" {
+            continue; // seconds of CPU; its output path is the same writer as report's
+        }
+        let closed = with_broken_stdout(args, false);
+        assert_ne!(
+            closed.status.code(),
+            Some(101),
+            "{args:?} panicked on a closed pipe"
+        );
+        assert!(
+            closed.status.code().is_some(),
+            "{args:?} died by a signal on a closed pipe"
+        );
+        let full = with_broken_stdout(args, true);
+        assert_ne!(
+            full.status.code(),
+            Some(101),
+            "{args:?} panicked on a full stdout"
+        );
+        assert_ne!(
+            full.status.code(),
+            Some(0),
+            "{args:?} wrote nothing yet exited 0"
+        );
+    }
+    // A closed stdout ends the run's printing quietly: the exit is the run's, the file whole.
+    let closed = with_broken_stdout(&runs[6], false);
+    assert_eq!(closed.status.code(), Some(0));
+    assert_eq!(load(&json).unwrap().report.results.len(), 2);
+}
+
+#[test]
+fn a_results_file_whose_summary_lies_is_shown_as_inconsistent() {
+    let dir = scratch("lying");
+    let json = dir.join("r.json");
+    let o = clhip(&[
+        "run",
+        "--mock-cases",
+        "pass,pass,pass",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    v["summary"]["pass"] = serde_json::json!(999);
+    std::fs::write(&json, serde_json::to_string(&v).unwrap()).unwrap();
+    let o = clhip(&["report", json.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("inconsistent"),
+        "{}",
+        text(&o.stderr)
+    );
+    assert!(text(&o.stdout).contains("3 passed"), "{}", text(&o.stdout));
+}
+
+#[test]
+fn replacing_the_binary_mid_run_does_not_stop_the_run() {
+    let dir = scratch("replace");
+    let copy = dir.join("clhip");
+    std::fs::copy(exe(), &copy).unwrap();
+    let json = dir.join("r.json");
+    let mut child = Command::new(&copy)
+        .args([
+            "run",
+            "--mock-cases",
+            "slow,slow,slow",
+            "--cases-per-worker",
+            "1",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(600));
+    // As `cargo build` does: a new file in its place.
+    std::fs::remove_file(&copy).unwrap();
+    std::fs::write(&copy, b"#!/bin/sh\nexit 99\n").unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0));
+    let r = load(&json).unwrap().report;
+    assert!(
+        r.results
+            .iter()
+            .all(|r| r.outcome.kind() == OutcomeKind::Pass),
+        "{:?}",
+        r.results
+    );
+}
