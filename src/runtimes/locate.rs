@@ -213,8 +213,8 @@ pub fn probe_hip(rocm_path: Option<&Path>) -> RuntimeStatus {
     if let Some(mixed) = crate::runtimes::hip::install::mixed_now().or_else(|| {
         libraries
             .iter()
-            .find_map(|l| l.split_once(": ").map(|(_, r)| r))
-            .filter(|r| r.starts_with("mixed ROCm install"))
+            .filter_map(|l| l.split_once(": ").map(|(_, r)| r))
+            .find(|r| r.starts_with("mixed ROCm install"))
             .map(str::to_string)
     }) {
         status = format!("unsupported: {mixed}; {status}");
