@@ -26,7 +26,6 @@ use std::ptr::{null, null_mut};
 use num_complex::Complex32;
 
 use crate::model::{Api, ApiError, CaseError, Phase};
-use crate::probe::uuid_string;
 use crate::reference::{Transpose, Uplo};
 use crate::runtimes::PeerPtr;
 use crate::runtimes::cuda::normalise_pci_bus_id;
@@ -167,7 +166,7 @@ fn describe(
         ordinal,
         name: c_buf_string(&name),
         arch: gcn_arch_name(hip, dev)?,
-        uuid: uuid_string(&uuid_bytes),
+        uuid: uuid_text(&uuid_bytes),
         pci_bus_id: normalise_pci_bus_id(&bus).unwrap_or(bus),
         driver_version: match module.trim() {
             "" => driver,
@@ -183,6 +182,24 @@ fn describe(
         solver: solver.to_string(),
         compiler: compiler.to_string(),
     })
+}
+
+/// 16 UUID bytes as the canonical 8-4-4-4-12 lowercase hex text (other lengths: plain hex), the
+/// form the OpenCL side's cl_khr_device_uuid is written in, so the two compare as strings. Kept
+/// here rather than taken from the probe: runtimes/ does not depend on the layers above it.
+fn uuid_text(b: &[u8]) -> String {
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    if h.len() != 32 {
+        return h;
+    }
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
 }
 
 /// `rocBLAS 4.2.0... (path)`, or why it is unavailable (`unavailable: mixed ROCm install: ..`
@@ -1807,6 +1824,13 @@ mod tests {
             Err(other) => panic!("expected Unsupported naming the symbol, got {other:?}"),
             Ok(_) => panic!("{path} lacks the export, yet it opened"),
         }
+    }
+
+    #[test]
+    fn uuid_text_is_8_4_4_4_12() {
+        let b: Vec<u8> = (0u8..16).collect();
+        assert_eq!(uuid_text(&b), "00010203-0405-0607-0809-0a0b0c0d0e0f");
+        assert_eq!(uuid_text(&[0xab, 0xcd]), "abcd");
     }
 
     /// rocBLAS 5.7+ status 15 is a refusal naming the architecture (without feature flags), 14
