@@ -19,9 +19,10 @@ fn hip_or_skip(test: &str) -> Option<Hip> {
     }
 }
 
-/// What HIP 5.2's libamdhip64 lacks of everything ffi.rs binds: only the symbols later
-/// versions introduced (hipExtHostAlloc: 6.3; hipGetDevicePropertiesR0600: 6.0), which are
-/// version-gated and so not "missing". Checked with `nm -D` on Debian's libamdhip64.so.5.2.21153.
+/// What HIP 5.2's libamdhip64 lacks of everything ffi.rs binds: only symbols of later headers
+/// (hipGetDevicePropertiesR0600: 6.0; hipExtHostAlloc: optional, declared for 6.3 and exported
+/// by no released library found), neither of them "missing". Checked with `nm -D` on Debian's
+/// libamdhip64.so.5.2.21153.
 const ABSENT_IN_5_2: [&str; 2] = ["hipGetDevicePropertiesR0600", "hipExtHostAlloc"];
 
 #[test]
@@ -48,6 +49,18 @@ fn loads_hip_5_2_with_abi_v5_and_every_symbol_it_needs() {
     let missing = hip.missing();
     eprintln!("missing (expected for this version): {missing:?}");
     assert!(missing.is_empty(), "HIP 5.x lacks {missing:?}");
+    // hipExtHostAlloc is no part of 5.x: not even shown as optional.
+    assert!(
+        hip.optional_absent().is_empty(),
+        "{:?}",
+        hip.optional_absent()
+    );
+    // The install is where the library was found: Debian's multiarch directory.
+    assert!(
+        hip.install_dir.join("libamdhip64.so.5").exists(),
+        "{}",
+        hip.install_dir.display()
+    );
     if hip.version.minor == 2 {
         // The symbols a 5.2 library really lacks: exactly the later ones.
         let absent: Vec<&str> = ffi::HIP_SYMBOLS
@@ -75,7 +88,7 @@ fn hiprtc_is_found_for_5_2_inside_libamdhip64_or_in_libhiprtc() {
     let Some(hip) = hip_or_skip("hiprtc") else {
         return;
     };
-    match ffi::open_hiprtc(None, &hip) {
+    match ffi::open_hiprtc(&hip) {
         Ok(rtc) => {
             eprintln!("hiprtc from {}", rtc.path);
             assert!(rtc.missing.is_empty(), "{:?}", rtc.missing);
@@ -88,23 +101,29 @@ fn hiprtc_is_found_for_5_2_inside_libamdhip64_or_in_libhiprtc() {
 fn optional_libraries_absent_only_say_so() {
     // rocBLAS, rocSOLVER and HSA's dmabuf export are optional: absent, they are a reason, not a
     // crash. Debian's HSA 1.5 (ROCm 5.2) has hsa_init but no hsa_amd_portable_export_dmabuf
-    // (ROCR-Runtime hsa_ext_amd.h has it from rocm-5.6.0).
+    // (ROCR-Runtime hsa_ext_amd.h has it from rocm-5.6.0). Each is looked for in the install
+    // HIP came from, nowhere else.
+    let Some(hip) = hip_or_skip("optional_libraries") else {
+        return;
+    };
     for (what, r) in [
         (
             "rocBLAS",
-            ffi::open_rocblas(None).map(|l| (l.path, l.missing)),
+            ffi::open_rocblas(&hip).map(|l| (l.path, l.missing)),
         ),
         (
             "rocSOLVER",
-            ffi::open_rocsolver(None).map(|l| (l.path, l.missing)),
+            ffi::open_rocsolver(&hip).map(|l| (l.path, l.missing)),
         ),
-        ("HSA", ffi::open_hsa(None).map(|l| (l.path, l.missing))),
+        ("HSA", ffi::open_hsa(&hip).map(|l| (l.path, l.missing))),
     ] {
         match r {
             Ok((path, missing)) => eprintln!("{what}: {path}, missing {missing:?}"),
             Err(e) => {
                 eprintln!("{what}: {e}");
                 assert!(e.contains("not found (tried"), "{e}");
+                let dir = hip.install_dir.display().to_string();
+                assert!(e.contains(&format!("tried {dir}/")), "{e}");
             }
         }
     }
@@ -153,6 +172,10 @@ fn probe_reports_library_version_abi_and_no_device() {
     assert!(lib.contains("libamdhip64.so"), "{lib}");
     let v = s.runtime_version.as_deref().unwrap();
     assert!(v.contains("(ABI V"), "{v}");
+    // One install, one HIP: nothing mixed; the companion libraries are listed as found there.
+    assert!(!s.status.contains("mixed ROCm install"), "{}", s.status);
+    assert_eq!(s.libraries.len(), 4, "{:?}", s.libraries);
+    assert!(s.libraries[0].starts_with("hiprtc: "), "{:?}", s.libraries);
     if no_device {
         assert!(
             s.status.starts_with(

@@ -38,6 +38,10 @@ pub struct RuntimeStatus {
     /// versions): what pairs a CUDA device with an OpenCL one. Empty where none was found.
     #[serde(default)]
     pub devices: Vec<DeviceInfo>,
+    /// The runtime's companion libraries as found in its own install (ROCm: hiprtc, rocBLAS,
+    /// rocSOLVER, HSA), each `name: path` or `name: why not`. Empty where not looked at.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub libraries: Vec<String>,
 }
 
 impl RuntimeStatus {
@@ -56,6 +60,7 @@ impl RuntimeStatus {
             device_count: None,
             device_error: None,
             devices: Vec::new(),
+            libraries: Vec::new(),
         }
     }
 }
@@ -156,8 +161,11 @@ fn get_int(lib: &Library, symbol: &str) -> Result<i32, String> {
 
 /// Load libamdhip64 through the HIP bindings and read what can be read without a device: the
 /// file actually mapped, the HIP version and the ABI generation chosen from it, the symbols
-/// that library lacks (by group: only `Core` ones take the participant), the device count or
-/// the code hipGetDeviceCount refused with.
+/// that library lacks (by group: only `Core` ones take the participant) and the optional ones
+/// it does not export (not a defect), the device count or the code hipGetDeviceCount refused
+/// with, and hiprtc, rocBLAS, rocSOLVER and HSA as found in the same install. A second
+/// libamdhip64 or libhsa-runtime64 in the process makes the status `unsupported: mixed ROCm
+/// install: ...`, naming both files.
 pub fn probe_hip(rocm_path: Option<&Path>) -> RuntimeStatus {
     use crate::runtimes::hip::{self, ffi};
     let lib = match ffi::Hip::load(rocm_path) {
@@ -197,6 +205,20 @@ pub fn probe_hip(rocm_path: Option<&Path>) -> RuntimeStatus {
             .collect();
         status.push_str(&format!("; missing symbols: {}", list.join(", ")));
     }
+    let optional = lib.optional_absent();
+    if !optional.is_empty() {
+        status.push_str(&format!("; optional, absent: {}", optional.join(", ")));
+    }
+    let libraries = hip::install_libraries(&lib);
+    if let Some(mixed) = crate::runtimes::hip::install::mixed_now().or_else(|| {
+        libraries
+            .iter()
+            .filter_map(|l| l.split_once(": ").map(|(_, r)| r))
+            .find(|r| r.starts_with("mixed ROCm install"))
+            .map(str::to_string)
+    }) {
+        status = format!("unsupported: {mixed}; {status}");
+    }
     let mut devices = Vec::new();
     let mut device_error = device_error;
     if device_count.is_some_and(|n| n > 0) && core.is_empty() {
@@ -219,6 +241,7 @@ pub fn probe_hip(rocm_path: Option<&Path>) -> RuntimeStatus {
         device_count,
         device_error,
         devices,
+        libraries,
     }
 }
 
@@ -269,6 +292,7 @@ pub fn probe_cuda() -> RuntimeStatus {
         device_count,
         device_error,
         devices,
+        libraries: Vec::new(),
     }
 }
 

@@ -10,16 +10,26 @@
 //! - 5.3.0: `hipMemAllocationProp` reordered (5.2: `compressionType@0, location@4,
 //!   requestedHandleType@12, type@16, usage@20, win32HandleMetaData@24`; 5.3+: `type@0,
 //!   requestedHandleType@4, location@8, win32HandleMetaData@16, allocFlags@24`). Same size, 32.
-//! - 5.3/5.4: hiprtc moved out of libamdhip64 into libhiprtc (Debian's 5.2 libamdhip64.so.5 still
-//!   exports `hiprtc*` itself).
+//! - hiprtc was never moved out in one step. At every tag read (ROCm/hipamd rocm-5.2.3 .. 5.5.0,
+//!   ROCm/clr rocm-5.6.0 .. rocm-6.2.2, release/rocm-rel-6.3.0.1 and amd-staging of Oct 2024) the
+//!   build makes a standalone libhiprtc (`add_library(hiprtc SHARED)` in src/hiprtc/CMakeLists.txt)
+//!   *and* compiles hiprtc into libamdhip64 on Linux (5.2.3: the `hiprtcobject` objects; 5.4.0 on:
+//!   `target_sources(amdhip64 PRIVATE hiprtc.cpp ...)`), whose version script hip_hcc.map.in
+//!   exports the `hiprtc*` names (11 at 5.2.3, 18 from 5.3.0). Whether libhiprtc is shipped is
+//!   packaging: AMD's packages have it from 5.3, Debian's 5.2 does not. clhip binds libhiprtc of
+//!   the install when it is there and the copy inside libamdhip64 otherwise ([`open_hiprtc`]).
 //! - 6.0.0: `hipDeviceProp_t` became `hipDeviceProp_tR0600` (1472 bytes, gcnArchName@1160;
 //!   5.x: 792 bytes, gcnArchName@396) read by `hipGetDevicePropertiesR0600`;
 //!   `hipMemoryType` renumbered (5.x Host=0 Device=1 Array=2 Unified=3; 6.x Unregistered=0
 //!   Host=1 Device=2 Managed=3 Array=10 Unified=11) and the field renamed `memoryType`->`type`;
 //!   `unsigned int reserved[16]` appended to the external memory handle/buffer and semaphore
 //!   descriptors; `hipIpcMemLazyEnablePeerAccess` 0 -> 0x01.
-//! - 6.3 (commit 83511e015 "Added hipExtHostAlloc API", not in rocm-6.2.x): `hipExtHostAlloc`,
-//!   `hipHostMalloc` deprecated in its favour.
+//! - `hipExtHostAlloc`: declared by ROCm/HIP amd-staging (commit 83511e015 "Added hipExtHostAlloc
+//!   API", Sep 2024) and exported by ROCm/clr amd-staging's hip_hcc.map.in, with `hipHostMalloc`
+//!   deprecated in its favour; but ROCm/clr release/rocm-rel-6.3.0.1 has no hipExtHostAlloc at
+//!   all, and HIP's docs for 6.4.2 no longer list hipHostMalloc as deprecated. No released
+//!   libamdhip64 we could find exports it, so it is optional ([`OPTIONAL_SYMBOLS`]): used where
+//!   present, never a defect where absent.
 //! - 7.0 (ROCm/rocm-systems projects/hip): `hipMemAllocationProp.requestedHandleType` is a union
 //!   with `requestedHandleTypes`: a name only, the layout is unchanged.
 //! - 7.1: `hipMemImportFromShareableHandle` is said (shared/DOMAIN.md) to take the fd by value.
@@ -34,11 +44,12 @@
 )]
 
 use std::ffi::{c_char, c_int, c_uint, c_ulonglong, c_void};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use libloading::Library;
 
-use crate::runtimes::locate::{Attempt, hip_candidates, hip_version, open_first, rocm_roots};
+use crate::runtimes::hip::install;
+use crate::runtimes::locate::{Attempt, hip_candidates, hip_version, open_first};
 
 // ---------------------------------------------------------------------------------------------
 // Scalar types and enum values
@@ -85,8 +96,10 @@ pub const hipEventDisableTiming: c_uint = 0x2;
 /// hipDeviceAttribute_t values (hip_runtime_api.h `typedef enum hipDeviceAttribute_t`): the
 /// enum is positional; gcc printed ManagedMemory = 24 in 5.2.3, 6.0.0 and amd-staging.
 pub const hipDeviceAttributeManagedMemory: c_int = 24;
-/// hipDeviceAttributeVirtualMemoryManagementSupported = 89 in 6.0.0 and amd-staging; the 5.2.3
-/// enum has no such attribute (there VMM support is found by calling hipMemCreate).
+/// hipDeviceAttributeVirtualMemoryManagementSupported = 89 from ROCm/HIP rocm-5.3.0 (gcc printed
+/// 89 at rocm-5.3.0, 5.4.0, 5.7.1, 6.0.0, 6.2.2 and amd-staging); the rocm-5.2.3 enum has no such
+/// attribute (there VMM support is found by calling hipMemCreate). See
+/// [`HipVersion::has_vmm_attribute`].
 pub const hipDeviceAttributeVirtualMemoryManagementSupported: c_int = 89;
 
 /// hipExternalMemoryHandleType (hip_runtime_api.h, `hipExternalMemoryHandleType_enum`).
@@ -118,6 +131,9 @@ pub const rocblas_fill_upper: c_int = 121;
 pub const rocblas_fill_lower: c_int = 122;
 pub const rocblas_pointer_mode_host: c_int = 0;
 pub const rocblas_status_success: rocblas_status = 0;
+/// rocblas-types.h from rocm-5.7.0.
+pub const rocblas_status_excluded_from_build: rocblas_status = 14;
+pub const rocblas_status_arch_mismatch: rocblas_status = 15;
 
 /// hiprtcResult (ROCm/HIP include/hip/hiprtc.h `typedef enum hiprtcResult`), by value.
 pub const HIPRTC_SUCCESS: hiprtcResult = 0;
@@ -152,8 +168,10 @@ pub fn hiprtc_result_name(r: hiprtcResult) -> String {
 }
 
 /// rocblas_status names (rocblas-types.h `typedef enum rocblas_status_`), by value.
+/// rocblas_status_excluded_from_build (14) and rocblas_status_arch_mismatch (15) exist from
+/// ROCm/rocBLAS rocm-5.7.0.
 pub fn rocblas_status_name(s: rocblas_status) -> &'static str {
-    const NAMES: [&str; 14] = [
+    const NAMES: [&str; 16] = [
         "rocblas_status_success",
         "rocblas_status_invalid_handle",
         "rocblas_status_not_implemented",
@@ -168,6 +186,11 @@ pub fn rocblas_status_name(s: rocblas_status) -> &'static str {
         "rocblas_status_invalid_value",
         "rocblas_status_continue",
         "rocblas_status_check_numerics_fail",
+        // 14 and 15 from ROCm/rocBLAS rocm-5.7.0 (absent at rocm-5.6.0): a function built out
+        // (no Tensile), and no code for the device's architecture (hipErrorNoBinaryForGpu is
+        // converted to it, library/src/utility.cpp at rocm-6.2.2).
+        "rocblas_status_excluded_from_build",
+        "rocblas_status_arch_mismatch",
     ];
     usize::try_from(s)
         .ok()
@@ -178,7 +201,7 @@ pub fn rocblas_status_name(s: rocblas_status) -> &'static str {
 /// hsa_status_t names, by value: ROCR-Runtime hsa.h `typedef enum { HSA_STATUS_SUCCESS = 0x0,
 /// .. }` (hex, 0x1000 up; unchanged rocm-5.2.3 .. Oct 2024 master but for the last additions)
 /// and the AMD additions of hsa_ext_amd.h (`enum { HSA_STATUS_ERROR_INVALID_MEMORY_POOL = 40,
-/// .. }`: decimal 40 .. 46, not 0x40). Unknown values are `hsa_status_t <hex>`.
+/// .. }`: decimal 40 .. 47, not 0x40). Unknown values are `hsa_status_t <hex>`.
 pub fn hsa_status_name(s: hsa_status_t) -> String {
     let name = match s {
         0x0 => "HSA_STATUS_SUCCESS",
@@ -223,6 +246,10 @@ pub fn hsa_status_name(s: hsa_status_t) -> String {
         44 => "HSA_STATUS_CU_MASK_REDUCED",
         45 => "HSA_STATUS_ERROR_OUT_OF_REGISTERS",
         46 => "HSA_STATUS_ERROR_RESOURCE_BUSY",
+        // hsa_ext_amd.h (not hsa.h) of ROCm/rocm-systems projects/rocr-runtime at 1b1610fc
+        // (2025-08-09, the 7.x line); absent at ROCR-Runtime rocm-6.2.4 and amd-staging of Oct
+        // 2024. "Request is not supported by this system".
+        47 => "HSA_STATUS_ERROR_NOT_SUPPORTED",
         _ => return format!("hsa_status_t {s:#x}"),
     };
     name.to_string()
@@ -474,9 +501,16 @@ impl HipVersion {
         !self.at_least(5, 3)
     }
 
-    /// hipExtHostAlloc exists from 6.3 (not in rocm-6.2.x headers).
-    pub fn has_ext_host_alloc(&self) -> bool {
+    /// hipExtHostAlloc might be exported from 6.3 on (amd-staging headers of Sep 2024; not in
+    /// rocm-6.2.x): from there its absence is worth showing, as optional. Below, no library has
+    /// it and nothing is said.
+    pub fn may_have_ext_host_alloc(&self) -> bool {
         self.at_least(6, 3)
+    }
+
+    /// hipDeviceAttributeVirtualMemoryManagementSupported (89) exists from rocm-5.3.0.
+    pub fn has_vmm_attribute(&self) -> bool {
+        self.at_least(5, 3)
     }
 
     /// 7.1+: the fd is passed as the `void*` value itself (shared/DOMAIN.md; unverified here).
@@ -521,7 +555,9 @@ pub enum MemoryType {
 }
 
 impl MemoryType {
-    /// 5.x (rocm-5.2.3 hip_runtime_api.h): Host 0, Device 1, Array 2, Unified 3.
+    /// 5.x (ROCm/HIP rocm-5.2.3 hip_runtime_api.h): Host 0, Device 1, Array 2, Unified 3; from
+    /// rocm-5.3.0 to rocm-5.7.1 also Managed 4 (gcc printed 4 at 5.3.0, 5.4.0 and 5.7.1; a 5.2
+    /// library never returns 4, so one table serves all of 5.x).
     /// 6.0+: Unregistered 0, Host 1, Device 2, Managed 3, Array 10, Unified 11.
     pub fn decode(abi: Abi, v: c_int) -> MemoryType {
         match (abi, v) {
@@ -529,6 +565,7 @@ impl MemoryType {
             (Abi::V5, 1) => MemoryType::Device,
             (Abi::V5, 2) => MemoryType::Array,
             (Abi::V5, 3) => MemoryType::Unified,
+            (Abi::V5, 4) => MemoryType::Managed,
             (Abi::V6 | Abi::V7, 0) => MemoryType::Unregistered,
             (Abi::V6 | Abi::V7, 1) => MemoryType::Host,
             (Abi::V6 | Abi::V7, 2) => MemoryType::Device,
@@ -718,6 +755,10 @@ pub struct Hip {
     pub path: String,
     pub version: HipVersion,
     pub abi: Abi,
+    /// The ROCm install this HIP came from: the directory of the candidate that loaded (a root's
+    /// lib/, symlinks kept as the user named them), or of the mapped file when the loader's own
+    /// search found it. Every other ROCm library is loaded from here and nowhere else.
+    pub install_dir: PathBuf,
     _lib: Library,
 }
 
@@ -752,18 +793,43 @@ impl std::fmt::Display for LoadError {
     }
 }
 
-/// The file the loader mapped whose name starts with `prefix` (`libamdhip64.so`).
+/// The file the loader mapped whose name starts with `prefix` (`libamdhip64.so`): the first,
+/// where a mixed install maps more than one.
 pub fn mapped_file(prefix: &str) -> Option<String> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    maps.lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|p| {
-            Path::new(p)
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(prefix))
-        })
-        .map(str::to_string)
+    install::mapped_files(prefix).into_iter().next()
+}
+
+/// Symbols that are used where the library exports them and are never a defect where it does
+/// not: declared in some header, exported by no released libamdhip64 found (see the module
+/// comment on hipExtHostAlloc).
+pub const OPTIONAL_SYMBOLS: [&str; 1] = ["hipExtHostAlloc"];
+
+/// How one symbol of [`HIP_SYMBOLS`] stands in a library of version `v`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SymbolState {
+    Present,
+    /// Expected in this version and absent: a defect of the library (or of these bindings).
+    Missing,
+    /// Optional, possible in this version, absent: shown, not a defect.
+    OptionalAbsent,
+    /// Not part of this version at all: nothing to say.
+    NotInVersion,
+}
+
+/// The state of `name` in a library of version `v` that does (`present`) or does not export it.
+pub fn symbol_state(v: HipVersion, name: &str, present: bool) -> SymbolState {
+    let in_version = match name {
+        "hipGetDeviceProperties" => v.major == 5,
+        "hipGetDevicePropertiesR0600" => v.major >= 6,
+        "hipExtHostAlloc" => v.may_have_ext_host_alloc(),
+        _ => true,
+    };
+    match (present, in_version, OPTIONAL_SYMBOLS.contains(&name)) {
+        (true, _, _) => SymbolState::Present,
+        (false, false, _) => SymbolState::NotInVersion,
+        (false, true, true) => SymbolState::OptionalAbsent,
+        (false, true, false) => SymbolState::Missing,
+    }
 }
 
 impl Hip {
@@ -792,33 +858,41 @@ impl Hip {
             path: path.clone(),
             reason,
         })?;
+        let install_dir = if candidate.contains('/') {
+            Path::new(&candidate).parent().map(Path::to_path_buf)
+        } else {
+            Path::new(&path).parent().map(Path::to_path_buf)
+        }
+        .unwrap_or_default();
         Ok(Hip {
             fns,
             candidate,
             path,
             version,
             abi,
+            install_dir,
             _lib: lib,
         })
     }
 
-    /// Whether `name` is expected in a library of this version: the ones a version never had are
-    /// not "missing".
-    pub fn expects(&self, name: &str) -> bool {
-        match name {
-            "hipGetDeviceProperties" => self.abi == Abi::V5,
-            "hipGetDevicePropertiesR0600" => self.abi != Abi::V5,
-            "hipExtHostAlloc" => self.version.has_ext_host_alloc(),
-            _ => true,
-        }
-    }
-
-    /// Every expected symbol that did not resolve, with its group, in table order.
+    /// Every expected symbol that did not resolve, with its group, in table order. Optional
+    /// symbols and those a version never had are not "missing".
     pub fn missing(&self) -> Vec<(Group, &'static str)> {
         HIP_SYMBOLS
             .iter()
             .copied()
-            .filter(|(_, n)| self.expects(n) && !self.fns.has(n))
+            .filter(|(_, n)| symbol_state(self.version, n, self.fns.has(n)) == SymbolState::Missing)
+            .collect()
+    }
+
+    /// The optional symbols this version might have and this library does not export.
+    pub fn optional_absent(&self) -> Vec<&'static str> {
+        HIP_SYMBOLS
+            .iter()
+            .map(|(_, n)| *n)
+            .filter(|n| {
+                symbol_state(self.version, n, self.fns.has(n)) == SymbolState::OptionalAbsent
+            })
             .collect()
     }
 
@@ -871,33 +945,57 @@ pub struct OptLib<T> {
     _lib: Library,
 }
 
-/// Candidates for `sonames` under each ROCm root's lib/, then (no explicit root) the bare names.
-pub fn rocm_lib_candidates(rocm_path: Option<&Path>, sonames: &[&str]) -> Vec<String> {
-    let mut out = Vec::new();
-    for root in rocm_roots(rocm_path) {
-        for so in sonames {
-            out.push(root.join("lib").join(so).display().to_string());
-        }
-    }
-    if rocm_path.is_none() {
-        out.extend(sonames.iter().map(|s| s.to_string()));
-    }
-    out
+/// `sonames` in the install of `hip`, nothing else: one ROCm install per process.
+pub fn install_candidates(hip: &Hip, sonames: &[&str]) -> Vec<String> {
+    sonames
+        .iter()
+        .map(|so| hip.install_dir.join(so).display().to_string())
+        .collect()
 }
 
+/// Open the first of `candidates` that exists, guarded against a second libamdhip64 or
+/// libhsa-runtime64 in this process: refused before loading when the library's dynamic section
+/// says it would bring one ([`install::preflight`]), and dropped again when /proc/self/maps
+/// shows one afterwards ([`install::mixed_now`]). A refusal reads `mixed ROCm install: ...`.
 fn open_opt<T>(
-    rocm_path: Option<&Path>,
+    candidates: &[String],
     what: &str,
-    sonames: &[&str],
     prefix: &str,
     list: &[(Group, &'static str)],
     resolve: fn(&Library) -> T,
     has: fn(&T, &str) -> bool,
 ) -> Result<OptLib<T>, String> {
-    let (lib, candidate) = open_first(&rocm_lib_candidates(rocm_path, sonames)).map_err(|t| {
-        let names: Vec<&str> = t.iter().map(|a| a.candidate.as_str()).collect();
-        format!("{what} not found (tried {})", names.join(", "))
-    })?;
+    // Already mixed (an earlier library, or the application): nothing more is loaded.
+    if let Some(mixed) = install::mixed_now() {
+        return Err(mixed);
+    }
+    let mut tried = Vec::new();
+    let mut opened = None;
+    for c in candidates {
+        let path = Path::new(c);
+        if !path.exists() {
+            tried.push(c.as_str());
+            continue;
+        }
+        install::preflight(path)?;
+        // SAFETY: loading a ROCm library runs its initialisers; that is the point.
+        match unsafe { Library::new(path) } {
+            Ok(lib) => {
+                opened = Some((lib, c.clone()));
+                break;
+            }
+            Err(e) => return Err(format!("{what}: {c}: {e}")),
+        }
+    }
+    let Some((lib, candidate)) = opened else {
+        return Err(format!("{what} not found (tried {})", tried.join(", ")));
+    };
+    if let Some(mixed) = install::mixed_now() {
+        // Unload before anything in it is called; what stays mapped (a library marked
+        // NODELETE) keeps every later open refused by the check above.
+        drop(lib);
+        return Err(format!("{mixed} after loading {candidate}"));
+    }
     let fns = resolve(&lib);
     let missing = list
         .iter()
@@ -912,19 +1010,30 @@ fn open_opt<T>(
     })
 }
 
-/// libhiprtc (ROCm 5.3+, sonames 7/6/5); for 5.2 and older, the hiprtc inside libamdhip64.
-pub fn open_hiprtc(rocm_path: Option<&Path>, hip: &Hip) -> Result<OptLib<RtcFns>, String> {
-    const SONAMES: [&str; 3] = ["libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5"];
+/// libhiprtc of the install (soname of this HIP's major first), else the hiprtc inside
+/// libamdhip64 itself. Both are built from the same tree at every tag read (module comment);
+/// libhiprtc is preferred because it is the library HIP documents for hiprtc, and a missing one
+/// (Debian's 5.2) falls back. A mixed install is refused, never worked around through the
+/// fallback.
+pub fn open_hiprtc(hip: &Hip) -> Result<OptLib<RtcFns>, String> {
+    let own = format!("libhiprtc.so.{}", hip.version.major);
+    let mut sonames = vec![own.as_str()];
+    sonames.extend(
+        ["libhiprtc.so.7", "libhiprtc.so.6", "libhiprtc.so.5"]
+            .into_iter()
+            .filter(|s| *s != own),
+    );
+    let candidates = install_candidates(hip, &sonames);
     match open_opt(
-        rocm_path,
+        &candidates,
         "libhiprtc",
-        &SONAMES,
         "libhiprtc.so",
         RTC_SYMBOLS,
         RtcFns::resolve,
         RtcFns::has,
     ) {
         Ok(l) => Ok(l),
+        Err(e) if e.starts_with("mixed ROCm install") => Err(e),
         Err(e) => {
             // SAFETY: the same file is already loaded; this only takes another reference.
             let lib = unsafe { Library::new(&hip.path) }.map_err(|x| format!("{e}; {x}"))?;
@@ -947,9 +1056,9 @@ pub fn open_hiprtc(rocm_path: Option<&Path>, hip: &Hip) -> Result<OptLib<RtcFns>
     }
 }
 
-/// rocBLAS: librocblas.so.5 (ROCm 7), .4 (6.x: SOVERSION 4.0/4.2), .3 (5.7: 3.1.0), .0 (5.2:
-/// SOVERSION 0.1), per ROCm/rocBLAS CMakeLists.txt at those tags.
-pub fn open_rocblas(rocm_path: Option<&Path>) -> Result<OptLib<BlasFns>, String> {
+/// rocBLAS of the install: librocblas.so.5 (ROCm 7), .4 (6.x: SOVERSION 4.0/4.2), .3 (5.7:
+/// 3.1.0), .0 (5.2: SOVERSION 0.1), per ROCm/rocBLAS CMakeLists.txt at those tags.
+pub fn open_rocblas(hip: &Hip) -> Result<OptLib<BlasFns>, String> {
     const SONAMES: [&str; 4] = [
         "librocblas.so.5",
         "librocblas.so.4",
@@ -957,9 +1066,8 @@ pub fn open_rocblas(rocm_path: Option<&Path>) -> Result<OptLib<BlasFns>, String>
         "librocblas.so.0",
     ];
     open_opt(
-        rocm_path,
+        &install_candidates(hip, &SONAMES),
         "librocblas",
-        &SONAMES,
         "librocblas.so",
         BLAS_SYMBOLS,
         BlasFns::resolve,
@@ -967,12 +1075,11 @@ pub fn open_rocblas(rocm_path: Option<&Path>) -> Result<OptLib<BlasFns>, String>
     )
 }
 
-/// rocSOLVER: librocsolver.so.0 (SOVERSION 0.1 at 5.2 .. 6.0, 0.2 at 6.2).
-pub fn open_rocsolver(rocm_path: Option<&Path>) -> Result<OptLib<SolverFns>, String> {
+/// rocSOLVER of the install: librocsolver.so.0 (SOVERSION 0.1 at 5.2 .. 6.0, 0.2 at 6.2).
+pub fn open_rocsolver(hip: &Hip) -> Result<OptLib<SolverFns>, String> {
     open_opt(
-        rocm_path,
+        &install_candidates(hip, &["librocsolver.so.0"]),
         "librocsolver",
-        &["librocsolver.so.0"],
         "librocsolver.so",
         SOLVER_SYMBOLS,
         SolverFns::resolve,
@@ -980,12 +1087,16 @@ pub fn open_rocsolver(rocm_path: Option<&Path>) -> Result<OptLib<SolverFns>, Str
     )
 }
 
-/// The HSA runtime (libhsa-runtime64.so.1); hsa_amd_portable_export_dmabuf from ROCm 5.6.
-pub fn open_hsa(rocm_path: Option<&Path>) -> Result<OptLib<HsaFns>, String> {
+/// The HSA runtime (libhsa-runtime64.so.1; hsa_amd_portable_export_dmabuf from ROCm 5.6): the
+/// install's, else the one libamdhip64 itself already pulled in (its DT_NEEDED, found by the
+/// loader), which is the runtime HIP runs on. An install copy other than the mapped one is a
+/// mixed install and refused before loading.
+pub fn open_hsa(hip: &Hip) -> Result<OptLib<HsaFns>, String> {
+    let mut candidates = install_candidates(hip, &["libhsa-runtime64.so.1"]);
+    candidates.extend(install::mapped_files("libhsa-runtime64.so"));
     open_opt(
-        rocm_path,
+        &candidates,
         "libhsa-runtime64",
-        &["libhsa-runtime64.so.1"],
         "libhsa-runtime64.so",
         HSA_SYMBOLS,
         HsaFns::resolve,
@@ -1141,10 +1252,11 @@ mod tests {
         assert_eq!((v.major, v.minor, v.patch), (5, 2, 21153));
         assert_eq!(v.abi(), Ok(Abi::V5));
         assert!(v.legacy_alloc_prop());
-        assert!(!v.has_ext_host_alloc());
+        assert!(!v.may_have_ext_host_alloc());
+        assert!(!v.has_vmm_attribute());
         let v = HipVersion::decode(60_342_134);
         assert_eq!(v.abi(), Ok(Abi::V6));
-        assert!(!v.legacy_alloc_prop() && v.has_ext_host_alloc());
+        assert!(!v.legacy_alloc_prop() && v.may_have_ext_host_alloc());
         assert!(!v.import_fd_by_value());
         let v = HipVersion::decode(70_100_000);
         assert_eq!(v.abi(), Ok(Abi::V7));
@@ -1154,6 +1266,68 @@ mod tests {
         assert_eq!(Abi::V6.ipc_lazy_enable_peer_access(), 1);
         assert_eq!(Abi::V5.device_props().0, "hipGetDeviceProperties");
         assert_eq!(Abi::V7.device_props().0, "hipGetDevicePropertiesR0600");
+    }
+
+    #[test]
+    fn vmm_attribute_exists_from_5_3() {
+        // ROCm/HIP rocm-5.3.0 added hipDeviceAttributeVirtualMemoryManagementSupported (89).
+        assert!(!HipVersion::decode(50_221_153).has_vmm_attribute());
+        assert!(HipVersion::decode(50_322_062).has_vmm_attribute());
+        assert!(HipVersion::decode(50_731_921).has_vmm_attribute());
+        assert!(HipVersion::decode(60_032_830).has_vmm_attribute());
+        assert_eq!(hipDeviceAttributeVirtualMemoryManagementSupported, 89);
+    }
+
+    #[test]
+    fn ext_host_alloc_is_optional_never_missing() {
+        let (v52, v63, v71) = (
+            HipVersion::decode(50_221_153),
+            HipVersion::decode(60_342_134),
+            HipVersion::decode(70_151_831),
+        );
+        // 6.3+ without it (every released library found): shown as optional, not a defect.
+        assert_eq!(
+            symbol_state(v63, "hipExtHostAlloc", false),
+            SymbolState::OptionalAbsent
+        );
+        assert_eq!(
+            symbol_state(v71, "hipExtHostAlloc", false),
+            SymbolState::OptionalAbsent
+        );
+        assert_eq!(
+            symbol_state(v71, "hipExtHostAlloc", true),
+            SymbolState::Present
+        );
+        // Before 6.3 it is not part of the version: nothing to say.
+        assert_eq!(
+            symbol_state(v52, "hipExtHostAlloc", false),
+            SymbolState::NotInVersion
+        );
+        // A core symbol absent is still a defect; a generation's other props symbol is not.
+        assert_eq!(symbol_state(v63, "hipMalloc", false), SymbolState::Missing);
+        assert_eq!(
+            symbol_state(v63, "hipGetDeviceProperties", false),
+            SymbolState::NotInVersion
+        );
+        assert_eq!(
+            symbol_state(v52, "hipGetDevicePropertiesR0600", false),
+            SymbolState::NotInVersion
+        );
+        assert!(
+            OPTIONAL_SYMBOLS
+                .iter()
+                .all(|n| HIP_SYMBOLS.iter().any(|(_, s)| s == n))
+        );
+    }
+
+    #[test]
+    fn memory_type_managed_is_4_in_5_3_to_5_7() {
+        // ROCm/HIP rocm-5.3.0 .. rocm-5.7.1: hipMemoryTypeManaged = 4 after Unified = 3.
+        assert_eq!(MemoryType::decode(Abi::V5, 4), MemoryType::Managed);
+        assert_eq!(MemoryType::decode(Abi::V5, 3), MemoryType::Unified);
+        // 6.0 renumbered: 4 means nothing there, Managed is 3.
+        assert_eq!(MemoryType::decode(Abi::V6, 4), MemoryType::Unknown(4));
+        assert_eq!(MemoryType::decode(Abi::V6, 3), MemoryType::Managed);
     }
 
     #[test]
@@ -1177,6 +1351,13 @@ mod tests {
         );
         assert_eq!((rocblas_fill_upper, rocblas_fill_lower), (121, 122));
         assert_eq!(rocblas_status_name(5), "rocblas_status_memory_error");
+        // rocm-5.7.0 additions.
+        assert_eq!(
+            rocblas_status_name(14),
+            "rocblas_status_excluded_from_build"
+        );
+        assert_eq!(rocblas_status_name(15), "rocblas_status_arch_mismatch");
+        assert_eq!(rocblas_status_name(16), "rocblas_status_unknown");
         assert_eq!(rocblas_status_name(99), "rocblas_status_unknown");
     }
 
@@ -1196,6 +1377,10 @@ mod tests {
         assert_eq!(hsa_status_name(0x1017), "HSA_STATUS_ERROR_INVALID_ISA_NAME");
         assert_eq!(hsa_status_name(40), "HSA_STATUS_ERROR_INVALID_MEMORY_POOL");
         assert_eq!(hsa_status_name(43), "HSA_STATUS_ERROR_MEMORY_FAULT");
+        assert_eq!(hsa_status_name(46), "HSA_STATUS_ERROR_RESOURCE_BUSY");
+        // hsa_ext_amd.h of the 7.x line (rocm-systems projects/rocr-runtime, Aug 2025).
+        assert_eq!(hsa_status_name(47), "HSA_STATUS_ERROR_NOT_SUPPORTED");
+        assert_eq!(hsa_status_name(48), "hsa_status_t 0x30");
         assert_eq!(hsa_status_name(0x40), "hsa_status_t 0x40");
         assert_eq!(hsa_status_name(0x1027), "hsa_status_t 0x1027");
     }

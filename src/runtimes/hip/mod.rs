@@ -16,6 +16,7 @@
 //! sources but has NOT run on AMD hardware: no AMD GPU has been reachable.
 
 pub mod ffi;
+pub mod install;
 
 use std::ffi::{CStr, CString, c_char, c_int, c_uint, c_void};
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
@@ -25,7 +26,6 @@ use std::ptr::{null, null_mut};
 use num_complex::Complex32;
 
 use crate::model::{Api, ApiError, CaseError, Phase};
-use crate::probe::uuid_string;
 use crate::reference::{Transpose, Uplo};
 use crate::runtimes::PeerPtr;
 use crate::runtimes::cuda::normalise_pci_bus_id;
@@ -166,7 +166,7 @@ fn describe(
         ordinal,
         name: c_buf_string(&name),
         arch: gcn_arch_name(hip, dev)?,
-        uuid: uuid_string(&uuid_bytes),
+        uuid: uuid_text(&uuid_bytes),
         pci_bus_id: normalise_pci_bus_id(&bus).unwrap_or(bus),
         driver_version: match module.trim() {
             "" => driver,
@@ -184,16 +184,35 @@ fn describe(
     })
 }
 
-/// `rocBLAS 4.2.0... (path)`, or why it is unavailable.
-fn library_versions(rocm_path: Option<&Path>, hip: &Hip) -> (String, String, String) {
-    let blas = match ffi::open_rocblas(rocm_path) {
+/// 16 UUID bytes as the canonical 8-4-4-4-12 lowercase hex text (other lengths: plain hex), the
+/// form the OpenCL side's cl_khr_device_uuid is written in, so the two compare as strings. Kept
+/// here rather than taken from the probe: runtimes/ does not depend on the layers above it.
+fn uuid_text(b: &[u8]) -> String {
+    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
+    if h.len() != 32 {
+        return h;
+    }
+    format!(
+        "{}-{}-{}-{}-{}",
+        &h[0..8],
+        &h[8..12],
+        &h[12..16],
+        &h[16..20],
+        &h[20..32]
+    )
+}
+
+/// `rocBLAS 4.2.0... (path)`, or why it is unavailable (`unavailable: mixed ROCm install: ..`
+/// among the reasons), each from the install of `hip`.
+pub fn library_versions(hip: &Hip) -> (String, String, String) {
+    let blas = match ffi::open_rocblas(hip) {
         Ok(l) => match l.fns.rocblas_get_version_string {
             Some(f) => format!("rocBLAS {} ({})", ffi::version_string(f), l.path),
             None => format!("rocBLAS ? ({} lacks rocblas_get_version_string)", l.path),
         },
         Err(e) => format!("unavailable: {e}"),
     };
-    let solver = match ffi::open_rocsolver(rocm_path) {
+    let solver = match ffi::open_rocsolver(hip) {
         Ok(l) => match l.fns.rocsolver_get_version_string {
             Some(f) => format!("rocSOLVER {} ({})", ffi::version_string(f), l.path),
             None => format!(
@@ -203,7 +222,7 @@ fn library_versions(rocm_path: Option<&Path>, hip: &Hip) -> (String, String, Str
         },
         Err(e) => format!("unavailable: {e}"),
     };
-    let compiler = match ffi::open_hiprtc(rocm_path, hip) {
+    let compiler = match ffi::open_hiprtc(hip) {
         Ok(l) => {
             let (mut a, mut b) = (0, 0);
             match l.fns.hiprtcVersion {
@@ -219,6 +238,22 @@ fn library_versions(rocm_path: Option<&Path>, hip: &Hip) -> (String, String, Str
     (blas, solver, compiler)
 }
 
+/// hiprtc, rocBLAS, rocSOLVER and the HSA runtime as found in `hip`'s install, one line each
+/// (`rocBLAS: <path>` or `rocBLAS: <why not>`), for the probe. Opening loads them (their
+/// initialisers need no device) and calls nothing in them.
+pub fn install_libraries(hip: &Hip) -> Vec<String> {
+    let line = |what: &str, r: Result<String, String>| match r {
+        Ok(path) => format!("{what}: {path}"),
+        Err(e) => format!("{what}: {e}"),
+    };
+    vec![
+        line("hiprtc", ffi::open_hiprtc(hip).map(|l| l.path)),
+        line("rocBLAS", ffi::open_rocblas(hip).map(|l| l.path)),
+        line("rocSOLVER", ffi::open_rocsolver(hip).map(|l| l.path)),
+        line("HSA", ffi::open_hsa(hip).map(|l| l.path)),
+    ]
+}
+
 /// Every HIP device with what the probe and the fingerprint record, or why none can be listed
 /// (library absent, a core symbol absent, hipGetDeviceCount refused). Never panics.
 pub fn discover(rocm_path: Option<&Path>) -> Result<Vec<DeviceInfo>, String> {
@@ -231,7 +266,7 @@ pub fn discover(rocm_path: Option<&Path>) -> Result<Vec<DeviceInfo>, String> {
     };
     let hip = load(rocm_path).map_err(reason)?;
     let count = device_count(&hip).map_err(reason)?;
-    let (blas, solver, compiler) = library_versions(rocm_path, &hip);
+    let (blas, solver, compiler) = library_versions(&hip);
     (0..count)
         .map(|i| {
             describe(&hip, i, &blas, &solver, &compiler)
@@ -303,6 +338,37 @@ fn blas_check(
         code: s as i64,
         name: ffi::rocblas_status_name(s).to_string(),
         detail: detail(),
+    })
+}
+
+/// The status of a rocBLAS / rocSOLVER operation as the case's outcome. Two statuses of
+/// ROCm/rocBLAS rocm-5.7.0 and later are refusals with a reason of their own:
+/// rocblas_status_arch_mismatch (15; what rocBLAS makes of hipErrorNoBinaryForGpu, i.e. the
+/// library has no code objects for this device) reads `<lib> has no kernels for this
+/// architecture (gfx908)`, with the device's arch without its feature flags, and
+/// rocblas_status_excluded_from_build (14) says the function was built out. Anything else is a
+/// refusal while running (a device fault where the code says so).
+fn blas_outcome(
+    lib: &str,
+    call: &str,
+    s: rocblas_status,
+    arch: &str,
+    detail: impl FnOnce() -> String,
+) -> Result<(), CaseError> {
+    let Err(e) = blas_check(call, s, detail) else {
+        return Ok(());
+    };
+    let arch = arch.split(':').next().unwrap_or(arch);
+    let reason = match s {
+        ffi::rocblas_status_arch_mismatch => {
+            format!("{lib} has no kernels for this architecture ({arch})")
+        }
+        ffi::rocblas_status_excluded_from_build => format!("{lib} was built without {call}"),
+        _ => return Err(e).running(),
+    };
+    Err(CaseError::Unsupported {
+        reason,
+        error: Some(e),
     })
 }
 
@@ -447,15 +513,8 @@ struct BlasHandle {
 }
 
 impl BlasHandle {
-    fn create(rocm_path: Option<&Path>, stream: hipStream_t) -> Result<BlasHandle, CaseError> {
-        let lib = ffi::open_rocblas(rocm_path).map_err(CaseError::unsupported)?;
-        if !lib.missing.is_empty() {
-            return Err(CaseError::unsupported(format!(
-                "{} lacks {}",
-                lib.path,
-                lib.missing.join(", ")
-            )));
-        }
+    fn create(hip: &Hip, stream: hipStream_t) -> Result<BlasHandle, CaseError> {
+        let lib = open_blas(hip)?;
         let create = need(
             lib.fns.rocblas_create_handle,
             &lib.path,
@@ -511,9 +570,38 @@ impl Drop for BlasHandle {
     }
 }
 
-/// librocsolver, opened on the first cpotrf with every symbol checked.
-fn open_solver(rocm_path: Option<&Path>) -> Result<OptLib<SolverFns>, CaseError> {
-    let lib = ffi::open_rocsolver(rocm_path).map_err(CaseError::unsupported)?;
+/// librocblas of `hip`'s install with every symbol checked: what the gemm cells (and, through
+/// its handle, the cholesky ones) get, or `unsupported` naming the library and what it lacks,
+/// or the mixed install.
+pub fn open_blas(hip: &Hip) -> Result<OptLib<BlasFns>, CaseError> {
+    let lib = ffi::open_rocblas(hip).map_err(CaseError::unsupported)?;
+    if !lib.missing.is_empty() {
+        return Err(CaseError::unsupported(format!(
+            "{} lacks {}",
+            lib.path,
+            lib.missing.join(", ")
+        )));
+    }
+    Ok(lib)
+}
+
+/// libhiprtc (or libamdhip64's own hiprtc) of `hip`'s install with every symbol checked: what
+/// the kernel operations need, or `unsupported` naming what is missing or the mixed install.
+pub fn open_rtc(hip: &Hip) -> Result<OptLib<RtcFns>, CaseError> {
+    let lib = ffi::open_hiprtc(hip).map_err(CaseError::unsupported)?;
+    if !lib.missing.is_empty() {
+        return Err(CaseError::unsupported(format!(
+            "{} lacks {}",
+            lib.path,
+            lib.missing.join(", ")
+        )));
+    }
+    Ok(lib)
+}
+
+/// librocsolver of `hip`'s install, opened on the first cpotrf with every symbol checked.
+pub fn open_solver(hip: &Hip) -> Result<OptLib<SolverFns>, CaseError> {
+    let lib = ffi::open_rocsolver(hip).map_err(CaseError::unsupported)?;
     if !lib.missing.is_empty() {
         return Err(CaseError::unsupported(format!(
             "{} lacks {}",
@@ -552,8 +640,8 @@ const HSA_EXPORT_SYMBOLS: [&str; 3] = [
 /// libhsa-runtime64 with the dma-buf export, or `unsupported` naming the library and what it
 /// lacks: the export pair is in ROCR-Runtime's hsa_ext_amd.h from rocm-5.6.0 (Debian's HSA of
 /// ROCm 5.2 has neither). Needs no device: nothing is called.
-fn open_hsa_export(rocm_path: Option<&Path>) -> Result<OptLib<HsaFns>, CaseError> {
-    let lib = ffi::open_hsa(rocm_path).map_err(CaseError::unsupported)?;
+fn open_hsa_export(hip: &Hip) -> Result<OptLib<HsaFns>, CaseError> {
+    let lib = ffi::open_hsa(hip).map_err(CaseError::unsupported)?;
     let lacking: Vec<&str> = HSA_EXPORT_SYMBOLS
         .into_iter()
         .filter(|n| !lib.fns.has(n))
@@ -577,8 +665,8 @@ struct HsaRuntime {
 }
 
 impl HsaRuntime {
-    fn open(rocm_path: Option<&Path>) -> Result<HsaRuntime, CaseError> {
-        let lib = open_hsa_export(rocm_path)?;
+    fn open(hip: &Hip) -> Result<HsaRuntime, CaseError> {
+        let lib = open_hsa_export(hip)?;
         let init = need(lib.fns.hsa_init, &lib.path, "hsa_init")?;
         // SAFETY: `hsa_status_t hsa_init(void)`; reference-counted, safe to call again.
         let s = unsafe { init() };
@@ -688,7 +776,7 @@ impl HipPeer {
                 hip.path
             )));
         }
-        let (blas, solver, compiler) = library_versions(rocm_path, &hip);
+        let (blas, solver, compiler) = library_versions(&hip);
         let info = describe(&hip, ordinal, &blas, &solver, &compiler)?;
         let dev = ordinal as c_int; // describe checked it fits
         // From here on Drop releases whatever has been created, on every error path.
@@ -730,18 +818,10 @@ impl HipPeer {
             hip_call!(&peer.hip, hipMalloc(&mut peer.scratch, 16)).refused("HIP scratch memory")?;
         }
 
-        let rtc = match ffi::open_hiprtc(rocm_path, &peer.hip) {
-            Ok(l) if l.missing.is_empty() => l,
-            Ok(l) => {
-                peer.kernels = Err(CaseError::unsupported(format!(
-                    "{} lacks {}",
-                    l.path,
-                    l.missing.join(", ")
-                )));
-                return Ok(peer);
-            }
-            Err(reason) => {
-                peer.kernels = Err(CaseError::unsupported(reason));
+        let rtc = match open_rtc(&peer.hip) {
+            Ok(l) => l,
+            Err(e) => {
+                peer.kernels = Err(e);
                 return Ok(peer);
             }
         };
@@ -793,11 +873,10 @@ impl HipPeer {
     }
 
     fn blas(&mut self) -> Result<&BlasHandle, CaseError> {
-        let stream = self.stream;
-        let root = self.rocm_path.clone();
+        let (stream, hip) = (self.stream, &self.hip);
         match self
             .blas
-            .get_or_insert_with(|| BlasHandle::create(root.as_deref(), stream))
+            .get_or_insert_with(|| BlasHandle::create(hip, stream))
         {
             Ok(h) => Ok(h),
             Err(e) => Err(e.clone()),
@@ -806,11 +885,8 @@ impl HipPeer {
 
     /// The rocSOLVER table and the rocBLAS handle it works through.
     fn solver(&mut self) -> Result<(ffi::SolverFns, rocblas_handle), CaseError> {
-        let root = self.rocm_path.clone();
-        let fns = match self
-            .solver
-            .get_or_insert_with(|| open_solver(root.as_deref()))
-        {
+        let hip = &self.hip;
+        let fns = match self.solver.get_or_insert_with(|| open_solver(hip)) {
             Ok(l) => l.fns,
             Err(e) => return Err(e.clone()),
         };
@@ -820,11 +896,8 @@ impl HipPeer {
     /// The HSA table, its library opened and initialised on first use (a failure is kept
     /// and given again, as rocBLAS's).
     fn hsa(&mut self) -> Result<(HsaFns, String), CaseError> {
-        let root = self.rocm_path.clone();
-        match self
-            .hsa
-            .get_or_insert_with(|| HsaRuntime::open(root.as_deref()))
-        {
+        let hip = &self.hip;
+        match self.hsa.get_or_insert_with(|| HsaRuntime::open(hip)) {
             Ok(h) => Ok((h.lib.fns, h.lib.path.clone())),
             Err(e) => Err(e.clone()),
         }
@@ -920,8 +993,8 @@ impl HipPeer {
         if !missing.is_empty() {
             return Err(lacks(&self.hip, &missing.join(", ")));
         }
-        if self.hip.abi != ffi::Abi::V5 {
-            // 5.x has no such attribute: there hipMemCreate itself says.
+        if self.hip.version.has_vmm_attribute() {
+            // 5.2 has no such attribute (it is 89 from rocm-5.3.0): there hipMemCreate says.
             let attr = ffi::hipDeviceAttributeVirtualMemoryManagementSupported;
             let mut vmm: c_int = 0;
             // SAFETY: live out-parameter.
@@ -1152,10 +1225,11 @@ impl DeviceRuntime for HipPeer {
             AllocKind::PinnedHost => {
                 // Portable: pinned for every device; Mapped: mapped into the device's address
                 // space (implied on ROCm; said so the intent is explicit). hipExtHostAlloc
-                // (6.3+, same flag values) where this library has it, else hipHostMalloc.
+                // (optional: same flag values) where this library exports it, else
+                // hipHostMalloc, which every released library has.
                 let flags = ffi::hipHostMallocPortable | ffi::hipHostMallocMapped;
                 let mut p: *mut c_void = null_mut();
-                let ext = hip.version.has_ext_host_alloc() && hip.fns.hipExtHostAlloc.is_some();
+                let ext = hip.fns.hipExtHostAlloc.is_some();
                 // SAFETY: live out-parameter.
                 let r = unsafe {
                     if ext {
@@ -1525,10 +1599,9 @@ impl DeviceRuntime for HipPeer {
         // SAFETY: column-major operands at the addresses the path handed over; with host
         // pointer mode rocBLAS reads alpha and beta before returning.
         let s = unsafe { gemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc) };
-        blas_check("rocblas_cgemm", s, || {
+        blas_outcome("rocBLAS", "rocblas_cgemm", s, &self.info.arch, || {
             format!("m={m} n={n} k={k} {op_a:?} {op_b:?}")
         })
-        .running()
     }
 
     fn cpotrf(&mut self, uplo: Uplo, n: usize, a: PeerPtr, lda: usize) -> Result<i32, CaseError> {
@@ -1546,10 +1619,9 @@ impl DeviceRuntime for HipPeer {
         // handed over; `info` goes to 4 device bytes of scratch. rocSOLVER allocates its
         // workspace through the rocBLAS handle, on the handle's stream.
         let s = unsafe { potrf(h, fill, n, a, lda, info_at) };
-        blas_check("rocsolver_cpotrf", s, || {
+        blas_outcome("rocSOLVER", "rocsolver_cpotrf", s, &self.info.arch, || {
             format!("n={n} lda={lda} {uplo:?}")
-        })
-        .running()?;
+        })?;
         // Ordered after the factorization on the stream; the copy waits for it.
         let mut info: c_int = 0;
         self.copy_out((&raw mut info).cast(), self.scratch as usize, 4)?;
@@ -1612,7 +1684,7 @@ mod tests {
             eprintln!("no libamdhip64: skipped");
             return;
         };
-        let rtc = match ffi::open_hiprtc(None, &hip) {
+        let rtc = match ffi::open_hiprtc(&hip) {
             Ok(r) if r.missing.is_empty() => r,
             other => {
                 eprintln!("no usable hiprtc: skipped ({:?})", other.err());
@@ -1720,7 +1792,11 @@ mod tests {
     /// before anything is called. Skipped where no HSA loads or it has the export.
     #[test]
     fn import_cl_memory_names_a_missing_dmabuf_export() {
-        let lib = match ffi::open_hsa(None) {
+        let Ok(hip) = Hip::load(None) else {
+            eprintln!("no libamdhip64: skipped");
+            return;
+        };
+        let lib = match ffi::open_hsa(&hip) {
             Ok(l) => l,
             Err(e) => {
                 eprintln!("no libhsa-runtime64: skipped ({e})");
@@ -1733,7 +1809,7 @@ mod tests {
         }
         let path = lib.path.clone();
         drop(lib);
-        match open_hsa_export(None) {
+        match open_hsa_export(&hip) {
             Err(CaseError::Unsupported {
                 reason,
                 error: None,
@@ -1747,6 +1823,67 @@ mod tests {
             }
             Err(other) => panic!("expected Unsupported naming the symbol, got {other:?}"),
             Ok(_) => panic!("{path} lacks the export, yet it opened"),
+        }
+    }
+
+    #[test]
+    fn uuid_text_is_8_4_4_4_12() {
+        let b: Vec<u8> = (0u8..16).collect();
+        assert_eq!(uuid_text(&b), "00010203-0405-0607-0809-0a0b0c0d0e0f");
+        assert_eq!(uuid_text(&[0xab, 0xcd]), "abcd");
+    }
+
+    /// rocBLAS 5.7+ status 15 is a refusal naming the architecture (without feature flags), 14
+    /// names the function built out; others stay refusals while running, named per header.
+    #[test]
+    fn rocblas_arch_mismatch_is_unsupported_naming_the_arch() {
+        assert!(blas_outcome("rocBLAS", "rocblas_cgemm", 0, "gfx908", String::new).is_ok());
+        match blas_outcome(
+            "rocBLAS",
+            "rocblas_cgemm",
+            15,
+            "gfx908:sramecc+:xnack-",
+            || "m=4".into(),
+        ) {
+            Err(CaseError::Unsupported {
+                reason,
+                error: Some(e),
+            }) => {
+                assert_eq!(
+                    reason,
+                    "rocBLAS has no kernels for this architecture (gfx908)"
+                );
+                assert_eq!(
+                    format!("unsupported: {reason}"),
+                    "unsupported: rocBLAS has no kernels for this architecture (gfx908)"
+                );
+                assert_eq!(
+                    (e.code, e.name.as_str()),
+                    (15, "rocblas_status_arch_mismatch")
+                );
+                assert_eq!(e.call, "rocblas_cgemm");
+            }
+            other => panic!("{other:?}"),
+        }
+        match blas_outcome("rocSOLVER", "rocsolver_cpotrf", 14, "gfx90a", String::new) {
+            Err(CaseError::Unsupported {
+                reason,
+                error: Some(e),
+            }) => {
+                assert_eq!(reason, "rocSOLVER was built without rocsolver_cpotrf");
+                assert_eq!(e.name, "rocblas_status_excluded_from_build");
+            }
+            other => panic!("{other:?}"),
+        }
+        match blas_outcome("rocBLAS", "rocblas_cgemm", 3, "gfx908", String::new) {
+            Err(CaseError::Unsupported {
+                reason,
+                error: Some(e),
+            }) => {
+                assert_eq!(reason, "refused while the case ran");
+                assert_eq!(e.name, "rocblas_status_invalid_pointer");
+            }
+            other => panic!("{other:?}"),
         }
     }
 
