@@ -1,7 +1,9 @@
 //! The case matrix as data. `cases/default.toml` says which paths x syncs x ops x sizes run; it
 //! is expanded over every pair found. Expectation baselines (`case-id,outcome` lines, as in
 //! deqp-runner) turn a driver's known non-passes into expected ones. Bad input is rejected
-//! with `file:line:column` and what was expected.
+//! with `file:line:column` and what was expected; that includes every size an op cannot take
+//! (its range, its kernels' 32-bit counts, the bytes it allocates against [`Limits`]), so that
+//! the harness never runs a case whose failure would be its own.
 
 use std::collections::{HashMap, HashSet};
 use std::fmt;
@@ -45,7 +47,13 @@ impl fmt::Display for InputError {
 impl std::error::Error for InputError {}
 
 fn locate(file: &Path, text: &str, offset: usize, message: impl Into<String>) -> InputError {
-    let before = &text[..offset.min(text.len())];
+    // A span is a char boundary from the TOML parser; should one not be, step back to one
+    // rather than panic over a message.
+    let mut end = offset.min(text.len());
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    let before = &text[..end];
     let line = before.matches('\n').count() + 1;
     let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
     InputError {
@@ -91,14 +99,20 @@ pub struct Matrix {
 }
 
 impl Matrix {
+    /// Read and validate a case file under [`Limits::HARNESS`].
     pub fn load(file: &Path) -> Result<Self, InputError> {
+        Self::load_with(file, &Limits::HARNESS)
+    }
+
+    /// Read and validate a case file, every size held to `limits`.
+    pub fn load_with(file: &Path, limits: &Limits) -> Result<Self, InputError> {
         let text = std::fs::read_to_string(file).map_err(|e| InputError {
             file: file.to_path_buf(),
             line: 0,
             column: 0,
             message: format!("cannot read: {e}"),
         })?;
-        Self::parse(file, &text)
+        Self::parse_with(file, &text, limits)
     }
 
     pub fn default_matrix() -> Self {
@@ -106,7 +120,15 @@ impl Matrix {
             .expect("the shipped case matrix is valid (tested)")
     }
 
+    /// Validate a case file's text under [`Limits::HARNESS`].
     pub fn parse(file: &Path, text: &str) -> Result<Self, InputError> {
+        Self::parse_with(file, text, &Limits::HARNESS)
+    }
+
+    /// Validate a case file's text, every size held to `limits` for every op of its group
+    /// (see [`check_size`]): a size some op cannot take is an error at that size, never a
+    /// case that is silently left out or that overflows in a worker.
+    pub fn parse_with(file: &Path, text: &str, limits: &Limits) -> Result<Self, InputError> {
         let raw: MatrixFile = toml::from_str(text).map_err(|e| {
             let at = e.span().map_or(0, |s| s.start);
             locate(file, text, at, e.message().trim().to_string())
@@ -163,20 +185,8 @@ impl Matrix {
             }
             for size in &g.sizes {
                 let n = *size.get_ref();
-                if n == 0 {
-                    return Err(err(size.span(), "size must be at least 1".into()));
-                }
                 for op in &g.ops {
-                    let op = *op.get_ref();
-                    if matches!(op, Op::Fft | Op::Pipeline) && (!n.is_power_of_two() || n > MAX_FFT)
-                    {
-                        return Err(err(
-                            size.span(),
-                            format!(
-                                "size {n} for op `{op}`: expected a power of two from 1 to {MAX_FFT} (the OpenCL FFT's range)"
-                            ),
-                        ));
-                    }
+                    check_size(*op.get_ref(), n, limits).map_err(|m| err(size.span(), m))?;
                 }
             }
             groups.push(Group {
@@ -228,12 +238,277 @@ impl Matrix {
     }
 }
 
+/// Bytes in one GiB, for limits and their messages.
+const GIB: u64 = 1 << 30;
+
+/// What one case may hold, checked where a size is parsed so that an impossible size is the
+/// case file's error and never reaches a worker (where an overflowed byte count allocates too
+/// little and the worker corrupts its own heap, which reads as a driver crash).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The largest single buffer, in bytes.
+    pub max_buffer: u64,
+    /// The most one case may hold at once, host and devices together ([`CaseBytes::total`]).
+    pub max_total: u64,
+}
+
+impl Limits {
+    /// The harness's own limits, the same on every machine so that a case file means the same
+    /// everywhere (`list --probe` of another machine included): 4 GiB per buffer, where 32-bit
+    /// offsets and many drivers' largest allocation (CL_DEVICE_MAX_MEM_ALLOC_SIZE) stop; 16 GiB
+    /// per case, so that every case fits a 32 GiB workstation beside its OS and runtimes.
+    /// A device's own limits are the runner's to check, with [`case_bytes`].
+    pub const HARNESS: Limits = Limits {
+        max_buffer: 4 * GIB,
+        max_total: 16 * GIB,
+    };
+
+    /// [`Limits::HARNESS`], with the per-case total lowered to this machine's memory
+    /// (`MemTotal` of /proc/meminfo) where that is smaller and can be read.
+    pub fn this_machine() -> Limits {
+        let mem = std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|t| mem_total(&t));
+        let mut l = Limits::HARNESS;
+        if let Some(m) = mem {
+            l.max_total = l.max_total.min(m);
+        }
+        l
+    }
+}
+
+/// `MemTotal:  131072 kB` in bytes.
+fn mem_total(meminfo: &str) -> Option<u64> {
+    let line = meminfo.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line
+        .trim_start_matches("MemTotal:")
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    kb.checked_mul(1024)
+}
+
+/// What a case of one op and size allocates, in bytes, as read from `ops.rs` and `paths.rs`.
+/// An upper bound: every buffer the op holds is counted as if all were alive at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CaseBytes {
+    /// One shared buffer: n complex f32 (8 bytes each) for vector ops, n x n for gemm and
+    /// cholesky. It is also the op's largest single allocation.
+    pub buffer: u64,
+    /// Device-side memory: each shared buffer three times (the copy path holds an OpenCL
+    /// buffer, host staging and peer memory), plus the op's own OpenCL and peer buffers.
+    pub device: u64,
+    /// Host copies: inputs, read-backs and the f64 reference.
+    pub host: u64,
+}
+
+impl CaseBytes {
+    /// Device and host together: what [`Limits::max_total`] bounds. A device peer's pinned
+    /// and managed memory is host memory too, so the two are not kept apart.
+    pub fn total(&self) -> u64 {
+        // Cannot overflow: case_bytes keeps device + host representable.
+        self.device.saturating_add(self.host)
+    }
+}
+
+/// How an op uses memory, in units of one shared buffer, from reading `ops.rs`.
+struct Footprint {
+    /// Shared buffers through the path (gemm: A, B and C).
+    shared: u64,
+    /// Other buffer-sized allocations on the OpenCL device or the peer: staging buffers of
+    /// `produce_on_cl`, read-backs of `consume_on_cl`, FFT scratch and twiddles, placement's
+    /// two reference buffers.
+    extra_device: u64,
+    /// Buffer-sized host allocations: generated inputs, read-backs, and the f64 reference (two
+    /// units: f64 is twice f32).
+    host: u64,
+}
+
+fn footprint(op: Op) -> Footprint {
+    let (shared, extra_device, host) = match op {
+        // Shared memory only: its two 8-byte result buffers are below any allocation's
+        // granularity, and the shared buffer is already counted three times.
+        Op::Handoff => (1, 0, 0),
+        // FFT scratch and twiddle table; input, download, f64 reference.
+        Op::Fft => (1, 2, 4),
+        // b, out, FFT scratch and twiddles; a, b, got, f32 magnitudes, f64 fft and magnitude.
+        Op::Pipeline => (1, 4, 7),
+        // Three staging buffers and one read-back; a, b, c, got, f64 reference.
+        Op::Gemm => (3, 4, 6),
+        // Two staging buffers and one read-back; HPD, non-HPD, factor, f64 factor and the
+        // reference's work on the non-HPD matrix.
+        Op::Cholesky => (1, 3, 7),
+        // Staging, read-back, the peer's device and pinned reference buffers; input, got, want.
+        Op::Placement => (1, 4, 3),
+    };
+    Footprint {
+        shared,
+        extra_device,
+        host,
+    }
+}
+
+/// The elements of one shared buffer: n for vector ops, n x n for matrix ops. None on
+/// overflow.
+pub fn buffer_elements(op: Op, n: usize) -> Option<u64> {
+    let n = u64::try_from(n).ok()?;
+    if op.is_matrix() {
+        n.checked_mul(n)
+    } else {
+        Some(n)
+    }
+}
+
+/// The bytes a case of `op` at size `n` allocates (see [`CaseBytes`]), with checked
+/// arithmetic: None when a count does not fit in 64 bits. The parser holds every size to
+/// [`Limits`] with it; the runner can hold a case to a device's largest allocation.
+pub fn case_bytes(op: Op, n: usize) -> Option<CaseBytes> {
+    let elem = u64::try_from(size_of::<num_complex::Complex32>()).ok()?;
+    let buffer = buffer_elements(op, n)?.checked_mul(elem)?;
+    let f = footprint(op);
+    let device = f
+        .shared
+        .checked_mul(3)?
+        .checked_add(f.extra_device)?
+        .checked_mul(buffer)?;
+    let host = f.host.checked_mul(buffer)?;
+    device.checked_add(host)?;
+    Some(CaseBytes {
+        buffer,
+        device,
+        host,
+    })
+}
+
+/// Why `n` is no size for `op` under `limits`, or Ok. Every check is one the op's code relies
+/// on without checking again.
+pub fn check_size(op: Op, n: usize, limits: &Limits) -> Result<(), String> {
+    if n == 0 {
+        return Err("size must be at least 1".into());
+    }
+    if matches!(op, Op::Fft | Op::Pipeline) && (!n.is_power_of_two() || n > MAX_FFT) {
+        return Err(format!(
+            "size {n} for op `{op}`: expected a power of two from 1 to {MAX_FFT} (the OpenCL FFT's range)"
+        ));
+    }
+    match refusal(op, n, limits) {
+        None => Ok(()),
+        Some(why) => Err(format!(
+            "size {n} for op `{op}`: {why}; {}",
+            size_range(op, limits)
+        )),
+    }
+}
+
+/// What refuses `n >= 1` for `op` beyond the FFT's own range, if anything. Each check refuses
+/// every size above the first it refuses, which [`max_size`] relies on.
+fn refusal(op: Op, n: usize, limits: &Limits) -> Option<String> {
+    let u32_max = u64::from(u32::MAX);
+    // Kernels take element and word counts as 32-bit `uint` and index with them. Handoff
+    // checks 2 u32 words per complex element, and its result word u32::MAX means "no
+    // mismatch", so the last index must stay below it.
+    let (count, what) = match op {
+        Op::Handoff => (
+            u64::try_from(n).ok().and_then(|n| n.checked_mul(2)),
+            "pattern words (2 per element)",
+        ),
+        _ => (buffer_elements(op, n), "complex elements per buffer"),
+    };
+    let Some(count) = count else {
+        return Some("its element count overflows 64 bits".into());
+    };
+    if count > u32_max {
+        return Some(format!(
+            "{count} {what} do not fit the kernels' 32-bit counts (at most {u32_max})"
+        ));
+    }
+    // BLAS and LAPACK take the dimension as a C int.
+    if op.is_matrix() && i32::try_from(n).is_err() {
+        return Some(format!("over the BLAS/LAPACK dimension limit {}", i32::MAX));
+    }
+    let Some(bytes) = case_bytes(op, n) else {
+        return Some("its byte count overflows 64 bits".into());
+    };
+    if bytes.buffer > limits.max_buffer {
+        return Some(format!(
+            "one buffer would be {}, over the harness limit of {} per buffer",
+            show_bytes(bytes.buffer),
+            show_bytes(limits.max_buffer)
+        ));
+    }
+    if bytes.total() > limits.max_total {
+        return Some(format!(
+            "the case would hold up to {}, over the limit of {} per case",
+            show_bytes(bytes.total()),
+            show_bytes(limits.max_total)
+        ));
+    }
+    None
+}
+
+/// `op `x` takes sizes ...`, for an error message.
+fn size_range(op: Op, limits: &Limits) -> String {
+    match max_size(op, limits) {
+        Some(max) if matches!(op, Op::Fft | Op::Pipeline) => {
+            format!("op `{op}` takes powers of two from 1 to {max}")
+        }
+        Some(max) => format!("op `{op}` takes sizes from 1 to {max}"),
+        None => format!("op `{op}` takes no size under these limits"),
+    }
+}
+
+/// The largest size `op` takes under `limits`, or None when even 1 is refused.
+pub fn max_size(op: Op, limits: &Limits) -> Option<usize> {
+    let ok = |n: usize| refusal(op, n, limits).is_none();
+    if matches!(op, Op::Fft | Op::Pipeline) {
+        // Powers of two only: the largest that passes, counting down from the FFT's range.
+        return (0..=MAX_FFT.trailing_zeros())
+            .rev()
+            .map(|k| 1usize << k)
+            .find(|&n| ok(n));
+    }
+    if !ok(1) {
+        return None;
+    }
+    // Binary search, with ok(lo) and !ok(hi). The 32-bit counts refuse anything above
+    // u32::MAX, so the search is 32 steps.
+    let mut lo = 1usize;
+    let mut hi = usize::try_from(u64::from(u32::MAX) + 1).unwrap_or(usize::MAX);
+    while hi - lo > 1 {
+        let mid = lo + (hi - lo) / 2;
+        if ok(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    Some(lo)
+}
+
+/// `4 GiB` for a whole number of GiB, else the exact count with its size in GiB beside it.
+fn show_bytes(b: u64) -> String {
+    if b.is_multiple_of(GIB) {
+        format!("{} GiB", b / GIB)
+    } else {
+        // Display only: the exact count is the one before it.
+        format!("{b} bytes ({:.1} GiB)", b as f64 / GIB as f64)
+    }
+}
+
 /// Keep the cases whose id matches any filter. A filter is a glob over the case id (`*`
 /// matches any run of characters) or, without `*`, a substring. A filter that matches nothing
-/// is an error: a typo must not silently run zero cases.
+/// is an error: a typo must not silently run zero cases. So is an empty filter, which as a
+/// substring would match every case: it is a slip (an unset shell variable), not a request.
 pub fn filter(cases: Vec<Case>, filters: &[String]) -> anyhow::Result<Vec<Case>> {
     if filters.is_empty() {
         return Ok(cases);
+    }
+    if filters.iter().any(String::is_empty) {
+        anyhow::bail!(
+            "an empty filter would match every case; give a glob (`*/fft/*`) or a substring of case ids, or no filter to run them all"
+        );
     }
     let ids: Vec<String> = cases.iter().map(Case::id).collect();
     for f in filters {
@@ -255,19 +530,44 @@ pub fn filter(cases: Vec<Case>, filters: &[String]) -> anyhow::Result<Vec<Case>>
         .collect())
 }
 
+/// Whether `id` matches one filter: a glob when it has a `*`, else a substring.
 pub fn matches_filter(filter: &str, id: &str) -> bool {
     if !filter.contains('*') {
         return id.contains(filter);
     }
-    glob(filter.as_bytes(), id.as_bytes())
+    glob(filter, id)
 }
 
-fn glob(p: &[u8], s: &[u8]) -> bool {
-    match p.split_first() {
-        None => s.is_empty(),
-        Some((b'*', rest)) => (0..=s.len()).any(|i| glob(rest, &s[i..])),
-        Some((c, rest)) => s.first() == Some(c) && glob(rest, &s[1..]),
+/// A glob whose only wildcard is `*`, anchored at both ends, in time linear in the pattern and
+/// the text (a backtracking matcher took over 20 s on `********Z`). Without `?` or classes the
+/// pattern is literal pieces between stars: the first must start the text, the last must end
+/// it, and each middle piece can be taken at its leftmost occurrence after the one before,
+/// since any later choice leaves less room for the rest and none more. `str::find` is linear
+/// (two-way search). Hand-written rather than globset, which would also give `?`, `[..]`,
+/// `{a,b}` and `\` meanings today's filters do not have.
+fn glob(pattern: &str, text: &str) -> bool {
+    let mut pieces = pattern.split('*');
+    // split yields at least one piece; with a `*` there are at least two.
+    let first = pieces.next().unwrap_or("");
+    let Some(mut rest) = text.strip_prefix(first) else {
+        return false;
+    };
+    let Some(last) = pieces.next_back() else {
+        // No `*` at all: the pattern is the whole text.
+        return rest.is_empty();
+    };
+    // The last piece is matched before the middle ones, so that they cannot use its bytes.
+    let Some(middle) = rest.strip_suffix(last) else {
+        return false;
+    };
+    rest = middle;
+    for piece in pieces {
+        match rest.find(piece) {
+            Some(at) => rest = &rest[at + piece.len()..],
+            None => return false,
+        }
     }
+    true
 }
 
 /// Known outcomes per case id for one driver (deqp-runner's baseline: `case-id,outcome`).
@@ -335,6 +635,20 @@ impl Baseline {
                 out.push_str(&format!("{},{}\n", r.id, kind));
             }
         }
+        out
+    }
+
+    /// Ids this baseline lists that no case of `cases` has, sorted: a case renamed, removed or
+    /// left out by a filter, whose entry now expects nothing. The runner warns about them.
+    pub fn unmatched(&self, cases: &[Case]) -> Vec<String> {
+        let planned: HashSet<String> = cases.iter().map(Case::id).collect();
+        let mut out: Vec<String> = self
+            .known
+            .keys()
+            .filter(|id| !planned.contains(*id))
+            .cloned()
+            .collect();
+        out.sort();
         out
     }
 
@@ -464,6 +778,209 @@ mod tests {
         assert!(sub.iter().all(|c| c.path == PathKind::ClSvmFine));
         let e = filter(cases, &["no-such-path".into()]).unwrap_err();
         assert!(e.to_string().contains("`no-such-path` matches none"), "{e}");
+    }
+
+    /// The size of issue 15: 8 bytes x (2^61 + 1) wraps to 8 in 64 bits.
+    const WRAPS: usize = 2_305_843_009_213_693_953;
+
+    fn one_group(path: &str, sync: &str, op: &str, sizes: &str) -> String {
+        format!(
+            "version = 1\n[[group]]\npaths = [\"{path}\"]\nsyncs = [\"{sync}\"]\nops = [\"{op}\"]\nsizes = [{sizes}]\n"
+        )
+    }
+
+    #[test]
+    fn a_size_whose_bytes_wrap_is_the_case_files_error_at_its_place() {
+        for op in ["handoff", "placement", "gemm", "cholesky"] {
+            let e = parse(&one_group("copy", "finish", op, &format!("4, {WRAPS}"))).unwrap_err();
+            assert_eq!((e.line, e.column), (6, 13), "{op}: {e}");
+            assert!(e.to_string().starts_with("cases/test.toml:6:13: "), "{e}");
+            assert!(e.message.contains(&WRAPS.to_string()), "{e}");
+            assert!(
+                e.message
+                    .contains(&format!("op `{op}` takes sizes from 1 to")),
+                "{e}"
+            );
+        }
+        // Placement is a device peer's op: on a host-only machine the old parser's acceptance
+        // silently gave 0 cases. Now the size itself is refused, whatever the pairs.
+        let e = parse(&one_group(
+            "copy",
+            "finish",
+            "placement",
+            &WRAPS.to_string(),
+        ))
+        .unwrap_err();
+        assert!(
+            e.message.contains("do not fit the kernels' 32-bit counts"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn every_size_is_held_to_each_op_of_its_group() {
+        let limits = Limits::HARNESS;
+        for &op in Op::ALL {
+            let max = max_size(op, &limits).unwrap();
+            assert!(check_size(op, max, &limits).is_ok(), "{op} {max}");
+            let next = if matches!(op, Op::Fft | Op::Pipeline) {
+                max * 2
+            } else {
+                max + 1
+            };
+            let e = check_size(op, next, &limits).unwrap_err();
+            assert!(e.contains(&format!("size {next} for op `{op}`")), "{e}");
+            let b = case_bytes(op, max).unwrap();
+            assert!(
+                b.buffer <= limits.max_buffer && b.total() <= limits.max_total,
+                "{op}"
+            );
+        }
+        // 2^29 complex f32 is 4 GiB exactly; one more element is over the per-buffer limit.
+        assert_eq!(max_size(Op::Handoff, &limits), Some(1 << 29));
+        let e = check_size(Op::Handoff, (1 << 29) + 1, &limits).unwrap_err();
+        assert!(
+            e.contains("over the harness limit of 4 GiB per buffer"),
+            "{e}"
+        );
+        // A gemm whose one matrix fits 4 GiB but whose case does not fit 16 GiB.
+        let e = check_size(Op::Gemm, 20_000, &limits).unwrap_err();
+        assert!(e.contains("over the limit of 16 GiB per case"), "{e}");
+        // The op is named: a size fine for handoff is refused for the fft beside it.
+        let e = parse(&one_group("copy", "finish", "handoff\", \"fft", "3")).unwrap_err();
+        assert!(e.message.contains("for op `fft`"), "{e}");
+        assert!(parse(&one_group("copy", "finish", "handoff", "536870912")).is_ok());
+    }
+
+    #[test]
+    fn case_bytes_is_checked_arithmetic() {
+        assert_eq!(case_bytes(Op::Handoff, WRAPS), None);
+        assert_eq!(case_bytes(Op::Gemm, usize::MAX), None);
+        assert_eq!(case_bytes(Op::Gemm, 1 << 32), None, "n*n*8 = 2^67");
+        let b = case_bytes(Op::Gemm, 2048).unwrap();
+        assert_eq!(b.buffer, 2048 * 2048 * 8);
+        assert_eq!(case_bytes(Op::Fft, 4).unwrap().buffer, 32);
+        let tight = Limits {
+            max_buffer: 4 * GIB,
+            max_total: 64,
+        };
+        assert_eq!(
+            max_size(Op::Handoff, &tight),
+            Some(2),
+            "3 x 8 x 2 = 48 <= 64 < 72"
+        );
+        let none = Limits {
+            max_buffer: 4,
+            max_total: 64,
+        };
+        assert_eq!(max_size(Op::Fft, &none), None);
+        let e = check_size(Op::Fft, 1, &none).unwrap_err();
+        assert!(e.contains("takes no size under these limits"), "{e}");
+    }
+
+    #[test]
+    fn machine_limit_reads_meminfo() {
+        assert_eq!(
+            mem_total("MemFree: 1 kB\nMemTotal:       16384 kB\n"),
+            Some(16 << 20)
+        );
+        assert_eq!(mem_total("nothing"), None);
+        let l = Limits::this_machine();
+        assert!(l.max_total <= Limits::HARNESS.max_total && l.max_total > 0);
+    }
+
+    /// Today's semantics, the backtracking original: what the linear glob must agree with.
+    fn backtracking_glob(p: &[u8], s: &[u8]) -> bool {
+        match p.split_first() {
+            None => s.is_empty(),
+            Some((b'*', rest)) => (0..=s.len()).any(|i| backtracking_glob(rest, &s[i..])),
+            Some((c, rest)) => s.first() == Some(c) && backtracking_glob(rest, &s[1..]),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn glob_agrees_with_the_backtracking_original(
+            p in "[ab*]{0,8}",
+            s in "[ab]{0,10}",
+        ) {
+            proptest::prop_assert_eq!(
+                glob(&p, &s),
+                backtracking_glob(p.as_bytes(), s.as_bytes()),
+                "pattern {:?} text {:?}", p, s
+            );
+        }
+    }
+
+    #[test]
+    fn glob_edge_cases() {
+        assert!(glob("*", ""));
+        assert!(glob("a*a", "aa") && !glob("a*a", "a"));
+        assert!(glob("**", "x") && glob("*x*", "x"));
+        assert!(!glob("ab*b", "ab"));
+        assert!(glob("é*é", "éé") && !glob("é*é", "é"));
+        assert!(matches_filter("fft", "a/fft/n=4") && !matches_filter("fft*", "a/fft/n=4"));
+    }
+
+    #[test]
+    fn pathological_filters_finish_in_linear_time() {
+        let pairs: Vec<Pair> = (0..8)
+            .map(|i| Pair {
+                opencl: ClDeviceRef {
+                    platform_index: 0,
+                    device_index: i,
+                    label: format!("pocl{i}"),
+                },
+                peer: if i % 2 == 0 {
+                    Peer::HOST
+                } else {
+                    Peer {
+                        api: crate::model::Api::Cuda,
+                        ordinal: i,
+                    }
+                },
+            })
+            .collect();
+        let cases = Matrix::default_matrix().expand(&pairs);
+        assert!(cases.len() > 3000, "{} cases", cases.len());
+        let start = std::time::Instant::now();
+        for f in [
+            "********Z",
+            "*a*a*a*a*a*a*a*a*a*a*a*a*Z",
+            "*/*/*/*/*/*/*/*/*/*/*=",
+        ] {
+            let e = filter(cases.clone(), &[f.to_string()]).unwrap_err();
+            assert!(e.to_string().contains("matches none"), "{e}");
+        }
+        let n = filter(cases.clone(), &["**p*o*c*l*1*+*/*".to_string()])
+            .unwrap()
+            .len();
+        assert!(n > 0);
+        let took = start.elapsed();
+        assert!(took.as_secs_f64() < 1.0, "filters took {took:?}");
+    }
+
+    #[test]
+    fn an_empty_filter_is_an_error() {
+        let cases = Matrix::default_matrix().expand(&[pair()]);
+        let e = filter(cases.clone(), &["fft".into(), String::new()]).unwrap_err();
+        assert!(e.to_string().contains("an empty filter"), "{e}");
+        assert_eq!(filter(cases.clone(), &[]).unwrap().len(), cases.len());
+    }
+
+    #[test]
+    fn baseline_ids_no_case_has_are_reported() {
+        let cases = Matrix::default_matrix().expand(&[pair()]);
+        let kept = cases[0].id();
+        let b = Baseline::parse(
+            Path::new("b.csv"),
+            &format!("zz/gone,fail\n{kept},fault\naa/renamed,crash\n"),
+        )
+        .unwrap();
+        assert_eq!(b.unmatched(&cases), ["aa/renamed", "zz/gone"]);
+        assert_eq!(b.unmatched(&cases[..1]).len(), 2);
+        assert_eq!(b.unmatched(&[]).len(), 3);
+        assert!(Baseline::default().unmatched(&cases).is_empty());
     }
 
     #[test]
