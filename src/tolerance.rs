@@ -7,9 +7,10 @@
 //! clients use (DOMAIN.md, "Accuracy bounds used by the field"); where ours deviate the formula
 //! says so.
 //!
-//! A NaN or infinity in device output is always out of bound, whatever the bound. Errors that are
-//! not finite are reported as `f64::MAX`: JSON has no inf/NaN (serde_json writes `null`, which
-//! does not read back as f64).
+//! A NaN or infinity in device output is always out of bound, whatever the bound. Errors are
+//! reported as they are, so a verdict says `NaN` or `inf` rather than a clamped huge number that
+//! could pass for a real (if large) error; a NaN anywhere makes the largest error NaN. The JSON
+//! record writes them as `null` ([`Mismatch`] reads that back as NaN).
 
 // A Mismatch is the product of a failed check, built once per case and handed up with `?`;
 // boxing it would only move the allocation.
@@ -66,20 +67,22 @@ impl fmt::Display for CheckSummary {
     }
 }
 
-/// For report fields: a non-finite error becomes `f64::MAX` (see the module doc).
-fn reportable(x: f64) -> f64 {
-    if x.is_finite() { x } else { f64::MAX }
-}
-
-/// `measured / bound` with 0/0 = 0 and x/0 = inf: a zero bound passes only zero error.
+/// `measured / bound` with 0/0 = 0 and x/0 = inf: a zero bound passes only zero error. A NaN
+/// stays NaN: no ratio is known for it.
 fn ratio(measured: f64, bound: f64) -> f64 {
     if measured == 0.0 {
         0.0
-    } else if bound > 0.0 {
+    } else if bound > 0.0 || measured.is_nan() {
         measured / bound
     } else {
         f64::INFINITY
     }
+}
+
+/// Whether error `e` should replace `worst` as the largest so far. A NaN beats everything
+/// (`f64::max` would silently drop it), so a NaN element is what the largest error reports.
+fn is_worse(e: f64, worst: f64) -> bool {
+    (e.is_nan() && !worst.is_nan()) || e > worst
 }
 
 fn fmt_c32(z: Complex32) -> String {
@@ -98,13 +101,13 @@ fn is_finite_c32(z: Complex32) -> bool {
     z.re.is_finite() && z.im.is_finite()
 }
 
-/// `max(|Δre|, |Δim|)`, the component-wise error rocFFT and rocBLAS compare; infinite when `got`
-/// is not finite (f64::max would silently drop a NaN).
+/// `max(|Δre|, |Δim|)`, the component-wise error rocFFT and rocBLAS compare: NaN when either
+/// component of `got` is NaN (f64::max would silently drop it), inf for an infinite one.
 fn component_err(got: Complex32, want: Complex64) -> f64 {
-    if !is_finite_c32(got) {
-        return f64::INFINITY;
-    }
     let d = widen(got) - want;
+    if d.re.is_nan() || d.im.is_nan() {
+        return f64::NAN;
+    }
     d.re.abs().max(d.im.abs())
 }
 
@@ -171,8 +174,7 @@ impl Scan {
             self.bad += 1;
             self.first_bad.get_or_insert(i);
         }
-        let err = if err.is_nan() { f64::INFINITY } else { err };
-        if err > self.max_err {
+        if is_worse(err, self.max_err) {
             self.max_err = err;
             self.argmax = i;
         }
@@ -232,10 +234,11 @@ pub fn check_fft(
     for (i, (&g, &w)) in got.iter().zip(want).enumerate() {
         let e = component_err(g, w);
         scan.visit(i, e, linf_bound);
+        // A non-finite error carries into the L2 sum, so that criterion cannot pass either.
         d2 += if e.is_finite() {
             (widen(g) - w).norm_sqr()
         } else {
-            f64::INFINITY
+            e
         };
     }
     let l2_rel = ratio(d2.sqrt(), ref_l2);
@@ -246,7 +249,7 @@ pub fn check_fft(
     );
     let l2_text = format!(
         "||got-ref||_2/||ref||_2 = {:.3e} {} sqrt(max(log2 N,1))*eps_p = {l2_bound:.3e}",
-        reportable(l2_rel),
+        l2_rel,
         if l2_ok { "<=" } else { ">" }
     );
     const SOURCE: &str = "(rocFFT clients shared/accuracy_test.h; max(.,1) ours, for N=1)";
@@ -258,8 +261,8 @@ pub fn check_fft(
         want: fmt_c64(want[index]),
         count,
         len: n,
-        max_abs_err: reportable(scan.max_err),
-        max_rel_err: reportable(l2_rel),
+        max_abs_err: scan.max_err,
+        max_rel_err: l2_rel,
         bound,
         formula,
     };
@@ -334,11 +337,7 @@ pub fn check_pipeline(
     let mut scan = Scan::default();
     let mut worst = (0.0, 0);
     for (i, (&g, &w)) in got.iter().zip(&want.magnitude).enumerate() {
-        let e = if g.is_finite() {
-            (f64::from(g) - w).abs()
-        } else {
-            f64::INFINITY
-        };
+        let e = (f64::from(g) - w).abs();
         let b = bound_at(i);
         scan.visit(i, e, b);
         let r = ratio(e, b);
@@ -358,8 +357,8 @@ pub fn check_pipeline(
             want: format!("{:.8e}", want.magnitude[first]),
             count: scan.bad,
             len: n,
-            max_abs_err: reportable(scan.max_err),
-            max_rel_err: reportable(ratio(scan.max_err, ref_max)),
+            max_abs_err: scan.max_err,
+            max_rel_err: ratio(scan.max_err, ref_max),
             bound: bound_at(first),
             formula,
         });
@@ -443,7 +442,9 @@ pub fn check_cgemm(
     let mut first_padding_write = None;
     for (p, (&g, &w)) in got.iter().zip(want).enumerate() {
         let abs = component_err(g, w);
-        max_abs = max_abs.max(abs);
+        if is_worse(abs, max_abs) {
+            max_abs = abs;
+        }
         if !in_block(p) {
             // Padding came from an f32 input, so the widened reference is exact: compare bits.
             let same = g.re.to_bits() == (w.re as f32).to_bits()
@@ -459,7 +460,8 @@ pub fn check_cgemm(
                 let r = ulp_distance(g.re, w.re as f32).max(ulp_distance(g.im, w.im as f32));
                 r as f64
             } else {
-                f64::INFINITY
+                // No ULP distance to an inf or NaN; its absolute error (inf or NaN) fails alike.
+                abs
             }
         } else {
             abs
@@ -490,8 +492,8 @@ pub fn check_cgemm(
             want: fmt_c64(want[first]),
             count: scan.bad,
             len: want.len(),
-            max_abs_err: reportable(max_abs),
-            max_rel_err: reportable(max_rel),
+            max_abs_err: max_abs,
+            max_rel_err: max_rel,
             bound,
             formula,
         });
@@ -550,10 +552,12 @@ pub fn check_cholesky(
         if !(w.re.is_finite() && w.im.is_finite()) {
             return Err(nonfinite_reference(what, p, fmt_c64(w), want.len()));
         }
-        let e = if is_finite_c32(g) {
-            (widen(g) - w).norm()
+        let d = widen(g) - w;
+        // hypot(inf, NaN) is inf: test for NaN first so a NaN reports as NaN.
+        let e = if d.re.is_nan() || d.im.is_nan() {
+            f64::NAN
         } else {
-            f64::INFINITY
+            d.norm()
         };
         d2 += e * e;
         r2 += w.norm_sqr();
@@ -564,11 +568,13 @@ pub fn check_cholesky(
     let bound = n.max(1) as f64 * EPS32;
     let max = errs.iter().fold(
         (0.0f64, 0usize),
-        |m, &(p, e)| if e > m.0 { (e, p) } else { m },
+        |m, &(p, e)| {
+            if is_worse(e, m.0) { (e, p) } else { m }
+        },
     );
     let formula = format!(
         "||ref-got||_F/||ref||_F = {:.3e} {} n*eps = {bound:.3e} over the {} triangle, n={n}, eps={EPS32:.3e} (rocSOLVER clients)",
-        reportable(rel),
+        rel,
         if rel <= bound { "<=" } else { ">" },
         match uplo {
             Uplo::Lower => "lower",
@@ -589,8 +595,8 @@ pub fn check_cholesky(
             want: fmt_c64(want[index]),
             count: errs.iter().filter(|&&(_, e)| !within(e, share)).count(),
             len: elements,
-            max_abs_err: reportable(max.0),
-            max_rel_err: reportable(rel),
+            max_abs_err: max.0,
+            max_rel_err: rel,
             bound,
             formula,
         });
@@ -924,7 +930,11 @@ mod tests {
 
     /// How far a corruption moves a value (inf if it makes it non-finite).
     fn moved(before: Complex32, after: Complex32) -> f64 {
-        component_err(after, widen(before))
+        if is_finite_c32(after) {
+            component_err(after, widen(before))
+        } else {
+            f64::INFINITY
+        }
     }
 
     /// First index at or after `start` (cyclically) where a corruption is certain to be out of
@@ -1026,11 +1036,14 @@ mod tests {
         got[40].re = f32::NAN;
         let m = check_fft("nan", &got, &want).expect_err("non-finite output");
         assert_eq!((m.index, m.count), (9, 2));
-        assert_eq!(m.max_abs_err, f64::MAX);
-        // The run's JSON must read back: no inf or NaN in the record.
+        assert!(m.max_abs_err.is_nan() && m.max_rel_err.is_nan(), "{m}");
+        // The run's JSON must read back (serde_json writes NaN as null) and say the same.
         let json = serde_json::to_string(&m).expect("serialize");
         let back: Mismatch = serde_json::from_str(&json).expect("round trip");
-        assert_eq!(back, m);
+        assert_eq!(back.to_string(), m.to_string());
+        assert_eq!((back.index, back.count), (m.index, m.count));
+        // serde_json's default float parsing may land an ulp off.
+        assert!((back.bound - m.bound).abs() <= 1e-15 * m.bound, "{back}");
     }
 
     #[test]
@@ -1434,5 +1447,500 @@ mod tests {
         got[12345] *= 1.5;
         let m = check_pipeline("4M pipeline", &got, &want, scale).expect_err("corrupted");
         assert_eq!((m.index, m.count), (12345, 1));
+    }
+
+    // ---- every bound at its edge ----
+    //
+    // Each bound is written out again below from its documented formula, with the constants as
+    // literals, so that a loosened formula or constant in the code is caught rather than
+    // followed. Errors are planted on elements whose reference is zero (or, where the bound
+    // depends on the element, in the f64 reference itself), so that f32 rounding moves the
+    // planted error by ~1e-7 of itself, far below the 1e-3 margin; each test still asserts
+    // which side of the bound the error actually landed on.
+
+    /// Relative distance of a planted error from its bound.
+    const EDGE: f64 = 1e-3;
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-12 * a.abs().max(b.abs())
+    }
+
+    /// `target` as f32, asserting that rounding left it on the same side of `bound`.
+    fn planted(target: f64, bound: f64) -> f32 {
+        let x = target as f32;
+        assert_eq!(
+            f64::from(x) > bound,
+            target > bound,
+            "{target:e} rounded to {x:e} across {bound:e}"
+        );
+        x
+    }
+
+    /// `eps_p * ||ref||_inf * max(ln N, 1)`, eps_p = 3.75e-5 (rocFFT accuracy_test.h).
+    fn fft_linf_by_formula(want: &[Complex64]) -> f64 {
+        let inf = want
+            .iter()
+            .fold(0.0f64, |m, z| m.max(z.re.abs()).max(z.im.abs()));
+        3.75e-5 * inf * (want.len() as f64).ln().max(1.0)
+    }
+
+    /// `sqrt(max(log2 N, 1)) * eps_p` (rocFFT accuracy_test.h).
+    fn fft_l2_by_formula(n: usize) -> f64 {
+        (n as f64).log2().max(1.0).sqrt() * 3.75e-5
+    }
+
+    /// `(0.5, -0.25)` at even indices, zero at odd ones: `||ref||_inf = 0.5` whatever is planted
+    /// at an odd index, and the reference's energy is spread so that one element at the Linf
+    /// bound stays inside the L2 bound. Returns the reference and its exact f32 copy.
+    fn fft_edge_vectors(n: usize) -> (Vec<Complex64>, Vec<Complex32>) {
+        let want: Vec<Complex64> = (0..n)
+            .map(|i| {
+                if i % 2 == 0 {
+                    Complex64::new(0.5, -0.25)
+                } else {
+                    Complex64::new(0.0, 0.0)
+                }
+            })
+            .collect();
+        let got = want
+            .iter()
+            .map(|z| Complex32::new(z.re as f32, z.im as f32))
+            .collect();
+        (want, got)
+    }
+
+    fn rel_l2(got: &[Complex32], want: &[Complex64]) -> f64 {
+        let d2: f64 = got
+            .iter()
+            .zip(want)
+            .map(|(&g, &w)| (widen(g) - w).norm_sqr())
+            .sum();
+        let r2: f64 = want.iter().map(|z| z.norm_sqr()).sum();
+        (d2 / r2).sqrt()
+    }
+
+    const FFT_EDGE_SIZES: [usize; 3] = [2, 8, 1 << 16];
+
+    #[test]
+    fn fft_linf_bound_edge() {
+        for n in FFT_EDGE_SIZES {
+            let (want, exact) = fft_edge_vectors(n);
+            let bound = fft_linf_by_formula(&want);
+            let i = (n / 2) | 1; // odd: its reference is zero
+            for over in [true, false] {
+                let target = bound * if over { 1.0 + EDGE } else { 1.0 - EDGE };
+                let mut got = exact.clone();
+                got[i].im = -planted(target, bound);
+                assert!(
+                    rel_l2(&got, &want) < fft_l2_by_formula(n),
+                    "L2 must hold, N={n}"
+                );
+                let r = check_fft("edge", &got, &want);
+                if over {
+                    let m = r.expect_err("just over the Linf bound");
+                    assert_eq!((m.index, m.count), (i, 1), "N={n}: {m}");
+                    assert!(close(m.bound, bound), "N={n}: {} vs {bound:e}", m.bound);
+                    assert!(!m.formula.starts_with("L2:"), "{}", m.formula);
+                } else {
+                    let s = r.unwrap_or_else(|m| panic!("just under, N={n}: {m}"));
+                    assert!(
+                        s.worst_ratio > 1.0 - 2.0 * EDGE && s.worst_ratio < 1.0,
+                        "{s}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Every element inside the Linf bound, the L2 norm of the error just over or under its
+    /// bound; the error is spread over all zero-reference elements, largest at `k`.
+    #[test]
+    fn fft_l2_bound_edge() {
+        for n in FFT_EDGE_SIZES {
+            let (want, exact) = fft_edge_vectors(n);
+            let linf = fft_linf_by_formula(&want);
+            let l2 = fft_l2_by_formula(n);
+            let ref_l2 = want.iter().map(|z| z.norm_sqr()).sum::<f64>().sqrt();
+            let k = n - 1;
+            let weight = |j: usize| if j == k { 1.25 } else { 1.0 };
+            let sum_w2: f64 = (1..n).step_by(2).map(|j| 2.0 * weight(j) * weight(j)).sum();
+            for over in [true, false] {
+                let target = l2 * ref_l2 * if over { 1.0 + EDGE } else { 1.0 - EDGE };
+                let e = target / sum_w2.sqrt();
+                assert!(1.25 * e < 0.9 * linf, "N={n}: setup must keep Linf");
+                let mut got = exact.clone();
+                for j in (1..n).step_by(2) {
+                    let x = (weight(j) * e) as f32;
+                    got[j] = Complex32::new(x, -x);
+                }
+                let measured = rel_l2(&got, &want);
+                assert_eq!(measured > l2, over, "N={n}: planted {measured:e} vs {l2:e}");
+                let r = check_fft("edge", &got, &want);
+                if over {
+                    let m = r.expect_err("just over the L2 bound");
+                    assert!(m.formula.starts_with("L2:"), "N={n}: {}", m.formula);
+                    assert_eq!(m.index, k, "N={n}: {m}");
+                    assert!(close(m.bound, l2), "N={n}: {} vs {l2:e}", m.bound);
+                    assert!(m.count >= 1 && m.max_rel_err > m.bound, "{m}");
+                } else {
+                    let s = r.unwrap_or_else(|m| panic!("just under, N={n}: {m}"));
+                    assert!(
+                        s.worst_ratio > 1.0 - 2.0 * EDGE && s.worst_ratio < 1.0,
+                        "{s}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// `|got - ref| <= |scale| sqrt(2) B_fft + 4 eps32 |ref|` at a zero-magnitude element (the
+    /// absolute term alone) and at a magnitude of 0.75 (where the relative term dominates).
+    #[test]
+    fn pipeline_bound_edge() {
+        let eps32 = 2f64.powi(-23);
+        for n in [8, 1 << 16] {
+            for scale in [1.0, 1.0 / n as f32] {
+                let fft = vec![Complex64::new(0.5, -0.25); n];
+                let b_fft = 3.75e-5 * 0.5 * (n as f64).ln().max(1.0);
+                let abs_term = f64::from(scale) * 2f64.sqrt() * b_fft;
+                let bound_for = |r: f64| abs_term + 4.0 * eps32 * r.abs();
+                let magnitude: Vec<f64> = (0..n)
+                    .map(|i| if i % 2 == 0 { 0.75 } else { 0.0 })
+                    .collect();
+                let exact: Vec<f32> = magnitude.iter().map(|&x| x as f32).collect();
+                let (z, r) = ((n / 2) | 1, n / 2);
+                let plant = |over: bool, at: usize| {
+                    let f = if over { 1.0 + EDGE } else { 1.0 - EDGE };
+                    let mut want = PipelineReference {
+                        fft: fft.clone(),
+                        magnitude: magnitude.clone(),
+                    };
+                    let mut got = exact.clone();
+                    if at == z {
+                        got[z] = planted(abs_term * f, abs_term);
+                    } else {
+                        // got stays 0.75; the reference moves: 0.75 - want = f * bound(want).
+                        want.magnitude[r] = (0.75 - f * abs_term) / (1.0 + f * 4.0 * eps32);
+                    }
+                    let err = (f64::from(got[at]) - want.magnitude[at]).abs();
+                    assert_eq!(err > bound_for(want.magnitude[at]), over, "N={n} at {at}");
+                    (got, want)
+                };
+                for at in [z, r] {
+                    let (got, want) = plant(true, at);
+                    let m = check_pipeline("edge", &got, &want, scale)
+                        .expect_err("just over the pipeline bound");
+                    assert_eq!((m.index, m.count), (at, 1), "N={n}, scale={scale}: {m}");
+                    assert!(close(m.bound, bound_for(want.magnitude[at])), "{m}");
+
+                    let (got, want) = plant(false, at);
+                    let s = check_pipeline("edge", &got, &want, scale)
+                        .unwrap_or_else(|m| panic!("just under, N={n}, at {at}: {m}"));
+                    assert!(
+                        s.worst_ratio > 1.0 - 2.0 * EDGE && s.worst_ratio < 1.0,
+                        "{s}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// `|Δre|, |Δim| <= max(K, 1) * 1e-4 * sqrt(0.5)` in a 3x2 block with ldc = 5.
+    #[test]
+    fn cgemm_bound_edge() {
+        let (m, n, ldc) = (3, 2, 5);
+        let want: Vec<Complex64> = (0..ldc * n)
+            .map(|p| match (p % ldc < m, p % 2) {
+                (false, _) => widen(PAD_C),
+                (true, 1) => Complex64::new(0.0, 0.0),
+                (true, _) => Complex64::new(-1.5, 0.25),
+            })
+            .collect();
+        let exact: Vec<Complex32> = want
+            .iter()
+            .map(|z| Complex32::new(z.re as f32, z.im as f32))
+            .collect();
+        let p = 2 + ldc; // row 2, column 1: a zero reference
+        assert_eq!(want[p], Complex64::new(0.0, 0.0));
+        for k in [0, 1, 4096] {
+            let bound = (k.max(1) as f64) * 1e-4 * 0.5f64.sqrt();
+            for over in [true, false] {
+                let mut got = exact.clone();
+                got[p].im = -planted(bound * if over { 1.0 + EDGE } else { 1.0 - EDGE }, bound);
+                let r = check_cgemm("edge", &got, &want, m, n, ldc, k, false);
+                if over {
+                    let mm = r.expect_err("just over the cgemm bound");
+                    assert_eq!((mm.index, mm.count), (p, 1), "K={k}: {mm}");
+                    assert!(close(mm.bound, bound), "K={k}: {mm}");
+                } else {
+                    let s = r.unwrap_or_else(|mm| panic!("just under, K={k}: {mm}"));
+                    assert!(
+                        s.worst_ratio > 1.0 - 2.0 * EDGE && s.worst_ratio < 1.0,
+                        "{s}"
+                    );
+                }
+            }
+        }
+    }
+
+    /// `||ref - got||_F / ||ref||_F <= n eps` over the triangle, with the reference an identity
+    /// factor: one off-diagonal element carrying the whole error (the index is that element),
+    /// and the error spread over every off-diagonal element (the index is the largest).
+    #[test]
+    fn cholesky_bound_edge() {
+        let eps32 = 2f64.powi(-23);
+        for (n, uplo, lda) in [
+            (2, Uplo::Lower, 3),
+            (3, Uplo::Upper, 3),
+            (512, Uplo::Upper, 513),
+        ] {
+            let tri = |p: usize| {
+                let (i, j) = (p % lda, p / lda);
+                i < n
+                    && j < n
+                    && match uplo {
+                        Uplo::Lower => i >= j,
+                        Uplo::Upper => i <= j,
+                    }
+            };
+            let off: Vec<usize> = (0..lda * n)
+                .filter(|&p| tri(p) && p % lda != p / lda)
+                .collect();
+            let want: Vec<Complex64> = (0..lda * n)
+                .map(|p| {
+                    if !tri(p) {
+                        Complex64::new(9.0, 9.0) // not checked: LAPACK's workspace
+                    } else if p % lda == p / lda {
+                        Complex64::new(1.0, 0.0)
+                    } else {
+                        Complex64::new(0.0, 0.0)
+                    }
+                })
+                .collect();
+            let mut exact: Vec<Complex32> = want
+                .iter()
+                .map(|z| Complex32::new(z.re as f32, z.im as f32))
+                .collect();
+            for (p, z) in exact.iter_mut().enumerate() {
+                if !tri(p) {
+                    *z = Complex32::new(-3.0, 1.0);
+                }
+            }
+            let bound = n as f64 * eps32;
+            let budget = bound * (n as f64).sqrt(); // ||ref||_F = sqrt(n)
+            let k = off[off.len() / 2];
+            let spread_w = |p: usize| if p == k { 1.25 } else { 1.0 };
+            let sum_w2: f64 = off.iter().map(|&p| spread_w(p) * spread_w(p)).sum();
+            for spread in [false, true] {
+                for over in [true, false] {
+                    let target = budget * if over { 1.0 + EDGE } else { 1.0 - EDGE };
+                    let mut got = exact.clone();
+                    if spread {
+                        let e = target / sum_w2.sqrt();
+                        for &p in &off {
+                            got[p].re = (spread_w(p) * e) as f32;
+                        }
+                    } else {
+                        got[k].re = -planted(target, budget);
+                    }
+                    let d2: f64 = (0..got.len())
+                        .filter(|&p| tri(p))
+                        .map(|p| (widen(got[p]) - want[p]).norm_sqr())
+                        .sum();
+                    let rel = (d2 / n as f64).sqrt();
+                    assert_eq!(
+                        rel > bound,
+                        over,
+                        "n={n} spread={spread}: {rel:e} vs {bound:e}"
+                    );
+                    let r = check_cholesky("edge", &got, &want, uplo, n, lda);
+                    if over {
+                        let m = r.expect_err("just over the potrf bound");
+                        assert_eq!(m.index, k, "n={n} spread={spread}: {m}");
+                        assert!(close(m.bound, bound), "{m}");
+                    } else {
+                        let s = r.unwrap_or_else(|m| panic!("just under, n={n}: {m}"));
+                        assert!(
+                            s.worst_ratio > 1.0 - 2.0 * EDGE && s.worst_ratio < 1.0,
+                            "{s}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    // ---- NaN and infinities in verdicts ----
+
+    /// One non-finite component planted at `at`; the verdict names it and says what it is.
+    fn assert_names_nonfinite(m: &Mismatch, at: usize, x: f32) {
+        let text = m.to_string();
+        let shown = format!("{x:e}");
+        assert_eq!(m.index, at, "{text}");
+        assert!(m.got.contains(&shown), "got {} should show {shown}", m.got);
+        let max_err = if x.is_nan() { "NaN" } else { "inf" };
+        assert!(text.contains(&format!("max abs err {max_err},")), "{text}");
+        assert!(!text.contains("e308"), "clamped value in {text}");
+        for (what, v) in [
+            ("max_abs_err", m.max_abs_err),
+            ("max_rel_err", m.max_rel_err),
+        ] {
+            assert!(
+                v.is_nan() || v.is_infinite() || v < 1e300,
+                "{what} = {v:e}: a clamped value"
+            );
+        }
+    }
+
+    #[test]
+    fn nan_and_inf_print_as_such_in_every_verdict() {
+        for x in [f32::NAN, f32::INFINITY, f32::NEG_INFINITY] {
+            let (want, mut got) = fft_edge_vectors(8);
+            got[3].re = x;
+            let m = check_fft("fft", &got, &want).expect_err("non-finite FFT output");
+            assert_names_nonfinite(&m, 3, x);
+            assert!(
+                m.formula
+                    .contains(if x.is_nan() { "= NaN >" } else { "= inf >" }),
+                "{m}"
+            );
+
+            let want = PipelineReference {
+                fft: vec![Complex64::new(0.5, 0.0); 8],
+                magnitude: vec![0.5; 8],
+            };
+            let mut got = vec![0.5f32; 8];
+            got[5] = x;
+            let m = check_pipeline("pipeline", &got, &want, 1.0).expect_err("non-finite");
+            assert_names_nonfinite(&m, 5, x);
+
+            for exact_inputs in [false, true] {
+                let want = vec![Complex64::new(2.0, -1.0); 6];
+                let mut got = vec![Complex32::new(2.0, -1.0); 6];
+                got[4].im = x;
+                let m = check_cgemm("cgemm", &got, &want, 3, 2, 3, 4, exact_inputs)
+                    .expect_err("non-finite");
+                assert_names_nonfinite(&m, 4, x);
+            }
+
+            let want = vec![Complex64::new(1.0, 0.0); 4];
+            let mut got = vec![Complex32::new(1.0, 0.0); 4];
+            got[1].re = x;
+            let m =
+                check_cholesky("potrf", &got, &want, Uplo::Lower, 2, 2).expect_err("non-finite");
+            assert_names_nonfinite(&m, 1, x);
+            assert!(
+                m.formula
+                    .contains(if x.is_nan() { "= NaN >" } else { "= inf >" }),
+                "{m}"
+            );
+
+            let want = vec![Complex32::new(1.0, 0.0); 4];
+            let mut got = want.clone();
+            got[2].im = x;
+            let m = check_exact_c32("copy", &got, &want).expect_err("non-finite");
+            assert_eq!(m.index, 2);
+            assert!(m.to_string().contains(&format!("{x:e}")), "{m}");
+        }
+    }
+
+    /// A NaN in either component of any checked element fails every check, at that element.
+    /// (For potrf, "checked" is the factor triangle: the other is LAPACK's workspace.)
+    #[test]
+    fn nan_anywhere_in_got_fails_every_check() {
+        let with_nan = |z: Complex32, im: bool| {
+            if im {
+                Complex32::new(z.re, f32::NAN)
+            } else {
+                Complex32::new(f32::NAN, z.im)
+            }
+        };
+        for im in [false, true] {
+            let x = complex_vec(7, 16);
+            let want = fft_forward(&x);
+            let good = fft32(&x);
+            let ab = (complex_vec(8, 16), complex_vec(9, 16));
+            let pipe_want = reference::pipeline(&ab.0, &ab.1, 1.0 / 16.0);
+            let pipe_good = pipeline32(&ab.0, &ab.1, 1.0 / 16.0);
+            for i in 0..16 {
+                let mut got = good.clone();
+                got[i] = with_nan(got[i], im);
+                let m = check_fft("fft", &got, &want).expect_err("NaN in FFT output");
+                assert_eq!((m.index, m.count), (i, 1));
+                assert!(
+                    m.max_abs_err.is_nan() && m.max_rel_err.is_nan(),
+                    "L2 too: {m}"
+                );
+
+                let mut got = pipe_good.clone();
+                got[i] = f32::NAN;
+                let m = check_pipeline("pipeline", &got, &pipe_want, 1.0 / 16.0)
+                    .expect_err("NaN in pipeline output");
+                assert_eq!((m.index, m.count), (i, 1));
+
+                let mut got = x.clone();
+                got[i] = with_nan(got[i], im);
+                let m = check_exact_c32("copy", &got, &x).expect_err("NaN in a copy");
+                assert_eq!((m.index, m.count), (i, 1));
+            }
+
+            // cgemm: every position of the ldc-strided C, padding rows included.
+            let (gm, gn, gk, ldc) = (3, 2, 4, 5);
+            for exact_inputs in [false, true] {
+                let draw = if exact_inputs { integer_matrix } else { matrix };
+                let (a, b, c) = (
+                    draw(1, gm, gk, gm),
+                    draw(2, gk, gn, gk),
+                    draw(3, gm, gn, ldc),
+                );
+                let (one, zero) = (Complex32::new(1.0, 0.0), Complex32::new(0.0, 0.0));
+                let none = Transpose::None;
+                let want =
+                    reference::cgemm(none, none, gm, gn, gk, one, &a, gm, &b, gk, zero, &c, ldc);
+                let good = cgemm32(
+                    none,
+                    none,
+                    (gm, gn, gk),
+                    one,
+                    (&a, gm),
+                    (&b, gk),
+                    zero,
+                    (&c, ldc),
+                );
+                for p in 0..good.len() {
+                    let mut got = good.clone();
+                    got[p] = with_nan(got[p], im);
+                    let mm = check_cgemm("cgemm", &got, &want, gm, gn, ldc, gk, exact_inputs)
+                        .expect_err("NaN in cgemm output");
+                    assert_eq!((mm.index, mm.count), (p, 1), "exact={exact_inputs}");
+                }
+            }
+
+            // cholesky: every position of the factor triangle, both triangles, lda > n.
+            let (n, lda) = (5, 6);
+            let a = crate::generate::hpd_matrix(11, n, lda);
+            for uplo in [Uplo::Lower, Uplo::Upper] {
+                let want = reference::cholesky(uplo, n, &a, lda).expect("HPD");
+                let good = cholesky32(uplo, n, &a, lda).expect("HPD");
+                for j in 0..n {
+                    for i in 0..n {
+                        let in_tri = match uplo {
+                            Uplo::Lower => i >= j,
+                            Uplo::Upper => i <= j,
+                        };
+                        if !in_tri {
+                            continue;
+                        }
+                        let p = i + j * lda;
+                        let mut got = good.clone();
+                        got[p] = with_nan(got[p], im);
+                        let m = check_cholesky("potrf", &got, &want, uplo, n, lda)
+                            .expect_err("NaN in the factor");
+                        assert_eq!(m.index, p);
+                        assert!(m.max_abs_err.is_nan() && m.max_rel_err.is_nan(), "{m}");
+                    }
+                }
+            }
+        }
     }
 }
