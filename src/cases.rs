@@ -390,7 +390,14 @@ pub fn check_size(op: Op, n: usize, limits: &Limits) -> Result<(), String> {
     }
     if matches!(op, Op::Fft | Op::Pipeline) && (!n.is_power_of_two() || n > MAX_FFT) {
         return Err(format!(
-            "size {n} for op `{op}`: expected a power of two from 1 to {MAX_FFT} (the OpenCL FFT's range)"
+            "size {n} for op `{op}`: expected a power of two from 2 to {MAX_FFT} (the OpenCL FFT's range)"
+        ));
+    }
+    // A 1-point FFT is the identity: the peer would read back its own input whether or not
+    // OpenCL did anything, so the case could pass without the data crossing.
+    if matches!(op, Op::Fft | Op::Pipeline) && n == 1 {
+        return Err(format!(
+            "size 1 for op `{op}`: a 1-point FFT is the identity, so the case could not show that OpenCL did its work; the smallest size is 2"
         ));
     }
     match refusal(op, n, limits) {
@@ -452,7 +459,7 @@ fn refusal(op: Op, n: usize, limits: &Limits) -> Option<String> {
 fn size_range(op: Op, limits: &Limits) -> String {
     match max_size(op, limits) {
         Some(max) if matches!(op, Op::Fft | Op::Pipeline) => {
-            format!("op `{op}` takes powers of two from 1 to {max}")
+            format!("op `{op}` takes powers of two from 2 to {max}")
         }
         Some(max) => format!("op `{op}` takes sizes from 1 to {max}"),
         None => format!("op `{op}` takes no size under these limits"),

@@ -473,6 +473,24 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             })
             .collect(),
     };
+    // A stale baseline is how a nightly job goes blind: say which entries expect nothing.
+    let mut stale = Vec::new();
+    if let (Some(b), Some(file)) = (&baseline, &args.baseline) {
+        let every_case = matrix.expand(&pairs::from_probe(&probe));
+        stale = b.unmatched(&every_case);
+        for id in &stale {
+            note(&format!(
+                "clhip: warning: baseline {}: `{id}` matches no case of this matrix on this machine",
+                file.display()
+            ));
+        }
+        if !stale.is_empty() {
+            note(&format!(
+                "clhip: warning: {} baseline entries match no case",
+                stale.len()
+            ));
+        }
+    }
     if plan.is_empty() && !args.allow_empty {
         bail!(
             "nothing to run: the filters and the pairs found leave 0 cases (pass --allow-empty if that is intended)"
@@ -550,6 +568,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         end.results,
     );
     report.not_run = end.not_run;
+    report.stale_baseline = stale;
     report.status = match &end.stopped {
         None => RunStatus::Complete,
         Some(Stopped::Interrupted) => RunStatus::Interrupted,
@@ -559,6 +578,12 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let printed = stdout
         .write(&report::render_matrix(&report.results))
         .and_then(|()| stdout.write(&format!("{}\n", report::closing_line(&report.summary))));
+    if !report.stale_baseline.is_empty() {
+        note(&format!(
+            "clhip: {} baseline entries matched no case (listed in the results file)",
+            report.stale_baseline.len()
+        ));
+    }
     // The results are written whatever happened to stdout.
     outputs.write(&report)?;
     if let Some(j) = journal {

@@ -41,6 +41,10 @@ pub struct RunReport {
     /// Planned cases with no result (an interrupted or stopped run).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub not_run: Vec<String>,
+    /// Baseline entries that match no case of the matrix on this machine: expectations that
+    /// no longer look at anything.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stale_baseline: Vec<String>,
 }
 
 /// How a run ended.
@@ -92,6 +96,7 @@ impl RunReport {
             results,
             status: RunStatus::Complete,
             not_run: Vec::new(),
+            stale_baseline: Vec::new(),
         }
     }
 }
@@ -1210,6 +1215,7 @@ mod tests {
             results,
             status: RunStatus::Complete,
             not_run: Vec::new(),
+            stale_baseline: Vec::new(),
         }
     }
 

@@ -57,7 +57,7 @@ fn ctrl_c_halfway_keeps_finished_cases_marks_the_run_interrupted_and_exits_130()
     let json = dir.join("r.json");
     std::fs::write(&json, "an older complete file").unwrap();
     let planned = text(&clhip(&["list"]).stdout).lines().count();
-    let mut child = Command::new(exe())
+    let child = Command::new(exe())
         .args(["run", "--json"])
         .arg(&json)
         .stdout(Stdio::null())

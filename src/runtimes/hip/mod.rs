@@ -739,7 +739,7 @@ pub struct HipPeer {
     module: hipModule_t,
     /// The kernels, or why there are none (hiprtc absent): only what needs them is refused.
     kernels: Result<Kernels<hipFunction_t>, CaseError>,
-    /// 16 bytes of device memory for small results: pattern_check's count and first index,
+    /// [`super::gpu::SCRATCH_BYTES`] of device memory for small results: pattern_check's count, first index and ran-marker,
     /// cpotrf's `info`.
     scratch: *mut c_void,
     blas: Option<Result<BlasHandle, CaseError>>,
@@ -815,7 +815,11 @@ impl HipPeer {
                 hipEventCreateWithFlags(&mut peer.event, no_timing)
             )
             .refused("HIP event")?;
-            hip_call!(&peer.hip, hipMalloc(&mut peer.scratch, 16)).refused("HIP scratch memory")?;
+            hip_call!(
+                &peer.hip,
+                hipMalloc(&mut peer.scratch, super::gpu::SCRATCH_BYTES)
+            )
+            .refused("HIP scratch memory")?;
         }
 
         let rtc = match open_rtc(&peer.hip) {
