@@ -46,7 +46,7 @@ impl fmt::Display for InputError {
 
 impl std::error::Error for InputError {}
 
-fn locate(file: &Path, text: &str, offset: usize, message: impl Into<String>) -> InputError {
+pub(crate) fn locate(file: &Path, text: &str, offset: usize, message: impl Into<String>) -> InputError {
     // A span is a char boundary from the TOML parser; should one not be, step back to one
     // rather than panic over a message.
     let mut end = offset.min(text.len());
@@ -552,7 +552,7 @@ pub fn matches_filter(filter: &str, id: &str) -> bool {
 /// since any later choice leaves less room for the rest and none more. `str::find` is linear
 /// (two-way search). Hand-written rather than globset, which would also give `?`, `[..]`,
 /// `{a,b}` and `\` meanings today's filters do not have.
-fn glob(pattern: &str, text: &str) -> bool {
+pub(crate) fn glob(pattern: &str, text: &str) -> bool {
     let mut pieces = pattern.split('*');
     // split yields at least one piece; with a `*` there are at least two.
     let first = pieces.next().unwrap_or("");

@@ -44,3 +44,46 @@ pub struct Fingerprint {
     pub host_cpu: String,
     pub os_kernel: String,
 }
+
+impl Fingerprint {
+    /// The fingerprint as `key: value` lines, what expectation files match their `applies`
+    /// globs against: `hip version: 6.3.42133`, `hip device 0 arch: gfx908:sramecc+:xnack-`,
+    /// `opencl rocm0 driver: 3635.0 (HSA1.1,LC)`.
+    pub fn lines(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for d in &self.opencl {
+            let l = &d.label;
+            out.push(format!("opencl {l} platform: {} {}", d.platform_name, d.platform_version));
+            out.push(format!("opencl {l} device: {}", d.device_name));
+            out.push(format!("opencl {l} version: {}", d.device_version));
+            out.push(format!("opencl {l} driver: {}", d.driver_version));
+        }
+        for r in &self.runtimes {
+            let a = &r.api;
+            out.push(format!("{a} status: {}", r.status));
+            if let Some(lib) = &r.library {
+                out.push(format!("{a} library: {lib}"));
+            }
+            if let Some(v) = &r.version {
+                out.push(format!("{a} version: {v}"));
+            }
+            for d in &r.devices {
+                let k = d.ordinal;
+                out.push(format!("{a} device {k} name: {}", d.name));
+                out.push(format!("{a} device {k} arch: {}", d.arch));
+                out.push(format!("{a} device {k} driver: {}", d.driver_version));
+                for (what, v) in [("blas", &d.blas), ("solver", &d.solver), ("compiler", &d.compiler)] {
+                    if !v.is_empty() {
+                        out.push(format!("{a} device {k} {what}: {v}"));
+                    }
+                }
+            }
+        }
+        for (m, v) in &self.kernel_modules {
+            out.push(format!("kernel module {m}: {v}"));
+        }
+        out.push(format!("host cpu: {}", self.host_cpu));
+        out.push(format!("os kernel: {}", self.os_kernel));
+        out
+    }
+}
