@@ -81,6 +81,10 @@ enum Cmd {
         #[arg(long)]
         rocm_path: Option<PathBuf>,
     },
+    /// Probes the one OpenCL vendor library its environment names (internal: started by
+    /// `probe`, one per vendor).
+    #[command(name = "__probe-opencl-vendor", hide = true)]
+    ProbeOpenclVendor,
     /// Allocates device memory and holds it for another process's IPC open until stdin closes
     /// (internal: started by a worker for the IPC path).
     #[command(name = "__ipc-export", hide = true)]
@@ -169,14 +173,20 @@ fn real_main() -> anyhow::Result<ExitCode> {
             len,
         } => clhip::ipc::serve(api, ordinal, rocm_path, len).map(|()| ExitCode::SUCCESS),
         Cmd::Probe { json, rocm_path } => {
-            let p = probe::probe(rocm_path.as_deref());
-            if json {
-                println!("{}", serde_json::to_string_pretty(&p)?);
+            // Before any runtime is loaded: what a driver prints must not land in the JSON.
+            let mut out = probe::take_stdout_for_protocol()?;
+            let exe = std::env::current_exe().context("locating the clhip binary")?;
+            let p = probe::probe_isolating_vendors(&exe, rocm_path.as_deref());
+            let text = if json {
+                format!("{}\n", serde_json::to_string_pretty(&p)?)
             } else {
-                print!("{}", p.render());
-            }
+                p.render()
+            };
+            // A closed pipe (`clhip probe | head`) ends the output, not in an error.
+            let _ = out.write_all(text.as_bytes());
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::ProbeOpenclVendor => probe::vendor_child_main().map(|()| ExitCode::SUCCESS),
         Cmd::List {
             filters,
             cases,
