@@ -774,9 +774,10 @@ fn forward_lines(pipe: impl Read + Send + 'static, tx: Sender<Msg>, wrap: fn(Str
             }
             let _ = tx.send(Msg::Eof);
         });
-    if spawned.is_err() {
+    if let Err(e) = spawned {
         // No reader: the pipe is dropped, the child gets EPIPE and its answer is missing,
-        // which is reported as such. Threads fail to start only when the system is out of them.
+        // which its row reports. Threads fail to start only when the system is out of them.
+        eprintln!("clhip probe: cannot start an output reader: {e}");
     }
 }
 
@@ -1298,6 +1299,122 @@ mod tests {
         assert_eq!(memory_handle_name(0x2067), "DMA_BUF");
         assert_eq!(semaphore_handle_name(0x2058), "SYNC_FD");
         assert_eq!(memory_handle_name(0x1234), "0x1234");
+    }
+
+    fn vendor(library: &str) -> VendorLibrary {
+        VendorLibrary {
+            library: library.into(),
+            listed_in: "OCL_ICD_FILENAMES".into(),
+        }
+    }
+
+    /// A vendor child's answer: one platform with devices labelled as that child labelled them.
+    fn answered(labels: &[&str]) -> VendorResult {
+        let fixture: Probe =
+            serde_json::from_str(include_str!("../tests/fixtures/nvidia-h200-probe.json")).unwrap();
+        let mut platform = fixture.platforms[0].clone();
+        let template = platform.devices[0].clone();
+        platform.devices = labels
+            .iter()
+            .map(|l| DeviceProbe {
+                label: l.to_string(),
+                ..template.clone()
+            })
+            .collect();
+        VendorResult {
+            state: VendorState::Ok,
+            platforms: vec![platform],
+            stderr_tail: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn merged_vendors_count_labels_per_family_and_keep_their_library() {
+        let crashed = VendorResult {
+            state: VendorState::Crashed {
+                signal: "SIGSEGV".into(),
+                during: "in clGetPlatformIDs".into(),
+            },
+            platforms: Vec::new(),
+            stderr_tail: vec!["".into(), "last words".into(), "".into()],
+        };
+        let (status, platforms, rows) = merge_vendors(
+            &[vendor("liba.so"), vendor("libbad.so"), vendor("libb.so")],
+            vec![
+                answered(&["pocl0"]),
+                crashed,
+                answered(&["pocl0", "nvidia0"]),
+            ],
+        );
+        assert_eq!(status, "ok");
+        let devs: Vec<(String, usize, Option<String>)> = platforms
+            .iter()
+            .flat_map(|p| &p.devices)
+            .map(|d| (d.label.clone(), d.platform_index, d.icd_library.clone()))
+            .collect();
+        let lib = |l: &str| Some(l.to_string());
+        assert_eq!(
+            devs,
+            [
+                ("pocl0".into(), 0, lib("liba.so")),
+                ("pocl1".into(), 1, lib("libb.so")),
+                ("nvidia0".into(), 1, lib("libb.so")),
+            ]
+        );
+        assert_eq!(platforms[1].index, 1);
+        let p = Probe {
+            opencl_status: status,
+            platforms,
+            opencl_vendors: rows,
+            ..probe_rest(None)
+        };
+        assert_eq!(
+            p.broken_vendors(),
+            [
+                "OpenCL vendor library libbad.so (listed in OCL_ICD_FILENAMES): crashed: SIGSEGV \
+              in clGetPlatformIDs; last output: last words"
+            ]
+        );
+        assert_eq!(
+            p.icd_env("pocl1"),
+            Some(opencl::single_vendor_env("libb.so"))
+        );
+        let text = p.render();
+        assert!(
+            text.contains("vendor library libbad.so (OCL_ICD_FILENAMES): BROKEN, crashed: SIGSEGV"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn with_no_vendor_answering_opencl_is_unsupported_with_the_reason() {
+        let none = VendorResult {
+            state: VendorState::NoPlatform {
+                error: "clGetPlatformIDs returned CL_PLATFORM_NOT_FOUND_KHR (-1001)".into(),
+            },
+            ..VendorResult::default()
+        };
+        let (status, platforms, rows) = merge_vendors(&[vendor("libgone.so")], vec![none]);
+        assert!(platforms.is_empty());
+        assert_eq!(
+            status,
+            "unsupported: clGetPlatformIDs returned CL_PLATFORM_NOT_FOUND_KHR (-1001)"
+        );
+        assert!(!rows[0].state.is_broken());
+        assert!(
+            merge_vendors(&[], Vec::new())
+                .0
+                .contains("no OpenCL vendor library listed")
+        );
+    }
+
+    #[test]
+    fn probe_files_from_before_vendor_rows_still_load() {
+        let p: Probe =
+            serde_json::from_str(include_str!("../tests/fixtures/mi100-like-probe.json")).unwrap();
+        assert!(p.opencl_vendors.is_empty() && p.broken_vendors().is_empty());
+        let label = &p.platforms[0].devices[0].label;
+        assert_eq!(p.icd_env(label), None);
     }
 
     #[test]
