@@ -122,6 +122,11 @@ pub struct DeviceProbe {
     /// loaded every vendor in one process, and in probe files older than this field.
     #[serde(default)]
     pub icd_library: Option<String>,
+    /// The device's label in a process that loads only `icd_library` (under [`Probe::icd_env`]),
+    /// where families are counted within that vendor alone: `pocl0` for a device the probe
+    /// calls `pocl1` because another PoCL vendor came first. `None` where `icd_library` is.
+    #[serde(default)]
+    pub icd_label: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -336,6 +341,7 @@ fn probe_device(d: &opencl::ClDevice) -> DeviceProbe {
         pci_bus_id_source: pci_source,
         extensions,
         icd_library: None,
+        icd_label: None,
     }
 }
 
@@ -978,7 +984,7 @@ fn merge_vendors(
                     .trim_end_matches(|c: char| c.is_ascii_digit())
                     .to_string();
                 let k = per_family.entry(family.clone()).or_insert(0);
-                d.label = format!("{family}{k}");
+                d.icd_label = Some(std::mem::replace(&mut d.label, format!("{family}{k}")));
                 *k += 1;
                 d.platform_index = index;
                 d.icd_library = Some(v.library.clone());
@@ -1347,18 +1353,26 @@ mod tests {
             ],
         );
         assert_eq!(status, "ok");
-        let devs: Vec<(String, usize, Option<String>)> = platforms
+        type Row = (String, usize, Option<String>, Option<String>);
+        let devs: Vec<Row> = platforms
             .iter()
             .flat_map(|p| &p.devices)
-            .map(|d| (d.label.clone(), d.platform_index, d.icd_library.clone()))
+            .map(|d| {
+                (
+                    d.label.clone(),
+                    d.platform_index,
+                    d.icd_library.clone(),
+                    d.icd_label.clone(),
+                )
+            })
             .collect();
-        let lib = |l: &str| Some(l.to_string());
+        let some = |l: &str| Some(l.to_string());
         assert_eq!(
             devs,
             [
-                ("pocl0".into(), 0, lib("liba.so")),
-                ("pocl1".into(), 1, lib("libb.so")),
-                ("nvidia0".into(), 1, lib("libb.so")),
+                ("pocl0".into(), 0, some("liba.so"), some("pocl0")),
+                ("pocl1".into(), 1, some("libb.so"), some("pocl0")),
+                ("nvidia0".into(), 1, some("libb.so"), some("nvidia0")),
             ]
         );
         assert_eq!(platforms[1].index, 1);

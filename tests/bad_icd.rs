@@ -305,6 +305,10 @@ fn protocol_lookalikes_and_partial_lines_from_a_driver_change_nothing() {
         .map(|d| d.label.as_str())
         .collect();
     assert_eq!(labels, ["pocl0", "pocl1"]);
+    // Each is pocl0 to a process that loads its library alone.
+    for d in quiet.platforms.iter().flat_map(|p| &p.devices) {
+        assert_eq!(d.icd_label.as_deref(), Some("pocl0"), "{}", d.label);
+    }
     for (mode, expect_in_tail) in [
         ("print", "bad icd: a partial line on stdout"),
         ("protocol", "@@clhip {not json"),
