@@ -46,7 +46,12 @@ impl fmt::Display for InputError {
 
 impl std::error::Error for InputError {}
 
-pub(crate) fn locate(file: &Path, text: &str, offset: usize, message: impl Into<String>) -> InputError {
+pub(crate) fn locate(
+    file: &Path,
+    text: &str,
+    offset: usize,
+    message: impl Into<String>,
+) -> InputError {
     // A span is a char boundary from the TOML parser; should one not be, step back to one
     // rather than panic over a message.
     let mut end = offset.min(text.len());

@@ -88,8 +88,7 @@ impl ExpectationFile {
         if raw.applies.fingerprint.is_empty() {
             return Err(err(
                 0..0,
-                "`[applies] fingerprint` is empty: a file must say which drivers it is for"
-                    .into(),
+                "`[applies] fingerprint` is empty: a file must say which drivers it is for".into(),
             ));
         }
         let mut rules = Vec::new();
@@ -101,7 +100,10 @@ impl ExpectationFile {
             }
             for c in &e.cases {
                 if c.get_ref().trim().is_empty() {
-                    return Err(err(c.span(), "an empty case glob would match every case".into()));
+                    return Err(err(
+                        c.span(),
+                        "an empty case glob would match every case".into(),
+                    ));
                 }
             }
             if *e.outcome.get_ref() == OutcomeKind::Pass {
@@ -232,7 +234,10 @@ impl Expectations {
             out.push_str(&format!(
                 "\n[[expect]]\ncases = [{}]\noutcome = \"{kind}\"\nsource = {}\n",
                 toml_string(&r.id),
-                toml_string(&format!("{source}: {}", r.outcome.reason().lines().next().unwrap_or(""))),
+                toml_string(&format!(
+                    "{source}: {}",
+                    r.outcome.reason().lines().next().unwrap_or("")
+                )),
             ));
         }
         out
@@ -294,7 +299,10 @@ source = "clr: no cl_khr_external_memory"
         let pass = FILE.replace("\"unsupported\"", "\"pass\"");
         let e = ExpectationFile::parse(Path::new("x.toml"), &pass).unwrap_err();
         assert!(e.message.contains("needs no rule"), "{e}");
-        let nosource = FILE.replace("source = \"clr: no cl_khr_external_memory\"", "source = \"\"");
+        let nosource = FILE.replace(
+            "source = \"clr: no cl_khr_external_memory\"",
+            "source = \"\"",
+        );
         assert!(ExpectationFile::parse(Path::new("x.toml"), &nosource).is_err());
         let empty = FILE.replace("\"*/vmm-fd+cl-import/*\"", "\"\"");
         assert!(ExpectationFile::parse(Path::new("x.toml"), &empty).is_err());

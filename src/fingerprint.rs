@@ -53,7 +53,10 @@ impl Fingerprint {
         let mut out = Vec::new();
         for d in &self.opencl {
             let l = &d.label;
-            out.push(format!("opencl {l} platform: {} {}", d.platform_name, d.platform_version));
+            out.push(format!(
+                "opencl {l} platform: {} {}",
+                d.platform_name, d.platform_version
+            ));
             out.push(format!("opencl {l} device: {}", d.device_name));
             out.push(format!("opencl {l} version: {}", d.device_version));
             out.push(format!("opencl {l} driver: {}", d.driver_version));
@@ -72,7 +75,11 @@ impl Fingerprint {
                 out.push(format!("{a} device {k} name: {}", d.name));
                 out.push(format!("{a} device {k} arch: {}", d.arch));
                 out.push(format!("{a} device {k} driver: {}", d.driver_version));
-                for (what, v) in [("blas", &d.blas), ("solver", &d.solver), ("compiler", &d.compiler)] {
+                for (what, v) in [
+                    ("blas", &d.blas),
+                    ("solver", &d.solver),
+                    ("compiler", &d.compiler),
+                ] {
                     if !v.is_empty() {
                         out.push(format!("{a} device {k} {what}: {v}"));
                     }

@@ -10,6 +10,7 @@ use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
 use clhip::cases::{self, Baseline, Matrix};
+use clhip::expectations::Expectations;
 use clhip::output::{self, Journal, Target};
 use clhip::report::{self, ConsoleReporter, RunReport, RunStatus};
 use clhip::runner::{self, Planned, RunControl, RunOptions, Stopped};
@@ -55,6 +56,10 @@ enum Cmd {
         /// The ROCm install whose HIP devices to pair (as `run --rocm-path`).
         #[arg(long, value_parser = existing_dir)]
         rocm_path: Option<PathBuf>,
+        /// Show each case's expectation from these expectation files (a file or directory),
+        /// picked by the probe's fingerprint.
+        #[arg(long)]
+        expectations: Option<PathBuf>,
     },
     /// Run the case matrix over every pair found and print the support matrix.
     Run(RunArgs),
@@ -67,6 +72,10 @@ enum Cmd {
         /// what this driver is known to do, so the next run reports only changes.
         #[arg(long, conflicts_with = "markdown")]
         baseline: bool,
+        /// Print a starting expectation file (TOML, for --expectations) from the run: one rule
+        /// per non-pass, applying to this run's driver and GPU versions.
+        #[arg(long, conflicts_with_all = ["markdown", "baseline"])]
+        expectations: bool,
     },
     /// Benchmarks.
     Bench {
@@ -83,6 +92,10 @@ enum Cmd {
         #[arg(long)]
         rocm_path: Option<PathBuf>,
     },
+    /// Probes the one OpenCL vendor library its environment names (internal: started by
+    /// `probe`, one per vendor).
+    #[command(name = "__probe-opencl-vendor", hide = true)]
+    ProbeOpenclVendor,
     /// Allocates device memory and holds it for another process's IPC open until stdin closes
     /// (internal: started by a worker for the IPC path).
     #[command(name = "__ipc-export", hide = true)]
@@ -124,8 +137,12 @@ struct RunArgs {
     #[arg(long)]
     cases: Option<PathBuf>,
     /// Known non-passes for this driver (`case-id,outcome` lines).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "expectations")]
     baseline: Option<PathBuf>,
+    /// Expectation files (a TOML file, or a directory of them such as cases/expectations):
+    /// the ones whose `applies` patterns match this run's fingerprint say what is known.
+    #[arg(long)]
+    expectations: Option<PathBuf>,
     /// Per-case time limit in seconds (more than 0, at most a week). A worker also gets this
     /// long to start its next case. Time the run spends stopped (Ctrl-Z) does not count.
     #[arg(long, default_value_t = 120.0, value_parser = parse_timeout)]
@@ -204,14 +221,18 @@ impl Stdout {
             return Ok(());
         }
         let mut out = std::io::stdout().lock();
-        match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => {
-                self.closed = true;
-                Ok(())
-            }
-            Err(e) => Err(e).context("writing to standard output"),
-        }
+        self.closed = !write_quietly_on_closed_pipe(&mut out, text)?;
+        Ok(())
+    }
+}
+
+/// Writes `text` to `out`: `Ok(false)` if the reader has gone (a closed pipe ends the output
+/// quietly), an error for any other failure (a full disk must not look like success).
+fn write_quietly_on_closed_pipe(out: &mut impl std::io::Write, text: &str) -> anyhow::Result<bool> {
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => Ok(true),
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
+        Err(e) => Err(e).context("writing to standard output"),
     }
 }
 
@@ -234,20 +255,25 @@ fn real_main() -> anyhow::Result<ExitCode> {
             len,
         } => clhip::ipc::serve(api, ordinal, rocm_path, len).map(|()| ExitCode::SUCCESS),
         Cmd::Probe { json, rocm_path } => {
-            let p = probe::probe(rocm_path.as_deref());
+            // Before any runtime is loaded: what a driver prints must not land in the JSON.
+            let mut out = probe::take_stdout_for_protocol()?;
+            let exe = std::env::current_exe().context("locating the clhip binary")?;
+            let p = probe::probe_isolating_vendors(&exe, rocm_path.as_deref());
             let text = if json {
                 format!("{}\n", serde_json::to_string_pretty(&p)?)
             } else {
                 p.render()
             };
-            Stdout::new().write(&text)?;
+            write_quietly_on_closed_pipe(&mut out, &text)?;
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::ProbeOpenclVendor => probe::vendor_child_main().map(|()| ExitCode::SUCCESS),
         Cmd::List {
             filters,
             cases,
             probe,
             rocm_path,
+            expectations,
         } => {
             // Inputs first: a bad case file fails before anything is probed.
             let matrix = load_matrix(cases.as_deref())?;
@@ -255,9 +281,34 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 Some(f) => load_probe(&f)?,
                 None => probe_child(rocm_path.as_deref())?,
             };
+            let known = expectations
+                .as_deref()
+                .map(|p| Expectations::load(p, &probe.fingerprint()))
+                .transpose()?;
+            if let Some(k) = &known {
+                let names: Vec<String> = k
+                    .files
+                    .iter()
+                    .map(|f| f.path.display().to_string())
+                    .collect();
+                note(&format!(
+                    "clhip: expectation files that apply: {}",
+                    if names.is_empty() {
+                        "none".into()
+                    } else {
+                        names.join(", ")
+                    }
+                ));
+            }
             let mut text = String::new();
             for case in planned_cases(&probe, &matrix, &filters)? {
                 text.push_str(&case.id());
+                if let Some(rule) = known.as_ref().and_then(|k| k.rule(&case)) {
+                    text.push_str(&format!(
+                        "  expect {} ({}: {})",
+                        rule.outcome, rule.at, rule.source
+                    ));
+                }
                 text.push('\n');
             }
             Stdout::new().write(&text)?;
@@ -268,10 +319,13 @@ fn real_main() -> anyhow::Result<ExitCode> {
             file,
             markdown,
             baseline,
+            expectations,
         } => {
             let loaded = report::load(&file)?;
             let r = &loaded.report;
-            let text = if baseline {
+            let text = if expectations {
+                Expectations::starting_file(&r.results, &r.fingerprint, &file.display().to_string())
+            } else if baseline {
                 Baseline::from_results(&r.results, &file.display().to_string()).to_string()
             } else if markdown {
                 report::render_markdown(r)
@@ -345,6 +399,28 @@ fn probe_child(rocm_path: Option<&Path>) -> anyhow::Result<probe::Probe> {
     probe::probe_in_child(&exe, rocm_path)
 }
 
+/// What a worker for a pair with OpenCL device `label` needs in its environment: only that
+/// device's vendor library loaded (so a vendor that hangs or crashes in enumeration, or a
+/// second LLVM, never enters its process), and the label the device has there.
+fn worker_env(probe: &probe::Probe, label: &str) -> Vec<(String, String)> {
+    let Some(mut env) = probe.icd_env(label) else {
+        return Vec::new();
+    };
+    let local = probe
+        .platforms
+        .iter()
+        .flat_map(|p| &p.devices)
+        .find(|d| d.label == label)
+        .and_then(|d| d.icd_label.clone());
+    if let Some(local) = local {
+        env.push((
+            clhip::ops::OPENCL_LABEL_ENV.to_string(),
+            format!("{label}={local}"),
+        ));
+    }
+    env
+}
+
 /// The outputs a run writes, checked before anything runs.
 struct Outputs {
     json: Target,
@@ -371,6 +447,7 @@ impl Outputs {
         let mut ins: Vec<(&str, &Path)> = Vec::new();
         ins.extend(args.cases.as_deref().map(|p| ("--cases", p)));
         ins.extend(args.baseline.as_deref().map(|p| ("--baseline", p)));
+        ins.extend(args.expectations.as_deref().map(|p| ("--expectations", p)));
         output::refuse_collisions(&outs, &ins)?;
         Ok(Outputs {
             json,
@@ -458,6 +535,16 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let outputs = Outputs::check(&args)?;
     let probe = probe_child(args.rocm_path.as_deref())?;
+    let known = args
+        .expectations
+        .as_deref()
+        .map(|p| Expectations::load(p, &probe.fingerprint()))
+        .transpose()?;
+    if let Some(k) = &known {
+        for f in &k.files {
+            note(&format!("clhip: expectations from {}", f.path.display()));
+        }
+    }
     let plan: Vec<Planned> = match &args.mock_cases {
         Some(list) => {
             mock::planned_mocks(&mock::parse_mock_list(list).map_err(anyhow::Error::msg)?)
@@ -465,11 +552,15 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => planned_cases(&probe, &matrix, &args.filters)?
             .into_iter()
             .map(|c| {
-                let e = match &baseline {
-                    Some(b) => b.expectation(&c),
-                    None => Baseline::unbaselined(&c),
+                let e = match (&baseline, &known) {
+                    (Some(b), _) => b.expectation(&c),
+                    (None, Some(k)) => k.expectation(&c),
+                    (None, None) => Baseline::unbaselined(&c),
                 };
-                Planned::case(c, e)
+                let env = worker_env(&probe, &c.pair.opencl.label);
+                let mut p = Planned::case(c, e);
+                p.env = env;
+                p
             })
             .collect(),
     };
@@ -499,6 +590,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     for line in pairs::unpaired(&probe) {
         note(&format!("clhip: warning: {line}"));
     }
+    let broken_vendors = probe.broken_vendors();
     let fingerprint = probe.fingerprint();
     let (exe, _pinned) = pinned_executable()?;
     let mut opts = RunOptions::new(exe, args.seed);
@@ -569,6 +661,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     );
     report.not_run = end.not_run;
     report.stale_baseline = stale;
+    report.broken_vendors = broken_vendors;
     report.status = match &end.stopped {
         None => RunStatus::Complete,
         Some(Stopped::Interrupted) => RunStatus::Interrupted,
@@ -602,6 +695,12 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         RunStatus::Stopped { why } => {
             note(&format!("clhip: run stopped: {why}"));
             ExitCode::from(2)
+        }
+        _ if !report.broken_vendors.is_empty() => {
+            for v in &report.broken_vendors {
+                note(&format!("clhip: broken driver: {v}"));
+            }
+            ExitCode::from(1)
         }
         _ if report.summary.unexpected == 0 => ExitCode::SUCCESS,
         _ => ExitCode::from(1),

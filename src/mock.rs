@@ -150,6 +150,7 @@ pub fn planned_mocks(actions: &[MockAction]) -> Vec<Planned> {
             id: format!("mock/{action}/{k}"),
             work: Work::Mock(action),
             expectation: action.expectation(),
+            env: Vec::new(),
         })
         .collect()
 }

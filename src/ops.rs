@@ -183,6 +183,21 @@ pub fn open_peer(
     Ok(opened)
 }
 
+/// Set by the runner for a worker that loads one OpenCL vendor library alone:
+/// `<label in the run>=<label within that library>`.
+pub const OPENCL_LABEL_ENV: &str = "CLHIP_OPENCL_AS";
+
+/// The label this worker's own enumeration gives the run's device `label`.
+fn local_label(label: &str) -> String {
+    std::env::var(OPENCL_LABEL_ENV)
+        .ok()
+        .and_then(|v| {
+            let (run, local) = v.split_once('=')?;
+            (run == label).then(|| local.to_string())
+        })
+        .unwrap_or_else(|| label.to_string())
+}
+
 /// The case's OpenCL session, opened on first use in this worker.
 fn session<'a>(
     devices: &mut Option<Result<Vec<ClDevice>, CaseError>>,
@@ -198,8 +213,10 @@ fn session<'a>(
             let opened = match devices {
                 Err(e) => Err(e.clone()),
                 // By label: family and index within it stay the same when another vendor's
-                // platform enumerates first, which platform indices do not.
-                Ok(list) => match list.iter().find(|d| d.r.label == want.label) {
+                // platform enumerates first, which platform indices do not. A worker that
+                // loads its pair's vendor library alone numbers its devices within that
+                // library: the runner says which label the pair's device has there.
+                Ok(list) => match list.iter().find(|d| d.r.label == local_label(&want.label)) {
                     None => {
                         let seen: Vec<String> = list
                             .iter()

@@ -75,12 +75,18 @@ pub fn from_probe(probe: &Probe) -> Vec<Pair> {
     pairs
 }
 
-/// Device-runtime devices that no OpenCL device matched, with what was compared: a GPU that
-/// OpenCL cannot see is worth a line in the run's output, not silence.
+/// What pairing could not see, one line each: OpenCL vendor libraries that crashed, hung or
+/// exited while probed (their devices are in no pair), then device-runtime devices that no
+/// OpenCL device matched, with what was compared. A GPU that OpenCL cannot see is worth a line
+/// in the run's output, not silence.
 pub fn unpaired(probe: &Probe) -> Vec<String> {
+    let broken = probe
+        .broken_vendors()
+        .into_iter()
+        .map(|line| format!("{line} (its devices are in no pair)"));
     let cl: Vec<&DeviceProbe> = probe.platforms.iter().flat_map(|p| &p.devices).collect();
-    [(Api::Cuda, &probe.cuda), (Api::Hip, &probe.hip)]
-        .iter()
+    let devices = [(Api::Cuda, &probe.cuda), (Api::Hip, &probe.hip)]
+        .into_iter()
         .flat_map(|(api, status)| {
             status
                 .devices
@@ -97,8 +103,8 @@ pub fn unpaired(probe: &Probe) -> Vec<String> {
                     )
                 })
                 .collect::<Vec<_>>()
-        })
-        .collect()
+        });
+    broken.chain(devices).collect()
 }
 
 #[cfg(test)]
@@ -133,6 +139,30 @@ mod tests {
             pci_bus_id: pci.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_broken_vendor_is_a_warning_line_before_the_unpaired_devices() {
+        let mut p: Probe =
+            serde_json::from_str(include_str!("../tests/fixtures/nvidia-h200-probe.json")).unwrap();
+        assert!(unpaired(&p).is_empty(), "{:?}", unpaired(&p));
+        p.opencl_vendors.push(crate::probe::VendorProbe {
+            library: "/opt/bad/libbad.so".into(),
+            listed_in: "OCL_ICD_FILENAMES".into(),
+            state: crate::probe::VendorState::Hung {
+                limit_s: 20.0,
+                during: "in clGetPlatformIDs".into(),
+            },
+            platforms: 0,
+            stderr_tail: Vec::new(),
+        });
+        assert_eq!(
+            unpaired(&p),
+            [
+                "OpenCL vendor library /opt/bad/libbad.so (listed in OCL_ICD_FILENAMES): hung: no \
+              answer within 20 s in clGetPlatformIDs (its devices are in no pair)"
+            ]
+        );
     }
 
     #[test]

@@ -1,17 +1,53 @@
 //! `clhip probe`: everything interop depends on, per OpenCL platform and device, plus what was
 //! found of each device runtime. A query that errors is shown with its error name and the
 //! device is still listed: a broken query is itself a finding.
+//!
+//! The CLI probes each OpenCL vendor library (ICD) in a child process of its own
+//! ([`probe_isolating_vendors`]), under a time limit: a driver that crashes, hangs or exits
+//! while its platforms are listed becomes a vendor row saying so, and every other vendor is
+//! probed as usual.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
+use std::fs::File;
+use std::io::{BufRead, BufReader, Read, Write as _};
+use std::os::fd::AsFd;
+use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use nix::sys::signal::{Signal, killpg};
+use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
+use nix::unistd::Pid;
 
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::{ClDeviceFingerprint, Fingerprint, RuntimeFingerprint};
 use crate::model::ApiError;
 use crate::runtimes::locate::{self, RuntimeStatus};
-use crate::runtimes::opencl::{self, SvmCaps, types::cl_device_id};
+use crate::runtimes::opencl::{self, SvmCaps, VendorLibrary, types::cl_device_id};
+
+/// How long one OpenCL vendor library may take to list its platforms and devices before it is
+/// reported as hung and its process group killed. Generous: a GPU driver's first
+/// initialisation (firmware load, JIT cache) takes seconds, a hung one takes forever.
+pub const VENDOR_PROBE_TIMEOUT: Duration = Duration::from_secs(20);
+
+/// Overrides [`VENDOR_PROBE_TIMEOUT`], in seconds (tests use a short limit).
+pub const VENDOR_TIMEOUT_ENV: &str = "CLHIP_PROBE_VENDOR_TIMEOUT_S";
+
+/// The hidden subcommand that probes the one vendor library its environment names.
+pub const VENDOR_CHILD_SUBCOMMAND: &str = "__probe-opencl-vendor";
+
+/// Marks a vendor child's protocol lines (the worker's prefix: one convention for the tool).
+const PROTOCOL_PREFIX: &str = "@@clhip ";
+
+/// Lines of a vendor child's stderr kept for its row, and the length each is cut to.
+const STDERR_TAIL_LINES: usize = 8;
+const STDERR_LINE_CHARS: usize = 240;
 
 /// The result of one query: its value, its error, or why it was not asked.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -81,6 +117,16 @@ pub struct DeviceProbe {
     pub pci_bus_id: Queried<String>,
     pub pci_bus_id_source: String,
     pub extensions: Queried<Vec<String>>,
+    /// The vendor library (ICD) the device came from, as listed in `OCL_ICD_FILENAMES` or its
+    /// `.icd` file; a worker loads only this one ([`Probe::icd_env`]). `None` in a probe that
+    /// loaded every vendor in one process, and in probe files older than this field.
+    #[serde(default)]
+    pub icd_library: Option<String>,
+    /// The device's label in a process that loads only `icd_library` (under [`Probe::icd_env`]),
+    /// where families are counted within that vendor alone: `pocl0` for a device the probe
+    /// calls `pocl1` because another PoCL vendor came first. `None` where `icd_library` is.
+    #[serde(default)]
+    pub icd_label: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -97,6 +143,10 @@ pub struct Probe {
     /// `ok`, or why no platform could be listed (loader missing, no ICD).
     pub opencl_status: String,
     pub platforms: Vec<PlatformProbe>,
+    /// Every OpenCL vendor library probed, in its own process, with what became of it. Empty
+    /// in a probe that loaded every vendor in one process, and in older probe files.
+    #[serde(default)]
+    pub opencl_vendors: Vec<VendorProbe>,
     pub hip: RuntimeStatus,
     pub cuda: RuntimeStatus,
     pub host_cpu: String,
@@ -290,6 +340,8 @@ fn probe_device(d: &opencl::ClDevice) -> DeviceProbe {
         pci_bus_id: pci,
         pci_bus_id_source: pci_source,
         extensions,
+        icd_library: None,
+        icd_label: None,
     }
 }
 
@@ -309,12 +361,60 @@ pub fn uuid_string(b: &[u8]) -> String {
     )
 }
 
-/// Probe everything. Never fails: what cannot be found is reported as such.
+/// Probe everything in this process, OpenCL through whichever vendors the loader finds. Never
+/// fails: what cannot be found is reported as such. A vendor that crashes or hangs takes this
+/// process with it: the CLI uses [`probe_isolating_vendors`]; this is for tests.
 pub fn probe(rocm_path: Option<&Path>) -> Probe {
-    let (opencl_status, platforms) = probe_opencl();
+    let (opencl_status, platforms) = probe_opencl(&mut |_| {}, false);
     Probe {
         opencl_status,
         platforms,
+        opencl_vendors: Vec::new(),
+        ..probe_rest(rocm_path)
+    }
+}
+
+/// Probe everything, each OpenCL vendor library in a child process of its own (`exe
+/// __probe-opencl-vendor`, under [`VENDOR_PROBE_TIMEOUT`]) that loads only that library.
+/// Device labels count each family over all vendors in order, as one process loading every
+/// vendor would. HIP and CUDA are probed in this process, as before.
+pub fn probe_isolating_vendors(exe: &Path, rocm_path: Option<&Path>) -> Probe {
+    let limit = vendor_timeout();
+    let vendors = opencl::vendor_libraries();
+    install_group_reaper();
+    // At once: one hung vendor costs one time limit, not one per vendor after it.
+    let results: Vec<VendorResult> = std::thread::scope(|scope| {
+        let handles: Vec<_> = vendors
+            .iter()
+            .map(|v| scope.spawn(move || run_vendor_child(exe, v, limit)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| VendorResult {
+                    state: VendorState::Failed {
+                        error: "the thread probing this vendor panicked".into(),
+                    },
+                    ..VendorResult::default()
+                })
+            })
+            .collect()
+    });
+    let (opencl_status, platforms, opencl_vendors) = merge_vendors(&vendors, results);
+    Probe {
+        opencl_status,
+        platforms,
+        opencl_vendors,
+        ..probe_rest(rocm_path)
+    }
+}
+
+/// Everything but OpenCL.
+fn probe_rest(rocm_path: Option<&Path>) -> Probe {
+    Probe {
+        opencl_status: String::new(),
+        platforms: Vec::new(),
+        opencl_vendors: Vec::new(),
         hip: locate::probe_hip(rocm_path),
         cuda: locate::probe_cuda(),
         host_cpu: host_cpu(),
@@ -328,32 +428,50 @@ pub fn probe(rocm_path: Option<&Path>) -> Probe {
 /// a driver that lets one process at a time hold the GPU (exclusive compute mode) must not be
 /// held by the parent while the workers need it.
 pub fn probe_in_child(exe: &Path, rocm_path: Option<&Path>) -> anyhow::Result<Probe> {
-    use anyhow::Context as _;
-    let mut cmd = std::process::Command::new(exe);
+    let mut cmd = Command::new(exe);
     cmd.args(["probe", "--json"]);
     if let Some(p) = rocm_path {
         cmd.arg("--rocm-path").arg(p);
+    }
+    // SAFETY: the closure runs between fork and exec and makes one system call (prctl), which
+    // is async-signal-safe; it allocates nothing. SIGTERM, not SIGKILL: the probe process then
+    // kills its vendor children's process groups before it dies.
+    unsafe {
+        cmd.pre_exec(|| {
+            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)
+        });
     }
     let out = cmd
         .output()
         .with_context(|| format!("starting {} probe", exe.display()))?;
     if !out.status.success() {
+        let err = String::from_utf8_lossy(&out.stderr);
+        let err = err.trim();
         anyhow::bail!(
             "the probe process failed ({}): {}",
             out.status,
-            String::from_utf8_lossy(&out.stderr).trim()
+            if err.is_empty() {
+                "it printed nothing on stderr"
+            } else {
+                err
+            }
         );
     }
     serde_json::from_slice(&out.stdout).context("reading the probe process's JSON")
 }
 
-fn probe_opencl() -> (String, Vec<PlatformProbe>) {
+/// The platforms of whichever vendors the loader loads in this process. `stage` hears each
+/// call before it is made, so a parent watching a vendor child can name the call it died in.
+fn probe_opencl(stage: &mut dyn FnMut(&str), one_vendor: bool) -> (String, Vec<PlatformProbe>) {
+    stage("clGetPlatformIDs");
     let platforms = match cl3::platform::get_platform_ids() {
         Ok(p) => p,
         Err(code) => {
             let e = opencl::cl_error("clGetPlatformIDs", code);
             let hint = if code == cl3::error_codes::DLOPEN_RUNTIME_LOAD_FAILED {
                 " (no OpenCL ICD loader: install ocl-icd-libopencl1 and an ICD, e.g. pocl-opencl-icd)"
+            } else if code == -1001 && one_vendor {
+                " (the loader could not load this library, or it has no platform)"
             } else if code == -1001 {
                 " (the loader found no ICD: check /etc/OpenCL/vendors or OCL_ICD_VENDORS)"
             } else {
@@ -362,27 +480,534 @@ fn probe_opencl() -> (String, Vec<PlatformProbe>) {
             return (format!("unsupported: {e}{hint}"), Vec::new());
         }
     };
+    stage("clGetDeviceIDs");
     let devices = opencl::enumerate().unwrap_or_default();
-    let out = platforms
-        .iter()
-        .enumerate()
-        .map(|(i, &p)| {
-            use cl3::platform::*;
-            let ps = |param| -> Queried<String> { opencl::platform_string(p, param).into() };
-            PlatformProbe {
-                index: i,
-                name: ps(CL_PLATFORM_NAME),
-                vendor: ps(CL_PLATFORM_VENDOR),
-                version: ps(CL_PLATFORM_VERSION),
-                devices: devices
-                    .iter()
-                    .filter(|d| d.r.platform_index == i)
-                    .map(probe_device)
-                    .collect(),
-            }
-        })
-        .collect();
+    let mut out = Vec::new();
+    for (i, &p) in platforms.iter().enumerate() {
+        use cl3::platform::*;
+        stage("clGetPlatformInfo");
+        let ps = |param| -> Queried<String> { opencl::platform_string(p, param).into() };
+        let mut platform = PlatformProbe {
+            index: i,
+            name: ps(CL_PLATFORM_NAME),
+            vendor: ps(CL_PLATFORM_VENDOR),
+            version: ps(CL_PLATFORM_VERSION),
+            devices: Vec::new(),
+        };
+        for d in devices.iter().filter(|d| d.r.platform_index == i) {
+            stage(&format!("clGetDeviceInfo on {}", d.r.label));
+            platform.devices.push(probe_device(d));
+        }
+        out.push(platform);
+    }
     ("ok".into(), out)
+}
+
+/// What became of one OpenCL vendor library's probe.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VendorProbe {
+    /// As listed: a path or a soname.
+    pub library: String,
+    /// `OCL_ICD_FILENAMES`, `OCL_ICD_VENDORS`, or the `.icd` file that names the library.
+    pub listed_in: String,
+    /// Flattened: `"state": "crashed", "signal": "SIGSEGV", "during": "in clGetPlatformIDs"`.
+    #[serde(flatten)]
+    pub state: VendorState,
+    /// How many platforms it answered with (also counted when it then died at exit).
+    pub platforms: usize,
+    /// The last lines the vendor's process printed on stderr and stdout, oldest first.
+    pub stderr_tail: Vec<String>,
+}
+
+/// A vendor library's probe outcome. `during` names the call in flight ("in clGetPlatformIDs").
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "state", rename_all = "kebab-case")]
+pub enum VendorState {
+    /// Answered with at least one platform.
+    Ok,
+    /// Answered that it has no platform (not loadable, or no device): reported, not broken.
+    NoPlatform { error: String },
+    /// Killed by a signal.
+    Crashed { signal: String, during: String },
+    /// No answer within the time limit; its process group was killed.
+    Hung { limit_s: f64, during: String },
+    /// Exited without answering (a driver calling exit() inside a call).
+    Exited { status: String, during: String },
+    /// The probe itself failed: the child could not be started or answered garbage.
+    Failed { error: String },
+}
+
+impl VendorState {
+    /// Whether this is a finding against the driver (crashed, hung, exited, unreadable).
+    pub fn is_broken(&self) -> bool {
+        !matches!(self, VendorState::Ok | VendorState::NoPlatform { .. })
+    }
+}
+
+impl std::fmt::Display for VendorState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            VendorState::Ok => write!(f, "ok"),
+            VendorState::NoPlatform { error } => write!(f, "no platform: {error}"),
+            VendorState::Crashed { signal, during } => write!(f, "crashed: {signal} {during}"),
+            VendorState::Hung { limit_s, during } => {
+                write!(f, "hung: no answer within {limit_s} s {during}")
+            }
+            VendorState::Exited { status, during } => {
+                write!(f, "exited: {status} {during}, without an answer")
+            }
+            VendorState::Failed { error } => write!(f, "failed: {error}"),
+        }
+    }
+}
+
+/// One protocol line of a vendor child, after [`PROTOCOL_PREFIX`].
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+enum VendorLine {
+    /// The call about to be made.
+    Stage(String),
+    Answer {
+        opencl_status: String,
+        platforms: Vec<PlatformProbe>,
+    },
+}
+
+#[derive(Debug, Default)]
+struct VendorResult {
+    state: VendorState,
+    platforms: Vec<PlatformProbe>,
+    stderr_tail: Vec<String>,
+}
+
+impl Default for VendorState {
+    fn default() -> Self {
+        VendorState::Failed {
+            error: "not probed".into(),
+        }
+    }
+}
+
+fn vendor_timeout() -> Duration {
+    std::env::var(VENDOR_TIMEOUT_ENV)
+        .ok()
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite() && *s > 0.0)
+        .map_or(VENDOR_PROBE_TIMEOUT, Duration::from_secs_f64)
+}
+
+/// The hidden `clhip __probe-opencl-vendor` subcommand: probes whichever vendor library its
+/// environment lets the loader see (the parent sets [`opencl::single_vendor_env`]) and answers
+/// on stdout with protocol lines: the call about to be made, then the platforms.
+pub fn vendor_child_main() -> anyhow::Result<()> {
+    die_with_parent();
+    let mut protocol = take_stdout_for_protocol()?;
+    let mut send = |line: &VendorLine| -> anyhow::Result<()> {
+        let json = serde_json::to_string(line).context("encoding a protocol line")?;
+        protocol
+            .write_all(format!("{PROTOCOL_PREFIX}{json}\n").as_bytes())
+            .and_then(|()| protocol.flush())
+            .context("writing a protocol line to the parent")
+    };
+    // A stage line that cannot be written means the parent is gone; the answer would fail too.
+    let (opencl_status, platforms) = probe_opencl(
+        &mut |stage| {
+            let _ = send(&VendorLine::Stage(stage.to_string()));
+        },
+        true,
+    );
+    send(&VendorLine::Answer {
+        opencl_status,
+        platforms,
+    })
+}
+
+/// Keeps the original stdout for the protocol (close-on-exec, so helpers a driver spawns do not
+/// hold it) and points fd 1 at stderr: driver prints, buffered by C stdio and flushed in
+/// arbitrary chunks, land in the stderr tail and can never split or imitate a protocol line.
+/// `clhip probe` uses it too, so that HIP or CUDA chatter cannot corrupt `--json`.
+pub fn take_stdout_for_protocol() -> anyhow::Result<File> {
+    let protocol = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("duplicating stdout for the protocol")?;
+    nix::unistd::dup2_stdout(std::io::stderr().as_fd())
+        .context("pointing stdout at stderr for driver output")?;
+    Ok(File::from(protocol))
+}
+
+/// Asks the kernel to SIGKILL this vendor child when its parent dies, so that a parent killed
+/// outright does not leave a hung driver behind. Best effort: the parent also kills the group.
+fn die_with_parent() {
+    if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
+        eprintln!("clhip probe: cannot set parent-death signal: {e}");
+    }
+}
+
+/// Process groups of vendor children now running, for [`install_group_reaper`]'s handler
+/// (0: free slot). Atomics, because a signal handler may read them.
+static LIVE_GROUPS: [AtomicI32; 64] = [const { AtomicI32::new(0) }; 64];
+
+extern "C" fn kill_live_groups_and_die(sig: std::ffi::c_int) {
+    // Only async-signal-safe calls here: atomic loads, kill(2), sigaction(2), raise(3).
+    for g in &LIVE_GROUPS {
+        let pgid = g.load(Ordering::SeqCst);
+        if pgid > 0 {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+        }
+    }
+    if let Ok(sig) = Signal::try_from(sig) {
+        // SAFETY: restoring the default disposition of the signal being handled, then raising
+        // it again, so the process dies of it as it would have without this handler.
+        unsafe {
+            let _ = nix::sys::signal::signal(sig, nix::sys::signal::SigHandler::SigDfl);
+        }
+        let _ = nix::sys::signal::raise(sig);
+    }
+}
+
+/// On SIGTERM, SIGINT or SIGHUP, kill the vendor children's process groups before dying: they
+/// lead groups of their own (so a hung driver and any helper it forked can be killed as one),
+/// so neither a Ctrl-C nor a kill of this process would reach a helper otherwise. Only where
+/// the signal has its default disposition: a process that handles it already keeps its handler.
+fn install_group_reaper() {
+    use nix::sys::signal::{SaFlags, SigAction, SigHandler, SigSet, sigaction};
+    static ONCE: std::sync::Once = std::sync::Once::new();
+    ONCE.call_once(|| {
+        let action = SigAction::new(
+            SigHandler::Handler(kill_live_groups_and_die),
+            SaFlags::empty(),
+            SigSet::empty(),
+        );
+        for sig in [Signal::SIGTERM, Signal::SIGINT, Signal::SIGHUP] {
+            // SAFETY: the handler only makes async-signal-safe calls (see above).
+            match unsafe { sigaction(sig, &action) } {
+                Ok(old) if !matches!(old.handler(), SigHandler::SigDfl) => {
+                    // SAFETY: puts back exactly what was installed before.
+                    let _ = unsafe { sigaction(sig, &old) };
+                }
+                _ => {}
+            }
+        }
+    });
+}
+
+/// A vendor child leading its own process group: registered for the signal handler while it
+/// runs, and killed (the whole group) and reaped on drop at the latest.
+struct VendorChild {
+    child: Child,
+    pgid: Pid,
+    slot: Option<usize>,
+    status: Option<ExitStatus>,
+}
+
+impl VendorChild {
+    fn new(child: Child) -> anyhow::Result<Self> {
+        let raw = i32::try_from(child.id()).context("vendor child pid out of range")?;
+        let slot = LIVE_GROUPS.iter().position(|g| {
+            g.compare_exchange(0, raw, Ordering::SeqCst, Ordering::SeqCst)
+                .is_ok()
+        });
+        Ok(VendorChild {
+            child,
+            pgid: Pid::from_raw(raw),
+            slot,
+            status: None,
+        })
+    }
+
+    /// Whether the leader has exited, without reaping it: while it is an unreaped zombie the
+    /// group id cannot be reused, so killing the group cannot hit a stranger.
+    fn has_exited(&self) -> bool {
+        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
+        // An error (ECHILD) means there is nothing left to wait for.
+        !matches!(
+            waitid(Id::Pid(self.pgid), flags),
+            Ok(WaitStatus::StillAlive)
+        )
+    }
+
+    /// SIGKILL to the whole group (a helper the driver forked included), then reap the leader.
+    fn kill_and_reap(&mut self) -> anyhow::Result<ExitStatus> {
+        if let Some(s) = self.status {
+            return Ok(s);
+        }
+        // ESRCH: nobody left in the group, which is the goal.
+        let _ = killpg(self.pgid, Signal::SIGKILL);
+        if let Some(slot) = self.slot.take() {
+            LIVE_GROUPS[slot].store(0, Ordering::SeqCst);
+        }
+        let status = self
+            .child
+            .wait()
+            .with_context(|| format!("reaping vendor probe {}", self.pgid))?;
+        self.status = Some(status);
+        Ok(status)
+    }
+}
+
+impl Drop for VendorChild {
+    fn drop(&mut self) {
+        let _ = self.kill_and_reap();
+    }
+}
+
+enum Msg {
+    Out(String),
+    Err(String),
+    Eof,
+}
+
+fn forward_lines(pipe: impl Read + Send + 'static, tx: Sender<Msg>, wrap: fn(String) -> Msg) {
+    let spawned = std::thread::Builder::new()
+        .name("clhip-probe-reader".into())
+        .spawn(move || {
+            let mut reader = BufReader::new(pipe);
+            let mut buf = Vec::new();
+            loop {
+                buf.clear();
+                // A partial last line (no newline) comes back at EOF as a line of its own.
+                match reader.read_until(b'\n', &mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(_) => {
+                        let line = String::from_utf8_lossy(&buf);
+                        let line = line.trim_end_matches(['\n', '\r']).to_string();
+                        if tx.send(wrap(line)).is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+            let _ = tx.send(Msg::Eof);
+        });
+    if let Err(e) = spawned {
+        // No reader: the pipe is dropped, the child gets EPIPE and its answer is missing,
+        // which its row reports. Threads fail to start only when the system is out of them.
+        eprintln!("clhip probe: cannot start an output reader: {e}");
+    }
+}
+
+/// Probe one vendor library in a child process; never fails, what went wrong is the state.
+fn run_vendor_child(exe: &Path, vendor: &VendorLibrary, limit: Duration) -> VendorResult {
+    let failed = |error: String| VendorResult {
+        state: VendorState::Failed { error },
+        ..VendorResult::default()
+    };
+    let spawned = Command::new(exe)
+        .arg(VENDOR_CHILD_SUBCOMMAND)
+        .envs(opencl::single_vendor_env(&vendor.library))
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn();
+    let mut child = match spawned {
+        Ok(c) => c,
+        Err(e) => return failed(format!("cannot start {}: {e}", exe.display())),
+    };
+    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
+    // From here on the guard owns the child: every return below kills and reaps it.
+    let mut child = match VendorChild::new(child) {
+        Ok(c) => c,
+        Err(e) => return failed(format!("{e:#}")),
+    };
+    let (Some(stdout), Some(stderr)) = (stdout, stderr) else {
+        return failed("vendor child started without its pipes".into());
+    };
+    let (tx, rx) = mpsc::channel();
+    forward_lines(stdout, tx.clone(), Msg::Out);
+    forward_lines(stderr, tx, Msg::Err);
+
+    let mut seen = Seen::default();
+    let deadline = Instant::now() + limit;
+    let timed_out = loop {
+        seen.take(&rx, Duration::from_millis(20));
+        if child.has_exited() {
+            break false;
+        }
+        if Instant::now() >= deadline {
+            break true;
+        }
+    };
+    let status = child.kill_and_reap();
+    // The group is dead, so the pipes close; what was still in them is read now. Bounded, in
+    // case something outside the group (a daemon that called setsid) holds them open.
+    let drain_until = Instant::now() + Duration::from_secs(1);
+    while seen.eofs < 2 {
+        let left = drain_until.saturating_duration_since(Instant::now());
+        if left.is_zero() || !seen.take(&rx, left) {
+            break;
+        }
+    }
+    seen.classify(timed_out, status, limit)
+}
+
+/// What a vendor child has said so far.
+#[derive(Default)]
+struct Seen {
+    stage: Option<String>,
+    answer: Option<(String, Vec<PlatformProbe>)>,
+    bad_line: Option<String>,
+    tail: VecDeque<String>,
+    eofs: usize,
+}
+
+impl Seen {
+    /// Takes what arrives within `wait`; false once both pipes have closed and been read.
+    fn take(&mut self, rx: &Receiver<Msg>, wait: Duration) -> bool {
+        let mut msg = rx.recv_timeout(wait);
+        loop {
+            match msg {
+                Ok(Msg::Out(line)) => self.protocol(line),
+                Ok(Msg::Err(line)) => self.stderr(line),
+                Ok(Msg::Eof) => self.eofs += 1,
+                Err(RecvTimeoutError::Timeout) => return true,
+                Err(RecvTimeoutError::Disconnected) => {
+                    // Both readers are done: nothing more will come; do not spin.
+                    std::thread::sleep(wait.min(Duration::from_millis(20)));
+                    return false;
+                }
+            }
+            msg = match rx.try_recv() {
+                Ok(m) => Ok(m),
+                Err(mpsc::TryRecvError::Empty) => return true,
+                Err(mpsc::TryRecvError::Disconnected) => Err(RecvTimeoutError::Disconnected),
+            };
+        }
+    }
+
+    fn protocol(&mut self, line: String) {
+        // The child's stdout carries only protocol lines (driver prints go to stderr there);
+        // anything else is kept with the driver's output.
+        let Some(json) = line.strip_prefix(PROTOCOL_PREFIX) else {
+            return self.stderr(line);
+        };
+        match serde_json::from_str::<VendorLine>(json) {
+            Ok(VendorLine::Stage(s)) => self.stage = Some(s),
+            Ok(VendorLine::Answer {
+                opencl_status,
+                platforms,
+            }) => self.answer = Some((opencl_status, platforms)),
+            Err(e) => {
+                self.bad_line
+                    .get_or_insert_with(|| format!("unreadable answer ({e}): {line}"));
+            }
+        }
+    }
+
+    fn stderr(&mut self, line: String) {
+        if self.tail.len() == STDERR_TAIL_LINES {
+            self.tail.pop_front();
+        }
+        let cut: String = line.chars().take(STDERR_LINE_CHARS).collect();
+        self.tail.push_back(cut);
+    }
+
+    fn classify(
+        self,
+        timed_out: bool,
+        status: anyhow::Result<ExitStatus>,
+        limit: Duration,
+    ) -> VendorResult {
+        let during = match (&self.answer, &self.stage) {
+            (Some(_), _) => "at exit, after answering".to_string(),
+            (None, Some(s)) => format!("in {s}"),
+            (None, None) => "before its first OpenCL call".to_string(),
+        };
+        let (answered_status, platforms) = match self.answer {
+            Some((s, p)) => (Some(s), p),
+            None => (None, Vec::new()),
+        };
+        let state = if timed_out {
+            VendorState::Hung {
+                limit_s: limit.as_secs_f64(),
+                during,
+            }
+        } else if let Some(bad) = self.bad_line {
+            VendorState::Failed { error: bad }
+        } else {
+            match status {
+                Err(e) => VendorState::Failed {
+                    error: format!("{e:#}"),
+                },
+                Ok(st) => match (st.signal(), answered_status) {
+                    (Some(sig), _) => VendorState::Crashed {
+                        signal: Signal::try_from(sig)
+                            .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string()),
+                        during,
+                    },
+                    (None, Some(s)) if s == "ok" && st.success() => VendorState::Ok,
+                    (None, Some(s)) if st.success() => VendorState::NoPlatform {
+                        error: s.strip_prefix("unsupported: ").unwrap_or(&s).to_string(),
+                    },
+                    (None, _) => VendorState::Exited {
+                        status: st
+                            .code()
+                            .map_or_else(|| st.to_string(), |c| format!("exit status {c}")),
+                        during,
+                    },
+                },
+            }
+        };
+        VendorResult {
+            state,
+            platforms,
+            stderr_tail: self.tail.into(),
+        }
+    }
+}
+
+/// One probe's OpenCL part from the vendors' results: platforms renumbered in vendor order,
+/// labels counted per family over all vendors (what one process loading them all would call
+/// them), each device marked with its library; the overall status; one row per vendor.
+fn merge_vendors(
+    vendors: &[VendorLibrary],
+    results: Vec<VendorResult>,
+) -> (String, Vec<PlatformProbe>, Vec<VendorProbe>) {
+    let mut platforms = Vec::new();
+    let mut rows = Vec::new();
+    let mut per_family: BTreeMap<String, usize> = BTreeMap::new();
+    for (v, r) in vendors.iter().zip(results) {
+        rows.push(VendorProbe {
+            library: v.library.clone(),
+            listed_in: v.listed_in.clone(),
+            state: r.state,
+            platforms: r.platforms.len(),
+            stderr_tail: r.stderr_tail,
+        });
+        for mut p in r.platforms {
+            let index = platforms.len();
+            p.index = index;
+            for d in &mut p.devices {
+                let family = d
+                    .label
+                    .trim_end_matches(|c: char| c.is_ascii_digit())
+                    .to_string();
+                let k = per_family.entry(family.clone()).or_insert(0);
+                d.icd_label = Some(std::mem::replace(&mut d.label, format!("{family}{k}")));
+                *k += 1;
+                d.platform_index = index;
+                d.icd_library = Some(v.library.clone());
+            }
+            platforms.push(p);
+        }
+    }
+    let status = if rows.iter().any(|r| r.state == VendorState::Ok) {
+        "ok".to_string()
+    } else if rows.is_empty() {
+        format!(
+            "unsupported: no OpenCL vendor library listed (OCL_ICD_FILENAMES and OCL_ICD_VENDORS \
+             unset, no .icd file in {}; install an ICD, e.g. pocl-opencl-icd)",
+            opencl::DEFAULT_VENDOR_DIR
+        )
+    } else if let Some(VendorState::NoPlatform { error }) =
+        rows.iter().map(|r| &r.state).find(|s| !s.is_broken())
+    {
+        format!("unsupported: {error}")
+    } else {
+        "unsupported: no OpenCL vendor library answered (see the vendor lines)".to_string()
+    };
+    (status, platforms, rows)
 }
 
 fn read_trim(path: &str) -> String {
@@ -414,6 +1039,39 @@ fn kernel_modules() -> Vec<(String, String)> {
 }
 
 impl Probe {
+    /// The OpenCL vendor libraries that crashed, hung, exited or answered garbage while being
+    /// probed, one line each: library, where it was listed, what happened, its last words.
+    pub fn broken_vendors(&self) -> Vec<String> {
+        self.opencl_vendors
+            .iter()
+            .filter(|v| v.state.is_broken())
+            .map(|v| {
+                let mut line = format!(
+                    "OpenCL vendor library {} (listed in {}): {}",
+                    v.library, v.listed_in, v.state
+                );
+                if let Some(last) = v.stderr_tail.iter().rev().find(|l| !l.trim().is_empty()) {
+                    let _ = write!(line, "; last output: {}", last.trim());
+                }
+                line
+            })
+            .collect()
+    }
+
+    /// The environment under which a process's ICD loader loads only the vendor library that
+    /// OpenCL device `opencl_label` came from, so that a broken vendor beside it cannot take
+    /// the process down. `None` when the label is unknown or the probe did not record the
+    /// library (a probe that loaded every vendor at once, or an older probe file).
+    pub fn icd_env(&self, opencl_label: &str) -> Option<Vec<(String, String)>> {
+        self.platforms
+            .iter()
+            .flat_map(|p| &p.devices)
+            .find(|d| d.label == opencl_label)?
+            .icd_library
+            .as_deref()
+            .map(opencl::single_vendor_env)
+    }
+
     /// The driver fingerprint a run records.
     pub fn fingerprint(&self) -> Fingerprint {
         let val = |q: &Queried<String>| match q {
@@ -459,6 +1117,28 @@ impl Probe {
     pub fn render(&self) -> String {
         let mut o = String::new();
         let _ = writeln!(o, "OpenCL: {}", self.opencl_status);
+        for v in &self.opencl_vendors {
+            let platforms = match v.platforms {
+                1 => "1 platform".to_string(),
+                n => format!("{n} platforms"),
+            };
+            let (what, tail) = match &v.state {
+                VendorState::Ok => (platforms, false),
+                s if s.is_broken() => (format!("BROKEN, {s}"), true),
+                s => (s.to_string(), false),
+            };
+            let _ = writeln!(
+                o,
+                "  vendor library {} ({}): {what}",
+                v.library, v.listed_in
+            );
+            // A working vendor's chatter is not a finding; a broken one's last words are.
+            if tail {
+                for line in &v.stderr_tail {
+                    let _ = writeln!(o, "      | {line}");
+                }
+            }
+        }
         for p in &self.platforms {
             let _ = writeln!(
                 o,
@@ -559,6 +1239,12 @@ fn render_device(o: &mut String, d: &DeviceProbe) {
         ),
         ("UUID", str_(&d.uuid)),
         (
+            "ICD library",
+            d.icd_library
+                .clone()
+                .unwrap_or_else(|| "(not recorded)".into()),
+        ),
+        (
             "PCI bus id",
             format!("{} {}", str_(&d.pci_bus_id), d.pci_bus_id_source)
                 .trim_end()
@@ -619,6 +1305,130 @@ mod tests {
         assert_eq!(memory_handle_name(0x2067), "DMA_BUF");
         assert_eq!(semaphore_handle_name(0x2058), "SYNC_FD");
         assert_eq!(memory_handle_name(0x1234), "0x1234");
+    }
+
+    fn vendor(library: &str) -> VendorLibrary {
+        VendorLibrary {
+            library: library.into(),
+            listed_in: "OCL_ICD_FILENAMES".into(),
+        }
+    }
+
+    /// A vendor child's answer: one platform with devices labelled as that child labelled them.
+    fn answered(labels: &[&str]) -> VendorResult {
+        let fixture: Probe =
+            serde_json::from_str(include_str!("../tests/fixtures/nvidia-h200-probe.json")).unwrap();
+        let mut platform = fixture.platforms[0].clone();
+        let template = platform.devices[0].clone();
+        platform.devices = labels
+            .iter()
+            .map(|l| DeviceProbe {
+                label: l.to_string(),
+                ..template.clone()
+            })
+            .collect();
+        VendorResult {
+            state: VendorState::Ok,
+            platforms: vec![platform],
+            stderr_tail: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn merged_vendors_count_labels_per_family_and_keep_their_library() {
+        let crashed = VendorResult {
+            state: VendorState::Crashed {
+                signal: "SIGSEGV".into(),
+                during: "in clGetPlatformIDs".into(),
+            },
+            platforms: Vec::new(),
+            stderr_tail: vec!["".into(), "last words".into(), "".into()],
+        };
+        let (status, platforms, rows) = merge_vendors(
+            &[vendor("liba.so"), vendor("libbad.so"), vendor("libb.so")],
+            vec![
+                answered(&["pocl0"]),
+                crashed,
+                answered(&["pocl0", "nvidia0"]),
+            ],
+        );
+        assert_eq!(status, "ok");
+        type Row = (String, usize, Option<String>, Option<String>);
+        let devs: Vec<Row> = platforms
+            .iter()
+            .flat_map(|p| &p.devices)
+            .map(|d| {
+                (
+                    d.label.clone(),
+                    d.platform_index,
+                    d.icd_library.clone(),
+                    d.icd_label.clone(),
+                )
+            })
+            .collect();
+        let some = |l: &str| Some(l.to_string());
+        assert_eq!(
+            devs,
+            [
+                ("pocl0".into(), 0, some("liba.so"), some("pocl0")),
+                ("pocl1".into(), 1, some("libb.so"), some("pocl0")),
+                ("nvidia0".into(), 1, some("libb.so"), some("nvidia0")),
+            ]
+        );
+        assert_eq!(platforms[1].index, 1);
+        let p = Probe {
+            opencl_status: status,
+            platforms,
+            opencl_vendors: rows,
+            ..probe_rest(None)
+        };
+        assert_eq!(
+            p.broken_vendors(),
+            [
+                "OpenCL vendor library libbad.so (listed in OCL_ICD_FILENAMES): crashed: SIGSEGV \
+              in clGetPlatformIDs; last output: last words"
+            ]
+        );
+        assert_eq!(
+            p.icd_env("pocl1"),
+            Some(opencl::single_vendor_env("libb.so"))
+        );
+        let text = p.render();
+        assert!(
+            text.contains("vendor library libbad.so (OCL_ICD_FILENAMES): BROKEN, crashed: SIGSEGV"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn with_no_vendor_answering_opencl_is_unsupported_with_the_reason() {
+        let none = VendorResult {
+            state: VendorState::NoPlatform {
+                error: "clGetPlatformIDs returned CL_PLATFORM_NOT_FOUND_KHR (-1001)".into(),
+            },
+            ..VendorResult::default()
+        };
+        let (status, platforms, rows) = merge_vendors(&[vendor("libgone.so")], vec![none]);
+        assert!(platforms.is_empty());
+        assert_eq!(
+            status,
+            "unsupported: clGetPlatformIDs returned CL_PLATFORM_NOT_FOUND_KHR (-1001)"
+        );
+        assert!(!rows[0].state.is_broken());
+        assert!(
+            merge_vendors(&[], Vec::new())
+                .0
+                .contains("no OpenCL vendor library listed")
+        );
+    }
+
+    #[test]
+    fn probe_files_from_before_vendor_rows_still_load() {
+        let p: Probe =
+            serde_json::from_str(include_str!("../tests/fixtures/mi100-like-probe.json")).unwrap();
+        assert!(p.opencl_vendors.is_empty() && p.broken_vendors().is_empty());
+        let label = &p.platforms[0].devices[0].label;
+        assert_eq!(p.icd_env(label), None);
     }
 
     #[test]

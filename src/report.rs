@@ -45,6 +45,10 @@ pub struct RunReport {
     /// no longer look at anything.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub stale_baseline: Vec<String>,
+    /// OpenCL vendor libraries that crashed, hung or exited while being probed: findings in
+    /// themselves, and a non-zero exit.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub broken_vendors: Vec<String>,
 }
 
 /// How a run ended.
@@ -97,6 +101,7 @@ impl RunReport {
             status: RunStatus::Complete,
             not_run: Vec::new(),
             stale_baseline: Vec::new(),
+            broken_vendors: Vec::new(),
         }
     }
 }
@@ -1216,6 +1221,7 @@ mod tests {
             status: RunStatus::Complete,
             not_run: Vec::new(),
             stale_baseline: Vec::new(),
+            broken_vendors: Vec::new(),
         }
     }
 

@@ -54,6 +54,9 @@ pub struct Planned {
     pub id: String,
     pub work: Work,
     pub expectation: Expectation,
+    /// Environment the worker running it needs (the one OpenCL vendor library its pair
+    /// uses). A batch holds items of one environment only.
+    pub env: Vec<(String, String)>,
 }
 
 impl Planned {
@@ -62,6 +65,7 @@ impl Planned {
             id: case.id(),
             work: Work::Case(case),
             expectation,
+            env: Vec::new(),
         }
     }
 }
@@ -346,7 +350,12 @@ fn run_thread(
         }
         let batch: Vec<Planned> = {
             let mut q = lock(&shared.queue);
-            let take = opts.cases_per_worker.min(q.len());
+            let env = q.front().map(|p| p.env.clone()).unwrap_or_default();
+            let take = q
+                .iter()
+                .take(opts.cases_per_worker)
+                .take_while(|p| p.env == env)
+                .count();
             q.drain(..take).collect()
         };
         if batch.is_empty() {
@@ -456,7 +465,8 @@ struct Session<'b> {
 
 impl<'b> Session<'b> {
     fn start(batch: &'b [Planned], opts: &RunOptions) -> anyhow::Result<Self> {
-        let (worker, stdin, rx) = WorkerProcess::spawn(opts)?;
+        let env = batch.first().map_or(&[][..], |p| p.env.as_slice());
+        let (worker, stdin, rx) = WorkerProcess::spawn(opts, env)?;
         feed(stdin, batch)?;
         Ok(Session {
             batch,
@@ -964,10 +974,14 @@ struct WorkerProcess {
 }
 
 impl WorkerProcess {
-    fn spawn(opts: &RunOptions) -> anyhow::Result<(Self, ChildStdin, Receiver<Msg>)> {
+    fn spawn(
+        opts: &RunOptions,
+        env: &[(String, String)],
+    ) -> anyhow::Result<(Self, ChildStdin, Receiver<Msg>)> {
         let child = Command::new(&opts.worker_exe)
             .args(&opts.worker_args)
             .envs(opts.worker_env.iter().map(|(k, v)| (k, v)))
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

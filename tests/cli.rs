@@ -219,3 +219,43 @@ fn list_for_an_mi100_like_probe_has_every_amd_path_sync_and_op() {
     settings.set_snapshot_path("../snapshots");
     settings.bind(|| insta::assert_snapshot!("mi100_like_listing", hip.join("\n")));
 }
+
+#[test]
+fn mi100_expectation_files_load_and_list_applies_them_to_the_mi100_fixture() {
+    let o = clhip(&[
+        "list",
+        "--probe",
+        "tests/fixtures/mi100-like-probe.json",
+        "--expectations",
+        "cases/expectations",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    let err = stderr(&o);
+    // The fixture is ROCm 6.3 on a gfx908: the 6.x file applies, and only it.
+    assert!(err.contains("mi100-rocm-6.x.toml"), "{err}");
+    assert!(
+        !err.contains("mi100-rocm-5.7.toml") && !err.contains("mi100-rocm-7.x.toml"),
+        "{err}"
+    );
+    let out = String::from_utf8_lossy(&o.stdout);
+    let vmm: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("/vmm-fd+cl-import/"))
+        .collect();
+    assert!(!vmm.is_empty());
+    for l in &vmm {
+        assert!(
+            l.contains("expect unsupported (cases/expectations/mi100-rocm-6.x.toml:"),
+            "{l}"
+        );
+    }
+    assert!(
+        out.lines()
+            .any(|l| l.contains("/device+use-host-ptr/") && l.contains("expect fault"))
+    );
+    // Cases no rule lists are expected to pass: no annotation.
+    assert!(
+        out.lines()
+            .any(|l| l.starts_with("rocm0+hip0/cl-svm-fine/") && !l.contains("expect"))
+    );
+}

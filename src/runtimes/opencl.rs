@@ -131,6 +131,114 @@ pub fn enumerate() -> Result<Vec<ClDevice>, ApiError> {
     Ok(out)
 }
 
+/// Where the loader looks for `.icd` files when neither `OCL_ICD_VENDORS` nor
+/// `OPENCL_VENDOR_PATH` says otherwise.
+pub const DEFAULT_VENDOR_DIR: &str = "/etc/OpenCL/vendors";
+
+/// One OpenCL vendor library (an ICD) and where it was listed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct VendorLibrary {
+    /// As written in `OCL_ICD_FILENAMES` or the `.icd` file: a path or a bare soname that
+    /// `dlopen` resolves.
+    pub library: String,
+    /// `OCL_ICD_FILENAMES`, `OCL_ICD_VENDORS`, or the `.icd` file's path.
+    pub listed_in: String,
+}
+
+/// The OpenCL vendor libraries of this environment, each to be loaded on its own (see
+/// [`single_vendor_env`]): `OCL_ICD_FILENAMES` (colon-separated) when set and not empty; else
+/// `OCL_ICD_VENDORS` (a directory of `.icd` files, one `.icd` file, or a library, as ocl-icd
+/// reads it); else the `.icd` files of `OPENCL_VENDOR_PATH` or [`DEFAULT_VENDOR_DIR`].
+///
+/// `OCL_ICD_FILENAMES` replaces the directory here, where Khronos's loader would load both: it
+/// is how a person picks vendors (ocl-icd ignores the variable), and a library listed twice,
+/// once by path and once by soname, could not be told apart. `.icd` files are taken in name
+/// order, so labels do not depend on directory order. Unreadable `.icd` files are skipped, as
+/// both loaders skip them.
+pub fn vendor_libraries() -> Vec<VendorLibrary> {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    vendor_libraries_from(
+        var("OCL_ICD_FILENAMES").as_deref(),
+        var("OCL_ICD_VENDORS").as_deref(),
+        var("OPENCL_VENDOR_PATH").as_deref(),
+    )
+}
+
+/// [`vendor_libraries`] over given values of `OCL_ICD_FILENAMES`, `OCL_ICD_VENDORS` and
+/// `OPENCL_VENDOR_PATH` (`None`: unset or empty).
+pub fn vendor_libraries_from(
+    filenames: Option<&str>,
+    vendors: Option<&str>,
+    vendor_path: Option<&str>,
+) -> Vec<VendorLibrary> {
+    use std::path::Path;
+    if let Some(list) = filenames {
+        return list
+            .split(':')
+            .filter(|l| !l.is_empty())
+            .map(|l| VendorLibrary {
+                library: l.to_string(),
+                listed_in: "OCL_ICD_FILENAMES".into(),
+            })
+            .collect();
+    }
+    let vendor_dir = vendor_path.unwrap_or(DEFAULT_VENDOR_DIR);
+    let Some(v) = vendors else {
+        return icd_files_in(Path::new(vendor_dir));
+    };
+    let path = Path::new(v);
+    if path.is_dir() {
+        icd_files_in(path)
+    } else if v.ends_with(".icd") {
+        // ocl-icd: a bare `.icd` name is looked up in the vendor directory first.
+        let in_dir = Path::new(vendor_dir).join(v);
+        let file = if !v.contains('/') && in_dir.is_file() {
+            in_dir
+        } else {
+            path.to_path_buf()
+        };
+        read_icd_file(&file).into_iter().collect()
+    } else {
+        vec![VendorLibrary {
+            library: v.to_string(),
+            listed_in: "OCL_ICD_VENDORS".into(),
+        }]
+    }
+}
+
+fn icd_files_in(dir: &std::path::Path) -> Vec<VendorLibrary> {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return Vec::new();
+    };
+    let mut files: Vec<std::path::PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "icd"))
+        .collect();
+    files.sort();
+    files.iter().filter_map(|f| read_icd_file(f)).collect()
+}
+
+/// The library an `.icd` file names: its first line, without the newline.
+fn read_icd_file(file: &std::path::Path) -> Option<VendorLibrary> {
+    let text = std::fs::read_to_string(file).ok()?;
+    let library = text.lines().next()?.trim();
+    (!library.is_empty()).then(|| VendorLibrary {
+        library: library.to_string(),
+        listed_in: file.display().to_string(),
+    })
+}
+
+/// The environment under which the ICD loader loads `library` and nothing else, with either
+/// loader: Khronos's loads `OCL_ICD_FILENAMES` and reads `OCL_ICD_VENDORS` only as a
+/// directory (a file is skipped); ocl-icd ignores `OCL_ICD_FILENAMES` and loads an
+/// `OCL_ICD_VENDORS` that is neither a directory nor a `.icd` file as the one ICD library.
+pub fn single_vendor_env(library: &str) -> Vec<(String, String)> {
+    vec![
+        ("OCL_ICD_FILENAMES".into(), library.into()),
+        ("OCL_ICD_VENDORS".into(), library.into()),
+    ]
+}
+
 /// Raw bytes of a device query; the caller decodes. Used for extension queries that cl3 does
 /// not type (UUID, PCI info, AMD topology, handle-type lists).
 pub fn device_bytes(id: cl_device_id, param: u32) -> Result<Vec<u8>, ApiError> {
@@ -495,6 +603,43 @@ pub fn test_device() -> Option<ClDevice> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn vendor_list_follows_the_environment() {
+        let libs =
+            |v: Vec<VendorLibrary>| -> Vec<String> { v.into_iter().map(|l| l.library).collect() };
+        assert_eq!(
+            libs(vendor_libraries_from(
+                Some("/x/a.so::libb.so.2"),
+                Some("/ignored"),
+                None
+            )),
+            ["/x/a.so", "libb.so.2"]
+        );
+        let dir = std::env::temp_dir().join(format!("clhip-vendors-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join("b.icd"), "libb.so\n").unwrap();
+        std::fs::write(dir.join("a.icd"), "/opt/a/liba.so\n").unwrap();
+        std::fs::write(dir.join("notes.txt"), "libnot.so\n").unwrap();
+        let d = dir.to_str().unwrap();
+        assert_eq!(
+            libs(vendor_libraries_from(None, Some(d), None)),
+            ["/opt/a/liba.so", "libb.so"]
+        );
+        assert_eq!(
+            libs(vendor_libraries_from(None, None, Some(d))),
+            ["/opt/a/liba.so", "libb.so"]
+        );
+        assert_eq!(
+            libs(vendor_libraries_from(None, Some("b.icd"), Some(d))),
+            ["libb.so"]
+        );
+        assert_eq!(
+            libs(vendor_libraries_from(None, Some("libc.so.1"), Some(d))),
+            ["libc.so.1"]
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn families_from_real_platform_names() {

@@ -1,0 +1,425 @@
+//! A broken OpenCL driver is a finding, not the end of the tool. These tests run `clhip probe`
+//! beside the project's own misbehaving ICD (tests/fixtures/bad-icd/bad_icd.c, built here with
+//! `cc -shared -fPIC`), which wraps PoCL and on request hangs, crashes, chatters or exits inside
+//! the platform query: PoCL must still be listed, the bad vendor shown for what it did, the probe
+//! must end promptly, and no process of it may be left behind.
+//!
+//! Needs PoCL and a C compiler. Without them the tests are skipped, except under
+//! `CLHIP_REQUIRE_OPENCL=1` (CI), where they fail.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::sync::OnceLock;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use clhip::probe::{Probe, VendorState};
+
+/// The vendor time limit the tests give the probe (CLHIP_PROBE_VENDOR_TIMEOUT_S).
+const LIMIT_S: u64 = 3;
+
+/// Generous bound on a whole probe run: the limit plus a loaded two-core CI machine's slack.
+/// A probe that goes past it has regressed to waiting on the hung driver.
+const PROMPT: Duration = Duration::from_secs(LIMIT_S + 20);
+
+fn required() -> bool {
+    std::env::var("CLHIP_REQUIRE_OPENCL").is_ok_and(|v| v == "1")
+}
+
+struct Setup {
+    bad_icd: PathBuf,
+    pocl: String,
+}
+
+/// Builds the bad ICD once per test binary; `None` (skip) without PoCL or a C compiler, a
+/// failure instead under CLHIP_REQUIRE_OPENCL=1.
+fn setup() -> Option<&'static Setup> {
+    static SETUP: OnceLock<Result<Setup, String>> = OnceLock::new();
+    let s = SETUP.get_or_init(|| {
+        if clhip::runtimes::opencl::test_device().is_none() {
+            return Err("no OpenCL device".into());
+        }
+        let pocl = pocl_library().ok_or("no PoCL among the OpenCL vendors")?;
+        let dir =
+            Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bad-icd-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("creating {}: {e}", dir.display()))?;
+        let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/bad-icd/bad_icd.c");
+        let so = dir.join("libclhip_bad_icd.so");
+        let cc = std::env::var("CC").unwrap_or_else(|_| "cc".into());
+        let out = Command::new(&cc)
+            .args([
+                "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o",
+            ])
+            .arg(&so)
+            .arg(&src)
+            .arg("-ldl")
+            .output()
+            .map_err(|e| format!("running {cc}: {e}"))?;
+        if !out.status.success() {
+            // A compile error in the fixture is a bug, never a reason to skip.
+            panic!(
+                "{cc} failed to build {}: {}",
+                src.display(),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(Setup { bad_icd: so, pocl })
+    });
+    match s {
+        Ok(s) => Some(s),
+        Err(why) => {
+            assert!(!required(), "CLHIP_REQUIRE_OPENCL=1 but {why}");
+            eprintln!("skipping: {why}");
+            None
+        }
+    }
+}
+
+/// PoCL's library as this machine's vendor list names it (libpocl.so.2 on Debian).
+fn pocl_library() -> Option<String> {
+    clhip::runtimes::opencl::vendor_libraries_from(None, None, None)
+        .into_iter()
+        .map(|v| v.library)
+        .find(|l| l.contains("pocl"))
+}
+
+/// A tag in the environment of everything one probe run starts, to find leftovers by.
+fn new_tag(what: &str) -> String {
+    static N: AtomicUsize = AtomicUsize::new(0);
+    format!(
+        "{}-{what}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    )
+}
+
+const TAG_VAR: &str = "CLHIP_BAD_ICD_TEST_TAG";
+
+/// `clhip probe ARGS` with the bad ICD (in `mode`) listed before PoCL.
+fn probe_command(s: &Setup, mode: &str, tag: &str, limit_s: u64, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clhip"));
+    cmd.arg("probe")
+        .args(args)
+        .env(
+            "OCL_ICD_FILENAMES",
+            format!("{}:{}", s.bad_icd.display(), s.pocl),
+        )
+        .env_remove("OCL_ICD_VENDORS")
+        .env("CLHIP_BAD_ICD", mode)
+        .env("CLHIP_BAD_ICD_POCL", &s.pocl)
+        .env(clhip::probe::VENDOR_TIMEOUT_ENV, limit_s.to_string())
+        .env(TAG_VAR, tag)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Runs to the end, failing the test (and killing it) past [`PROMPT`].
+fn run_promptly(mut cmd: Command) -> (Output, Duration) {
+    let started = Instant::now();
+    let child = cmd.spawn().expect("clhip starts");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(PROMPT) {
+        Ok(out) => (out.expect("clhip's output"), started.elapsed()),
+        Err(_) => {
+            let pid = nix::unistd::Pid::from_raw(pid as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            panic!("clhip probe still running after {PROMPT:?}");
+        }
+    }
+}
+
+/// Processes whose environment carries `tag`: whatever a probe run left behind.
+fn tagged_processes(tag: &str) -> Vec<String> {
+    let needle = format!("{TAG_VAR}={tag}");
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|e| e.ok())
+        .filter(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .bytes()
+                .all(|b| b.is_ascii_digit())
+        })
+        .filter_map(|e| {
+            // A zombie's environ reads empty, and a process gone meanwhile fails to read.
+            let env = std::fs::read(e.path().join("environ")).ok()?;
+            env.split(|&b| b == 0)
+                .any(|kv| kv == needle.as_bytes())
+                .then(|| {
+                    let cmd = std::fs::read(e.path().join("cmdline")).unwrap_or_default();
+                    format!(
+                        "{} {}",
+                        e.file_name().to_string_lossy(),
+                        String::from_utf8_lossy(&cmd).replace('\0', " ")
+                    )
+                })
+        })
+        .collect()
+}
+
+/// Nothing of the run tagged `tag` is left, allowing a moment for the kernel to finish killing.
+fn assert_nothing_left(tag: &str) {
+    let until = Instant::now() + Duration::from_secs(3);
+    loop {
+        let left = tagged_processes(tag);
+        if left.is_empty() {
+            return;
+        }
+        if Instant::now() > until {
+            panic!("processes left behind: {left:?}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// `clhip probe` (human form) with the bad ICD in `mode`: succeeds promptly, lists PoCL, shows
+/// the bad vendor as `state`, with the ICD's last words, and leaves nothing behind.
+fn broken_vendor_is_a_row(mode: &str, state: &str, last_words: &str) {
+    let Some(s) = setup() else { return };
+    let tag = new_tag(mode);
+    let (out, took) = run_promptly(probe_command(s, mode, &tag, LIMIT_S, &[]));
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    assert!(took < PROMPT, "took {took:?}");
+    let row = stdout
+        .lines()
+        .find(|l| l.contains(&s.bad_icd.display().to_string()))
+        .unwrap_or_else(|| panic!("no row for the bad vendor:\n{stdout}"));
+    assert!(row.contains("BROKEN") && row.contains(state), "{row}");
+    assert!(stdout.contains(last_words), "{stdout}");
+    assert!(stdout.contains("OpenCL: ok"), "{stdout}");
+    assert!(stdout.contains("device pocl0"), "{stdout}");
+    assert!(
+        stdout.contains(&format!("ICD library         {}", s.pocl)),
+        "{stdout}"
+    );
+    assert_nothing_left(&tag);
+}
+
+#[test]
+fn a_hung_vendor_is_reported_and_killed_and_pocl_still_probed() {
+    broken_vendor_is_a_row(
+        "hang",
+        &format!("hung: no answer within {LIMIT_S} s in clGetPlatformIDs"),
+        "bad icd: hanging in clIcdGetPlatformIDsKHR",
+    );
+}
+
+#[test]
+fn a_crashing_vendor_is_reported_as_sigsegv_and_pocl_still_probed() {
+    broken_vendor_is_a_row(
+        "crash",
+        "crashed: SIGSEGV in clGetPlatformIDs",
+        "bad icd: crashing in clIcdGetPlatformIDsKHR",
+    );
+}
+
+#[test]
+fn a_vendor_exiting_inside_a_call_is_reported_and_pocl_still_probed() {
+    broken_vendor_is_a_row(
+        "exit0",
+        "exited: exit status 0 in clGetPlatformIDs, without an answer",
+        "bad icd: exiting in clIcdGetPlatformIDsKHR",
+    );
+}
+
+fn probe_json(s: &Setup, mode: &str) -> Probe {
+    let tag = new_tag(mode);
+    let (out, _) = run_promptly(probe_command(s, mode, &tag, LIMIT_S, &["--json"]));
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_nothing_left(&tag);
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("probe --json is not JSON ({e}):\n{}", text(&out.stdout)))
+}
+
+#[test]
+fn probe_json_carries_the_broken_vendor_row() {
+    let Some(s) = setup() else { return };
+    let p = probe_json(s, "crash");
+    let bad = &p.opencl_vendors[0];
+    assert_eq!(bad.library, s.bad_icd.display().to_string());
+    assert_eq!(bad.listed_in, "OCL_ICD_FILENAMES");
+    assert_eq!(
+        bad.state,
+        VendorState::Crashed {
+            signal: "SIGSEGV".into(),
+            during: "in clGetPlatformIDs".into()
+        }
+    );
+    assert_eq!(
+        bad.stderr_tail.last().map(String::as_str),
+        Some("bad icd: crashing in clIcdGetPlatformIDsKHR")
+    );
+    assert_eq!(p.opencl_vendors[1].state, VendorState::Ok);
+    let broken = p.broken_vendors();
+    assert_eq!(broken.len(), 1, "{broken:?}");
+    assert!(
+        broken[0].contains(&bad.library) && broken[0].contains("crashed: SIGSEGV"),
+        "{}",
+        broken[0]
+    );
+    // The raw JSON, as other tools read it: the row is flat, the device names its library.
+    let v = serde_json::to_value(&p).unwrap();
+    assert_eq!(v["opencl_vendors"][0]["state"], "crashed");
+    assert_eq!(v["opencl_vendors"][0]["signal"], "SIGSEGV");
+    let dev = &v["platforms"][0]["devices"][0];
+    assert_eq!(dev["label"], "pocl0");
+    assert_eq!(dev["icd_library"], s.pocl.as_str());
+    assert_eq!(
+        p.icd_env("pocl0"),
+        Some(vec![
+            ("OCL_ICD_FILENAMES".to_string(), s.pocl.clone()),
+            ("OCL_ICD_VENDORS".to_string(), s.pocl.clone()),
+        ])
+    );
+    assert_eq!(p.icd_env("pocl9"), None);
+}
+
+/// Chatter on stdout and stderr, partial lines and lines that imitate the harness's protocol
+/// prefix, change nothing: the same platforms, every vendor ok, the chatter in the tail only.
+#[test]
+fn protocol_lookalikes_and_partial_lines_from_a_driver_change_nothing() {
+    let Some(s) = setup() else { return };
+    let quiet = probe_json(s, "");
+    assert!(
+        quiet.broken_vendors().is_empty(),
+        "{:?}",
+        quiet.broken_vendors()
+    );
+    // The bad ICD, behaving, is PoCL: two vendors, pocl0 and pocl1.
+    let labels: Vec<&str> = quiet
+        .platforms
+        .iter()
+        .flat_map(|p| &p.devices)
+        .map(|d| d.label.as_str())
+        .collect();
+    assert_eq!(labels, ["pocl0", "pocl1"]);
+    // Each is pocl0 to a process that loads its library alone.
+    for d in quiet.platforms.iter().flat_map(|p| &p.devices) {
+        assert_eq!(d.icd_label.as_deref(), Some("pocl0"), "{}", d.label);
+    }
+    for (mode, expect_in_tail) in [
+        ("print", "bad icd: a partial line on stdout"),
+        ("protocol", "@@clhip {not json"),
+    ] {
+        let p = probe_json(s, mode);
+        assert!(
+            p.broken_vendors().is_empty(),
+            "{mode}: {:?}",
+            p.broken_vendors()
+        );
+        assert_eq!(p.opencl_status, "ok", "{mode}");
+        assert_eq!(p.platforms, quiet.platforms, "{mode}");
+        assert!(
+            p.opencl_vendors[0]
+                .stderr_tail
+                .iter()
+                .any(|l| l.contains(expect_in_tail)),
+            "{mode}: {:?}",
+            p.opencl_vendors[0].stderr_tail
+        );
+    }
+}
+
+/// `icd_env` is what makes a process load one vendor and not its broken neighbour: with the
+/// crashing ICD as the machine's only `.icd` file, a vendor probe under PoCL's `icd_env`
+/// still answers.
+#[test]
+fn icd_env_makes_the_loader_load_that_vendor_alone() {
+    let Some(s) = setup() else { return };
+    let p = probe_json(s, "crash");
+    let env = p.icd_env("pocl0").expect("pocl0 records its library");
+    let vendors = s.bad_icd.parent().unwrap().join("vendors");
+    std::fs::create_dir_all(&vendors).unwrap();
+    std::fs::write(
+        vendors.join("bad.icd"),
+        format!("{}\n", s.bad_icd.display()),
+    )
+    .unwrap();
+    // The vendor child alone, with the crashing ICD as the machine's only vendor.
+    let vendor_child = || {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_clhip"));
+        c.arg(clhip::probe::VENDOR_CHILD_SUBCOMMAND)
+            .env_remove("OCL_ICD_FILENAMES")
+            .env_remove("OCL_ICD_VENDORS")
+            .env("OPENCL_VENDOR_PATH", &vendors)
+            .env("CLHIP_BAD_ICD", "crash")
+            .env("CLHIP_BAD_ICD_POCL", &s.pocl)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        c
+    };
+    // Without it the crashing ICD is loaded, and the process dies of it.
+    let (out, _) = run_promptly(vendor_child());
+    assert!(
+        !out.status.success(),
+        "the bad ICD was not loaded: {}",
+        text(&out.stdout)
+    );
+    let mut cmd = vendor_child();
+    cmd.envs(env);
+    let (out, _) = run_promptly(cmd);
+    let stdout = text(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        out.status,
+        text(&out.stderr)
+    );
+    assert!(
+        stdout.contains("\"opencl_status\":\"ok\"") && stdout.contains("pocl0"),
+        "{stdout}"
+    );
+}
+
+/// The other half: a probe waiting on a hung driver, killed with SIGTERM, takes its
+/// vendor children (and the helper the driver forked) with it.
+#[test]
+fn sigterm_to_a_probe_waiting_on_a_hung_vendor_leaves_nothing_behind() {
+    let Some(s) = setup() else { return };
+    let tag = new_tag("sigterm");
+    // A limit the test never reaches: the probe is still waiting when it is terminated.
+    let mut child = probe_command(s, "hang", &tag, 600, &[])
+        .spawn()
+        .expect("clhip starts");
+    // The probe, its hung vendor child and the helper the bad ICD forked.
+    let until = Instant::now() + PROMPT;
+    while tagged_processes(&tag).len() < 3 {
+        assert!(
+            Instant::now() < until,
+            "the hang never started: {:?}",
+            tagged_processes(&tag)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // The bad ICD prints before it hangs; give the forked helper a moment to exist for sure.
+    std::thread::sleep(Duration::from_millis(300));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).expect("SIGTERM to clhip");
+    let until = Instant::now() + Duration::from_secs(10);
+    let status = loop {
+        if let Some(st) = child.try_wait().expect("waiting on clhip") {
+            break st;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            panic!("clhip probe ignored SIGTERM");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    use std::os::unix::process::ExitStatusExt as _;
+    assert_eq!(status.signal(), Some(15), "{status}");
+    assert_nothing_left(&tag);
+}
