@@ -98,21 +98,25 @@ const TAG_VAR: &str = "CLHIP_BAD_ICD_TEST_TAG";
 /// `clhip probe ARGS` with the bad ICD (in `mode`) listed before PoCL.
 fn probe_command(s: &Setup, mode: &str, tag: &str, limit_s: u64, args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_clhip"));
-    cmd.arg("probe")
-        .args(args)
-        .env(
-            "OCL_ICD_FILENAMES",
-            format!("{}:{}", s.bad_icd.display(), s.pocl),
-        )
-        .env_remove("OCL_ICD_VENDORS")
-        .env("CLHIP_BAD_ICD", mode)
-        .env("CLHIP_BAD_ICD_POCL", &s.pocl)
-        .env(clhip::probe::VENDOR_TIMEOUT_ENV, limit_s.to_string())
-        .env(TAG_VAR, tag)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+    cmd.arg("probe").args(args);
+    with_bad_icd(&mut cmd, s, mode, tag, limit_s);
     cmd
+}
+
+/// The environment that lists the bad ICD (in `mode`) before PoCL, tagged with `tag`.
+fn with_bad_icd(cmd: &mut Command, s: &Setup, mode: &str, tag: &str, limit_s: u64) {
+    cmd.env(
+        "OCL_ICD_FILENAMES",
+        format!("{}:{}", s.bad_icd.display(), s.pocl),
+    )
+    .env_remove("OCL_ICD_VENDORS")
+    .env("CLHIP_BAD_ICD", mode)
+    .env("CLHIP_BAD_ICD_POCL", &s.pocl)
+    .env(clhip::probe::VENDOR_TIMEOUT_ENV, limit_s.to_string())
+    .env(TAG_VAR, tag)
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
 }
 
 /// Runs to the end, failing the test (and killing it) past [`PROMPT`].
@@ -422,4 +426,95 @@ fn sigterm_to_a_probe_waiting_on_a_hung_vendor_leaves_nothing_behind() {
     use std::os::unix::process::ExitStatusExt as _;
     assert_eq!(status.signal(), Some(15), "{status}");
     assert_nothing_left(&tag);
+}
+
+/// `clhip run ARGS` with the bad ICD (in `mode`) listed before PoCL, results in `json`.
+fn run_command(s: &Setup, mode: &str, tag: &str, json: &Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_clhip"));
+    cmd.arg("run").args(args).arg("--json").arg(json);
+    with_bad_icd(&mut cmd, s, mode, tag, LIMIT_S);
+    cmd
+}
+
+/// With a vendor that hangs in its platform query, `run` still runs every case of the healthy
+/// vendor (its workers never load the hung one), and exits 1 naming the broken vendor.
+#[test]
+fn run_with_a_hung_vendor_runs_every_pocl_case_and_fails_naming_it() {
+    let Some(s) = setup() else { return };
+    let tag = new_tag("run-hang");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bad-icd-run-{tag}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("r.json");
+    let filter = "pocl0+host/*/handoff/*";
+    let cmd = run_command(s, "hang", &tag, &json, &[filter, "--timeout", "60"]);
+    let started = Instant::now();
+    let out = cmd_output_within(cmd, Duration::from_secs(300));
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(
+        err.contains("broken driver") && err.contains("hung"),
+        "{err}"
+    );
+    assert!(err.contains(&s.bad_icd.display().to_string()), "{err}");
+    let r = clhip::report::load_json(&json).unwrap();
+    assert!(r.results.len() >= 30, "{} cases ran", r.results.len());
+    assert!(
+        r.results.iter().all(|c| !matches!(
+            c.outcome.kind(),
+            clhip::model::OutcomeKind::Timeout
+                | clhip::model::OutcomeKind::Crash
+                | clhip::model::OutcomeKind::Error
+        )),
+        "{:?}",
+        r.results
+            .iter()
+            .map(|c| (c.id.clone(), c.outcome.reason()))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(r.broken_vendors.len(), 1, "{:?}", r.broken_vendors);
+    assert!(started.elapsed() < Duration::from_secs(300));
+    assert_nothing_left(&tag);
+}
+
+/// A driver whose worker prints partial lines and protocol look-alikes (the behaving bad ICD
+/// is a second PoCL, `pocl1`, whose workers load it): every case still gets its own verdict.
+#[test]
+fn run_with_a_driver_that_prints_protocol_lookalikes_gets_every_verdict() {
+    let Some(s) = setup() else { return };
+    let tag = new_tag("run-protocol");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bad-icd-run-{tag}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("r.json");
+    let cmd = run_command(s, "protocol", &tag, &json, &["pocl1+host/copy/*/handoff/*"]);
+    let out = cmd_output_within(cmd, Duration::from_secs(300));
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let r = clhip::report::load_json(&json).unwrap();
+    assert_eq!(
+        r.results.len(),
+        9,
+        "{:?}",
+        r.results.iter().map(|c| &c.id).collect::<Vec<_>>()
+    );
+    assert!(r.results.iter().all(|c| !matches!(
+        c.outcome.kind(),
+        clhip::model::OutcomeKind::Error | clhip::model::OutcomeKind::Crash
+    )));
+    assert_nothing_left(&tag);
+}
+
+fn cmd_output_within(mut cmd: Command, limit: Duration) -> Output {
+    let child = cmd.spawn().expect("clhip starts");
+    let pid = child.id();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(child.wait_with_output());
+    });
+    match rx.recv_timeout(limit) {
+        Ok(out) => out.expect("clhip's output"),
+        Err(_) => {
+            let pid = nix::unistd::Pid::from_raw(pid as i32);
+            let _ = nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGKILL);
+            panic!("clhip run still running after {limit:?}");
+        }
+    }
 }
