@@ -399,6 +399,35 @@ fn probe_child(rocm_path: Option<&Path>) -> anyhow::Result<probe::Probe> {
     probe::probe_in_child(&exe, rocm_path)
 }
 
+/// Why the device of `case`'s pair cannot hold the case's largest buffer, if it cannot: more
+/// than CL_DEVICE_MAX_MEM_ALLOC_SIZE, or all its buffers more than CL_DEVICE_GLOBAL_MEM_SIZE.
+fn too_big_for_device(probe: &probe::Probe, case: &clhip::model::Case) -> Option<String> {
+    let bytes = cases::case_bytes(case.op, case.n)?;
+    let label = &case.pair.opencl.label;
+    let dev = probe
+        .platforms
+        .iter()
+        .flat_map(|p| &p.devices)
+        .find(|d| &d.label == label)?;
+    if let probe::Queried::Value(max) = dev.max_alloc_bytes
+        && bytes.buffer > max
+    {
+        return Some(format!(
+            "a {}-byte buffer is more than {label} can allocate at once (CL_DEVICE_MAX_MEM_ALLOC_SIZE {max})",
+            bytes.buffer
+        ));
+    }
+    if let probe::Queried::Value(total) = dev.global_mem_bytes
+        && bytes.device > total
+    {
+        return Some(format!(
+            "the case's {} bytes of device memory are more than {label} has (CL_DEVICE_GLOBAL_MEM_SIZE {total})",
+            bytes.device
+        ));
+    }
+    None
+}
+
 /// What a worker for a pair with OpenCL device `label` needs in its environment: only that
 /// device's vendor library loaded (so a vendor that hangs or crashes in enumeration, or a
 /// second LLVM, never enters its process), and the label the device has there.
@@ -582,7 +611,31 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             ));
         }
     }
-    if plan.is_empty() && !args.allow_empty {
+    let plan_position: std::collections::HashMap<String, usize> = plan
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.id.clone(), i))
+        .collect();
+    // A case whose buffer the device cannot allocate at all is decided here, from the probe,
+    // with the same refusal a worker would meet, and costs no worker.
+    let (plan, decided): (Vec<Planned>, Vec<runner::CaseResult>) = {
+        let mut run = Vec::new();
+        let mut decided = Vec::new();
+        for p in plan {
+            match p.work.case().and_then(|c| too_big_for_device(&probe, c)) {
+                Some(reason) => decided.push(runner::CaseResult {
+                    id: p.id.clone(),
+                    work: p.work.clone(),
+                    outcome: clhip::model::Outcome::unsupported(reason),
+                    expectation: p.expectation,
+                    duration_s: 0.0,
+                }),
+                None => run.push(p),
+            }
+        }
+        (run, decided)
+    };
+    if plan.is_empty() && decided.is_empty() && !args.allow_empty {
         bail!(
             "nothing to run: the filters and the pairs found leave 0 cases (pass --allow-empty if that is intended)"
         );
@@ -633,9 +686,9 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         note(&format!("clhip: {} cases, seed {}", plan.len(), args.seed));
     }
-    let mut console = ConsoleReporter::new(plan.len());
+    let mut console = ConsoleReporter::new(plan.len() + decided.len());
     let mut journal_error = None;
-    let end = runner::run(plan, &opts, &mut |e| {
+    let mut on_event = |e: &runner::Event| {
         console.on_event(e);
         if let (Some(j), runner::Event::Finished(r)) = (&mut journal, e)
             && let Err(err) = serde_json::to_value(r)
@@ -644,7 +697,18 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         {
             journal_error.get_or_insert(err);
         }
-    })?;
+    };
+    for r in &decided {
+        on_event(&runner::Event::Finished(Box::new(r.clone())));
+    }
+    let mut end = runner::run(plan, &opts, &mut on_event)?;
+    drop(on_event);
+    if !decided.is_empty() {
+        // Back into plan order: the decided cases where the matrix put them.
+        end.results.extend(decided);
+        end.results
+            .sort_by_key(|r| plan_position.get(&r.id).copied().unwrap_or(usize::MAX));
+    }
     console.finish();
     if let Some(e) = journal_error {
         note(&format!(

@@ -463,3 +463,64 @@ fn replacing_the_binary_mid_run_does_not_stop_the_run() {
         r.results
     );
 }
+
+#[test]
+fn a_buffer_larger_than_the_device_can_allocate_is_refused_without_a_worker() {
+    if !have_opencl() {
+        return;
+    }
+    let probe: clhip::probe::Probe =
+        serde_json::from_slice(&clhip(&["probe", "--json"]).stdout).unwrap();
+    let Some(max) = probe
+        .platforms
+        .iter()
+        .flat_map(|p| &p.devices)
+        .find(|d| d.label == "pocl0")
+        .and_then(|d| match d.max_alloc_bytes {
+            clhip::probe::Queried::Value(v) => Some(v),
+            _ => None,
+        })
+    else {
+        return;
+    };
+    // One element more than fits in the largest allocation, if the harness's own limits allow
+    // such a size at all.
+    let n = max / 8 + 1;
+    if clhip::cases::check_size(
+        clhip::model::Op::Handoff,
+        n as usize,
+        &clhip::cases::Limits::HARNESS,
+    )
+    .is_err()
+    {
+        return;
+    }
+    let dir = scratch("too-big");
+    let cases = dir.join("big.toml");
+    std::fs::write(
+        &cases,
+        format!("version = 1\n[[group]]\npaths = [\"copy\"]\nsyncs = [\"finish\"]\nops = [\"handoff\"]\nsizes = [{n}]\n"),
+    )
+    .unwrap();
+    let json = dir.join("r.json");
+    let o = clhip(&[
+        "run",
+        "pocl0+host",
+        "--cases",
+        cases.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let r = load(&json).unwrap().report;
+    assert_eq!(r.results.len(), 1);
+    assert_eq!(r.results[0].outcome.kind(), OutcomeKind::Unsupported);
+    assert!(
+        r.results[0]
+            .outcome
+            .reason()
+            .contains("CL_DEVICE_MAX_MEM_ALLOC_SIZE"),
+        "{}",
+        r.results[0].outcome.reason()
+    );
+}
