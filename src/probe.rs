@@ -345,21 +345,7 @@ fn probe_device(d: &opencl::ClDevice) -> DeviceProbe {
     }
 }
 
-/// 16 bytes as the canonical 8-4-4-4-12 hex form that nvidia-smi and rocm-smi print.
-pub fn uuid_string(b: &[u8]) -> String {
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    if h.len() != 32 {
-        return h;
-    }
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
-}
+pub use crate::runtimes::text::uuid_string;
 
 /// Probe everything in this process, OpenCL through whichever vendors the loader finds. Never
 /// fails: what cannot be found is reported as such. A vendor that crashes or hangs takes this

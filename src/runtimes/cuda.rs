@@ -26,7 +26,6 @@ use libloading::Library;
 use num_complex::Complex32;
 
 use crate::model::{Api, ApiError, CaseError, Phase};
-use crate::probe::uuid_string;
 use crate::reference::{Transpose, Uplo};
 use crate::runtimes::PeerPtr;
 use crate::runtimes::device::{
@@ -34,6 +33,7 @@ use crate::runtimes::device::{
 };
 use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernel, Kernels, kernel_source};
 use crate::runtimes::locate::{cuda_version, open_first};
+use crate::runtimes::text::{c_buf_string, normalise_pci_bus_id, uuid_string};
 
 // ---------------------------------------------------------------------------------------------
 // Libraries, and the symbols called from each
@@ -332,33 +332,8 @@ fn int_arg(what: &str, v: usize) -> Result<c_int, CaseError> {
         .map_err(|_| CaseError::unsupported(format!("{what} = {v} exceeds the 32-bit int API")))
 }
 
-fn c_buf_string(buf: &[c_char]) -> String {
-    let bytes: Vec<u8> = buf
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
-
 // ---------------------------------------------------------------------------------------------
 // Discovery
-
-/// `0000:3B:00.0` or `00000000:3b:00.0`, as cuDeviceGetPCIBusId may write it, -> `0000:3b:00.0`,
-/// the form src/probe.rs prints OpenCL's PCI queries in, so the two compare as strings.
-pub fn normalise_pci_bus_id(s: &str) -> Option<String> {
-    let (domain, rest) = s.trim().split_once(':')?;
-    let (bus, rest) = rest.split_once(':')?;
-    let (device, function) = rest.split_once('.')?;
-    let hex = |x: &str| u32::from_str_radix(x, 16).ok();
-    Some(format!(
-        "{:04x}:{:02x}:{:02x}.{:x}",
-        hex(domain)?,
-        hex(bus)?,
-        hex(device)?,
-        hex(function)?
-    ))
-}
 
 fn attribute(dev: cu::CUdevice, attr: cu::CUdevice_attribute) -> Result<i32, ApiError> {
     let mut v: c_int = 0;

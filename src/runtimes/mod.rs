@@ -14,6 +14,7 @@ pub mod hip;
 pub mod host;
 pub mod locate;
 pub mod opencl;
+pub mod text;
 
 /// An address the peer can dereference: a host virtual address for the host, a device (or
 /// unified) address for a GPU runtime. `len` counts complex f32 elements.

@@ -1129,14 +1129,7 @@ pub unsafe fn c_string(p: *const c_char) -> Option<String> {
     )
 }
 
-pub fn c_buf_string(buf: &[c_char]) -> String {
-    let bytes: Vec<u8> = buf
-        .iter()
-        .take_while(|&&c| c != 0)
-        .map(|&c| c as u8)
-        .collect();
-    String::from_utf8_lossy(&bytes).into_owned()
-}
+pub use crate::runtimes::text::c_buf_string;
 
 #[cfg(test)]
 mod tests {

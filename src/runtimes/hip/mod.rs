@@ -28,12 +28,12 @@ use num_complex::Complex32;
 use crate::model::{Api, ApiError, CaseError, Phase};
 use crate::reference::{Transpose, Uplo};
 use crate::runtimes::PeerPtr;
-use crate::runtimes::cuda::normalise_pci_bus_id;
 use crate::runtimes::device::{
     AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,
 };
 use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernel, Kernels, kernel_source};
 use crate::runtimes::locate::hip_version;
+use crate::runtimes::text::{normalise_pci_bus_id, uuid_string as uuid_text};
 
 use ffi::{
     BlasFns, Group, Hip, HsaFns, LoadError, OptLib, RtcFns, SolverFns, c_buf_string, hipError_t,
@@ -182,24 +182,6 @@ fn describe(
         solver: solver.to_string(),
         compiler: compiler.to_string(),
     })
-}
-
-/// 16 UUID bytes as the canonical 8-4-4-4-12 lowercase hex text (other lengths: plain hex), the
-/// form the OpenCL side's cl_khr_device_uuid is written in, so the two compare as strings. Kept
-/// here rather than taken from the probe: runtimes/ does not depend on the layers above it.
-fn uuid_text(b: &[u8]) -> String {
-    let h: String = b.iter().map(|x| format!("{x:02x}")).collect();
-    if h.len() != 32 {
-        return h;
-    }
-    format!(
-        "{}-{}-{}-{}-{}",
-        &h[0..8],
-        &h[8..12],
-        &h[12..16],
-        &h[16..20],
-        &h[20..32]
-    )
 }
 
 /// `rocBLAS 4.2.0... (path)`, or why it is unavailable (`unavailable: mixed ROCm install: ..`
@@ -1828,13 +1810,6 @@ mod tests {
             Err(other) => panic!("expected Unsupported naming the symbol, got {other:?}"),
             Ok(_) => panic!("{path} lacks the export, yet it opened"),
         }
-    }
-
-    #[test]
-    fn uuid_text_is_8_4_4_4_12() {
-        let b: Vec<u8> = (0u8..16).collect();
-        assert_eq!(uuid_text(&b), "00010203-0405-0607-0809-0a0b0c0d0e0f");
-        assert_eq!(uuid_text(&[0xab, 0xcd]), "abcd");
     }
 
     /// rocBLAS 5.7+ status 15 is a refusal naming the architecture (without feature flags), 14
