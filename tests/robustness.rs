@@ -524,3 +524,34 @@ fn a_buffer_larger_than_the_device_can_allocate_is_refused_without_a_worker() {
         r.results[0].outcome.reason()
     );
 }
+
+#[test]
+fn baseline_entries_that_match_no_case_are_warned_and_counted() {
+    if !have_opencl() {
+        return;
+    }
+    let dir = scratch("stale");
+    let baseline = dir.join("b.csv");
+    std::fs::write(
+        &baseline,
+        "pocl0+host/copy/finish/fft/n=1,unsupported\npocl0+host/no-such-path/finish/fft/n=4,fail\n",
+    )
+    .unwrap();
+    let json = dir.join("r.json");
+    let o = clhip(&[
+        "run",
+        "pocl0+host/copy/finish/handoff/n=1",
+        "--baseline",
+        baseline.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("`pocl0+host/copy/finish/fft/n=1` matches no case"),
+        "{err}"
+    );
+    assert!(err.contains("2 baseline entries match no case"), "{err}");
+    assert_eq!(load(&json).unwrap().report.stale_baseline.len(), 2);
+}
