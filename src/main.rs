@@ -77,6 +77,15 @@ enum Cmd {
         #[arg(long, conflicts_with_all = ["markdown", "baseline"])]
         expectations: bool,
     },
+    /// Join the results files of a partitioned run's shards (`run --partition`) into one.
+    Merge {
+        /// The shards' results files (same driver fingerprint and seed, disjoint cases).
+        #[arg(required = true)]
+        shards: Vec<PathBuf>,
+        /// The merged results file.
+        #[arg(long, short = 'o')]
+        output: PathBuf,
+    },
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -161,6 +170,10 @@ struct RunArgs {
     /// otherwise fails).
     #[arg(long)]
     allow_empty: bool,
+    /// Run only shard M of N (`hash:M/N`): a case's shard is a hash of its id, so it does not
+    /// change when filters do; `clhip merge` joins the shards' results.
+    #[arg(long)]
+    partition: Option<clhip::partition::Partition>,
     /// Test-only: plant an error in every case (flip-element, skip-sync, bad-pointer) to show
     /// the checks catch it.
     #[arg(long, hide = true)]
@@ -346,6 +359,22 @@ fn real_main() -> anyhow::Result<ExitCode> {
             } else {
                 ExitCode::from(1)
             })
+        }
+        Cmd::Merge { shards, output } => {
+            let target = output::check("-o", &output)?;
+            let inputs: Vec<(&str, &Path)> =
+                shards.iter().map(|p| ("shard", p.as_path())).collect();
+            output::refuse_collisions(&[("-o", &target)], &inputs)?;
+            let paths: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
+            let merged = clhip::merge::merge(&paths)?;
+            report::write_json(&merged, &target)?;
+            note(&format!(
+                "clhip: merged {} shards ({} results) into {}",
+                shards.len(),
+                merged.results.len(),
+                output.display()
+            ));
+            Ok(ExitCode::SUCCESS)
         }
         Cmd::Bench {
             what: BenchWhat::Refs,
@@ -580,6 +609,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         None => planned_cases(&probe, &matrix, &args.filters)?
             .into_iter()
+            .filter(|c| args.partition.is_none_or(|p| p.contains(&c.id())))
             .map(|c| {
                 let e = match (&baseline, &known) {
                     (Some(b), _) => b.expectation(&c),

@@ -555,3 +555,69 @@ fn baseline_entries_that_match_no_case_are_warned_and_counted() {
     assert!(err.contains("2 baseline entries match no case"), "{err}");
     assert_eq!(load(&json).unwrap().report.stale_baseline.len(), 2);
 }
+
+#[test]
+fn merged_partition_shards_equal_the_unpartitioned_run() {
+    if !have_opencl() {
+        return;
+    }
+    let dir = scratch("partition");
+    let filter = "pocl0+host/*/handoff/*";
+    let whole = dir.join("whole.json");
+    let o = clhip(&["run", filter, "--json", whole.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let mut shards = Vec::new();
+    for m in 1..=3 {
+        let shard = dir.join(format!("shard{m}.json"));
+        let spec = format!("hash:{m}/3");
+        let o = clhip(&[
+            "run",
+            filter,
+            "--partition",
+            &spec,
+            "--json",
+            shard.to_str().unwrap(),
+            "--allow-empty",
+        ]);
+        assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+        shards.push(shard);
+    }
+    let merged = dir.join("merged.json");
+    let mut args = vec!["merge".to_string()];
+    args.extend(shards.iter().map(|s| s.display().to_string()));
+    args.extend(["-o".to_string(), merged.display().to_string()]);
+    let o = Command::new(exe()).args(&args).output().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let verdicts = |p: &Path| {
+        let r = load(p).unwrap().report;
+        let mut v: Vec<(String, Option<OutcomeKind>)> = r
+            .results
+            .iter()
+            .map(|c| {
+                // Negative controls race by design: their ids must match, not their outcomes.
+                let control = c.work.case().is_some_and(|c| c.is_negative_control());
+                (c.id.clone(), (!control).then(|| c.outcome.kind()))
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(verdicts(&merged), verdicts(&whole));
+    // The shards are disjoint: merging one twice is refused.
+    let o = Command::new(exe())
+        .args([
+            "merge",
+            shards[0].to_str().unwrap(),
+            shards[0].to_str().unwrap(),
+            "-o",
+        ])
+        .arg(dir.join("twice.json"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("is in both"),
+        "{}",
+        text(&o.stderr)
+    );
+}

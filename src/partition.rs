@@ -1,0 +1,93 @@
+//! Spreading one run over several runners (nextest's `--partition hash:m/n`): each case goes to
+//! the shard its id hashes to, so a case's shard does not depend on which other cases a filter
+//! kept, and the shards of one plan are disjoint and cover it.
+
+use std::fmt;
+use std::str::FromStr;
+
+/// `hash:m/n`: shard `m` (1-based) of `n`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Partition {
+    pub shard: u64,
+    pub of: u64,
+}
+
+impl FromStr for Partition {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad = || format!("`{s}`: expected `hash:M/N` with 1 <= M <= N, e.g. hash:1/3");
+        let spec = s.strip_prefix("hash:").ok_or_else(bad)?;
+        let (m, n) = spec.split_once('/').ok_or_else(bad)?;
+        let shard: u64 = m.trim().parse().map_err(|_| bad())?;
+        let of: u64 = n.trim().parse().map_err(|_| bad())?;
+        if of == 0 || shard == 0 || shard > of {
+            return Err(bad());
+        }
+        Ok(Partition { shard, of })
+    }
+}
+
+impl fmt::Display for Partition {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "hash:{}/{}", self.shard, self.of)
+    }
+}
+
+impl Partition {
+    /// Whether the case with this id belongs to this shard.
+    pub fn contains(&self, id: &str) -> bool {
+        fnv1a(id) % self.of == self.shard - 1
+    }
+}
+
+/// FNV-1a over the id's bytes: stable across Rust versions and machines, unlike DefaultHasher,
+/// so every runner of a fleet computes the same shards.
+fn fnv1a(s: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in s.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn specs_parse_and_nonsense_is_refused() {
+        assert_eq!(
+            "hash:2/3".parse::<Partition>().unwrap(),
+            Partition { shard: 2, of: 3 }
+        );
+        for bad in [
+            "hash:0/3",
+            "hash:4/3",
+            "hash:1/0",
+            "count:1/2",
+            "hash:1",
+            "hash:a/b",
+            "",
+        ] {
+            assert!(bad.parse::<Partition>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn shards_are_disjoint_cover_and_ignore_other_cases() {
+        let ids: Vec<String> = (0..1000)
+            .map(|i| format!("pocl0+host/copy/finish/fft/n={i}"))
+            .collect();
+        let parts: Vec<Partition> = (1..=3).map(|m| Partition { shard: m, of: 3 }).collect();
+        for id in &ids {
+            assert_eq!(parts.iter().filter(|p| p.contains(id)).count(), 1, "{id}");
+        }
+        // Roughly even.
+        for p in &parts {
+            let n = ids.iter().filter(|id| p.contains(id)).count();
+            assert!((250..420).contains(&n), "{p}: {n}");
+        }
+    }
+}
