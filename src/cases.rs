@@ -22,6 +22,15 @@ pub const MAX_FFT: usize = 1 << 22;
 pub const DEFAULT_MATRIX: &str = include_str!("../cases/default.toml");
 pub const DEFAULT_MATRIX_NAME: &str = "cases/default.toml";
 
+/// The 1-based column, in characters, of byte `offset` of `line`.
+fn column_of(line: &str, offset: usize) -> usize {
+    let mut end = offset.min(line.len());
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    line[..end].chars().count() + 1
+}
+
 /// A problem in an input file, located for a person to fix.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct InputError {
@@ -60,7 +69,11 @@ pub(crate) fn locate(
     }
     let before = &text[..end];
     let line = before.matches('\n').count() + 1;
-    let column = before.len() - before.rfind('\n').map_or(0, |i| i + 1) + 1;
+    // In characters, as an editor counts them, not bytes.
+    let column = before[before.rfind('\n').map_or(0, |i| i + 1)..]
+        .chars()
+        .count()
+        + 1;
     InputError {
         file: file.to_path_buf(),
         line,
@@ -616,15 +629,26 @@ impl Baseline {
             let Some((id, outcome)) = line.split_once(',') else {
                 return Err(at(1, "expected `case-id,outcome`".into()));
             };
-            let kind: OutcomeKind = outcome
-                .trim()
-                .parse()
-                .map_err(|e: String| at(raw.find(',').map_or(1, |c| c + 2), e))?;
+            let kind: OutcomeKind = outcome.trim().parse().map_err(|e: String| {
+                // The outcome's first character, past the comma and any spaces.
+                let after = raw.find(',').map_or(0, |c| c + 1);
+                let start = after + (raw[after..].len() - raw[after..].trim_start().len());
+                at(column_of(raw, start), e)
+            })?;
             if kind == OutcomeKind::Pass {
                 return Err(at(
                     1,
                     "a baseline lists non-passes only; remove this line".into(),
                 ));
+            }
+            if kind == OutcomeKind::Error {
+                return Err(at(
+                    column_of(raw, raw.find(',').map_or(0, |c| c + 1)),
+                    "`error` is the harness's own failure, never a driver's known outcome".into(),
+                ));
+            }
+            if id.trim().is_empty() {
+                return Err(at(1, "a case id is missing before the comma".into()));
             }
             if known.insert(id.trim().to_string(), kind).is_some() {
                 return Err(at(1, format!("case `{}` is listed twice", id.trim())));
@@ -994,6 +1018,19 @@ mod tests {
         assert_eq!(b.unmatched(&cases[..1]).len(), 2);
         assert_eq!(b.unmatched(&[]).len(), 3);
         assert!(Baseline::default().unmatched(&cases).is_empty());
+    }
+
+    #[test]
+    fn columns_count_characters_and_baselines_refuse_empty_ids_and_errors() {
+        let e = parse("version = 1\nbogus = \"ü€🚀\"; x = 1\n").unwrap_err();
+        assert_eq!(e.line, 2, "{e}");
+        assert!(e.column <= 15, "a character column, not a byte one: {e}");
+        let e = Baseline::parse(Path::new("b.csv"), "a/b, FAULT\n").unwrap_err();
+        assert_eq!((e.line, e.column), (1, 6), "the F of FAULT: {e}");
+        let e = Baseline::parse(Path::new("b.csv"), ",fault\n").unwrap_err();
+        assert!(e.message.contains("missing"), "{e}");
+        let e = Baseline::parse(Path::new("b.csv"), "a/b,error\n").unwrap_err();
+        assert!(e.message.contains("harness"), "{e}");
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod fft;
 pub mod fingerprint;
 pub mod generate;
 pub mod ipc;
+pub mod kmsg;
 pub mod merge;
 pub mod mock;
 pub mod model;

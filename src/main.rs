@@ -170,6 +170,11 @@ struct RunArgs {
     /// otherwise fails).
     #[arg(long)]
     allow_empty: bool,
+    /// Run a case that came out worse than expected again alone, up to N times: one that then
+    /// comes out otherwise is `flaky` (both outcomes kept); one that fails in its batch and
+    /// passes alone is bisected for the earlier case it fails only after.
+    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10))]
+    retries: u32,
     /// Run only shard M of N (`hash:M/N`): a case's shard is a hash of its id, so it does not
     /// change when filters do; `clhip merge` joins the shards' results.
     #[arg(long)]
@@ -653,13 +658,13 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let mut decided = Vec::new();
         for p in plan {
             match p.work.case().and_then(|c| too_big_for_device(&probe, c)) {
-                Some(reason) => decided.push(runner::CaseResult {
-                    id: p.id.clone(),
-                    work: p.work.clone(),
-                    outcome: clhip::model::Outcome::unsupported(reason),
-                    expectation: p.expectation,
-                    duration_s: 0.0,
-                }),
+                Some(reason) => decided.push(runner::CaseResult::new(
+                    p.id.clone(),
+                    p.work.clone(),
+                    clhip::model::Outcome::unsupported(reason),
+                    p.expectation,
+                    0.0,
+                )),
                 None => run.push(p),
             }
         }
@@ -683,6 +688,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     opts.startup_timeout = opts.timeout;
     opts.cases_per_worker = args.cases_per_worker as usize;
     opts.jobs = usize::from(args.jobs);
+    opts.retries = args.retries;
     if let Some(p) = &args.rocm_path {
         opts.worker_args
             .extend(["--rocm-path".to_string(), p.display().to_string()]);

@@ -593,6 +593,9 @@ pub enum Verdict {
     /// A known non-pass now passes, or moved down the severity order: the baseline needs an
     /// update. Listed, not a failure of the run.
     UnexpectedPass,
+    /// Run again alone (`--retries`), it came out otherwise: both outcomes are kept. Listed,
+    /// not a failure of the run.
+    Flaky,
     /// Worse than expected: the run fails on it.
     Regression,
     /// The harness's own error: no verdict on the driver, and the run fails on it.
@@ -611,6 +614,7 @@ impl Verdict {
             Verdict::ExpectedNonPass => "expected non-pass",
             Verdict::CaughtStaleRead => "caught stale read",
             Verdict::UnexpectedPass => "unexpected pass",
+            Verdict::Flaky => "flaky",
             Verdict::Regression => "regression",
             Verdict::HarnessError => "harness error",
         }

@@ -12,6 +12,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use anyhow::{Context, bail};
+use nix::fcntl::{Flock, FlockArg};
 
 /// An output path, resolved and checked.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -47,6 +48,12 @@ pub fn check(what: &str, given: &Path) -> anyhow::Result<Target> {
         Ok(m) if m.file_type().is_socket() => {
             bail!("{what} {}: is a socket, not a file", given.display())
         }
+        // Opening a FIFO for writing waits for a reader, forever if none comes: the results
+        // of a whole run would hang on it. Write a file and read that instead.
+        Ok(m) if m.file_type().is_fifo() => bail!(
+            "{what} {}: is a FIFO; results go to a file (or a device such as /dev/null)",
+            given.display()
+        ),
         Ok(m) => !m.is_file(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => false,
         Err(e) => return Err(e).with_context(|| format!("{what} {}", given.display())),
@@ -176,7 +183,8 @@ fn absolute(path: &Path) -> PathBuf {
 /// a clean end (the full results written) it is removed.
 pub struct Journal {
     path: PathBuf,
-    file: File,
+    /// Locked for as long as the run holds it.
+    file: Flock<File>,
 }
 
 /// The first line of a journal.
@@ -184,7 +192,10 @@ pub const JOURNAL_SCHEMA: &str = "clhip-journal/1";
 
 impl Journal {
     /// Starts the journal of `target` with `header` (a JSON value with a `schema` field of
-    /// [`JOURNAL_SCHEMA`]); `None` for a special-file target, which keeps no partial file.
+    /// [`JOURNAL_SCHEMA`]); `None` for a special-file target, which keeps no partial file. The
+    /// journal is locked for the run: a second run writing the same results file is refused,
+    /// and the journal of an earlier run that died (unlocked) is kept under a new name, never
+    /// overwritten: it may hold that run's only record.
     pub fn start(target: &Target, header: &serde_json::Value) -> anyhow::Result<Option<Self>> {
         if target.special {
             return Ok(None);
@@ -195,13 +206,51 @@ impl Journal {
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let path = if name.len() + ".partial".len() <= 255 {
+        let path = if name.len() + ".partial".len() <= 240 {
             dir.join(format!("{name}.partial"))
         } else {
             dir.join(format!(".clhip-{}.partial", std::process::id()))
         };
-        let mut file =
-            File::create(&path).with_context(|| format!("creating {}", path.display()))?;
+        if let Ok(existing) = OpenOptions::new().read(true).write(true).open(&path) {
+            match Flock::lock(existing, FlockArg::LockExclusiveNonblock) {
+                Err(_) => bail!(
+                    "{} is being written by another clhip run (its journal {} is locked): two runs would overwrite each other's results",
+                    target.given.display(),
+                    path.display()
+                ),
+                Ok(_unlocked_on_drop) => {
+                    let journal_name = path
+                        .file_name()
+                        .map(|n| n.to_string_lossy().into_owned())
+                        .unwrap_or_default();
+                    let kept = (1..)
+                        .map(|k| dir.join(format!("{journal_name}.{k}")))
+                        .find(|p| !p.exists())
+                        .unwrap_or_else(|| path.with_extension("partial.old"));
+                    std::fs::rename(&path, &kept).with_context(|| {
+                        format!("keeping an earlier run's journal {}", path.display())
+                    })?;
+                    let _ = writeln!(
+                        std::io::stderr(),
+                        "clhip: warning: {} is the journal of an earlier run that did not finish; kept as {}",
+                        path.display(),
+                        kept.display()
+                    );
+                }
+            }
+        }
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&path)
+            .with_context(|| format!("creating {}", path.display()))?;
+        let mut file = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|(_, e)| {
+            anyhow::anyhow!(
+                "{} is being written by another clhip run ({} locked: {e})",
+                target.given.display(),
+                path.display()
+            )
+        })?;
         writeln!(file, "{header}").with_context(|| format!("writing {}", path.display()))?;
         Ok(Some(Journal { path, file }))
     }
@@ -218,7 +267,8 @@ impl Journal {
             .with_context(|| format!("appending to {}", self.path.display()))
     }
 
-    /// The run's results are written in full: the journal has served.
+    /// The run's results are written in full: the journal has served. Removed while still
+    /// locked, so no other run can take it in between.
     pub fn finish(self) {
         let _ = std::fs::remove_file(&self.path);
     }
@@ -307,5 +357,39 @@ mod tests {
         let j = j.unwrap();
         assert!(j.path().file_name().unwrap().len() <= 255);
         j.finish();
+    }
+
+    #[test]
+    fn a_live_journal_refuses_a_second_run_and_a_dead_ones_is_kept() {
+        let d = tmpdir("journal");
+        let t = check("--json", &d.join("r.json")).unwrap();
+        let head = serde_json::json!({"schema": JOURNAL_SCHEMA});
+        let live = Journal::start(&t, &head).unwrap().unwrap();
+        let err = Journal::start(&t, &head).err().unwrap();
+        assert!(err.to_string().contains("another clhip run"), "{err}");
+        // The first run dies: its journal stays, unlocked.
+        let path = live.path().to_path_buf();
+        drop(live);
+        std::fs::write(&path, "the dead run's only record\n").unwrap();
+        let again = Journal::start(&t, &head).unwrap().unwrap();
+        let kept = d.join("r.json.partial.1");
+        assert_eq!(
+            std::fs::read_to_string(&kept).unwrap(),
+            "the dead run's only record\n"
+        );
+        again.finish();
+    }
+
+    #[test]
+    fn a_fifo_is_refused_as_an_output() {
+        let d = tmpdir("fifo");
+        let f = d.join("f.json");
+        nix::unistd::mkfifo(&f, nix::sys::stat::Mode::S_IRWXU).unwrap();
+        assert!(
+            check("--json", &f)
+                .unwrap_err()
+                .to_string()
+                .contains("FIFO")
+        );
     }
 }

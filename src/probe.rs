@@ -579,7 +579,9 @@ fn vendor_timeout() -> Duration {
         .ok()
         .and_then(|v| v.trim().parse::<f64>().ok())
         .filter(|s| s.is_finite() && *s > 0.0)
-        .map_or(VENDOR_PROBE_TIMEOUT, Duration::from_secs_f64)
+        // try_: a limit too large for a Duration (1e300) falls back to the default, never panics.
+        .and_then(|s| Duration::try_from_secs_f64(s).ok())
+        .unwrap_or(VENDOR_PROBE_TIMEOUT)
 }
 
 /// The hidden `clhip __probe-opencl-vendor` subcommand: probes whichever vendor library its

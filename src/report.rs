@@ -1004,13 +1004,7 @@ mod tests {
         } else {
             Expectation::Pass
         };
-        CaseResult {
-            id: case.id(),
-            work: Work::Case(case),
-            outcome,
-            expectation,
-            duration_s: 0.25,
-        }
+        CaseResult::new(case.id(), Work::Case(case), outcome, expectation, 0.25)
     }
 
     fn mismatch(what: &str) -> Outcome {
@@ -1158,10 +1152,10 @@ mod tests {
             .into_iter()
             .enumerate()
         {
-            results.push(CaseResult {
-                id: format!("mock/{action}/{k}"),
-                work: Work::Mock(action),
-                outcome: if action == MockAction::Pass {
+            results.push(CaseResult::new(
+                format!("mock/{action}/{k}"),
+                Work::Mock(action),
+                if action == MockAction::Pass {
                     pass()
                 } else {
                     Outcome::Crash {
@@ -1171,9 +1165,9 @@ mod tests {
                         process: String::new(),
                     }
                 },
-                expectation: Expectation::Known(action.expected_kind()),
-                duration_s: 0.001,
-            });
+                Expectation::Known(action.expected_kind()),
+                0.001,
+            ));
         }
         results
     }

@@ -26,6 +26,7 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use crate::fault::BufferSpan;
+use crate::kmsg::KernelLog;
 use crate::mock::MockAction;
 use crate::model::{Api, ApiError, Case, Expectation, Outcome};
 use crate::worker::{WorkItem, WorkerEvent};
@@ -79,12 +80,51 @@ pub struct CaseResult {
     pub expectation: Expectation,
     /// As measured by the worker, or by the parent for a crash or timeout.
     pub duration_s: f64,
+    /// Kernel log lines (amdgpu/KFD VM faults, NVRM Xid) that appeared while a case that
+    /// crashed, faulted or timed out ran, or that the log was unreadable.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kernel_log: Vec<String>,
+    /// Outcomes of the case run again alone (`--retries`), in order. One that differs from
+    /// `outcome` makes the case flaky; both are kept.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reruns: Vec<Outcome>,
+    /// For a case that failed in its batch but passed alone: the earlier case of that batch
+    /// after which it fails, found by bisection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fails_only_after: Option<String>,
+    /// The items that ran before this one in its worker, for that bisection; not saved.
+    #[serde(skip)]
+    pub predecessors: Vec<String>,
 }
 
 impl CaseResult {
-    /// How the outcome reads against the expectation.
+    pub fn new(
+        id: String,
+        work: Work,
+        outcome: Outcome,
+        expectation: Expectation,
+        duration_s: f64,
+    ) -> Self {
+        CaseResult {
+            id,
+            work,
+            outcome,
+            expectation,
+            duration_s,
+            kernel_log: Vec::new(),
+            reruns: Vec::new(),
+            fails_only_after: None,
+            predecessors: Vec::new(),
+        }
+    }
+
+    /// How the outcome reads against the expectation: flaky if a rerun came out otherwise.
     pub fn verdict(&self) -> crate::model::Verdict {
-        self.expectation.verdict(self.outcome.kind())
+        let kind = self.outcome.kind();
+        if self.reruns.iter().any(|o| o.kind() != kind) {
+            return crate::model::Verdict::Flaky;
+        }
+        self.expectation.verdict(kind)
     }
 
     /// Whether this result should fail the run (non-zero exit).
@@ -193,6 +233,8 @@ pub struct RunOptions {
     pub worker_args: Vec<String>,
     /// Environment for every worker, on top of the runner's own.
     pub worker_env: Vec<(String, String)>,
+    /// Times a case that came out worse than expected is run again alone (`--retries`).
+    pub retries: u32,
     pub control: Arc<RunControl>,
 }
 
@@ -208,6 +250,7 @@ impl RunOptions {
             worker_exe,
             worker_args: worker_args(seed),
             worker_env: Vec::new(),
+            retries: 0,
             control: Arc::new(RunControl::default()),
         }
     }
@@ -257,7 +300,85 @@ pub fn run(
     if opts.cases_per_worker == 0 {
         bail!("cases per worker must be at least 1");
     }
-    run_workers(plan, opts, on_event)
+    let planned: HashMap<String, Planned> =
+        plan.iter().map(|p| (p.id.clone(), p.clone())).collect();
+    let mut end = run_workers(plan, opts, on_event)?;
+    if opts.retries > 0 && end.stopped.is_none() {
+        for r in &mut end.results {
+            if !r.unexpected() || opts.control.is_interrupted() {
+                continue;
+            }
+            if let Some(p) = planned.get(&r.id) {
+                retry(r, p, &planned, opts)?;
+            }
+        }
+    }
+    Ok(end)
+}
+
+/// Runs a case that came out worse than expected again alone, `opts.retries` times: a rerun
+/// that differs makes it flaky, with both outcomes kept. If it fails in its batch and passes
+/// alone, the cases that ran before it in that worker are bisected for the one it fails after.
+fn retry(
+    r: &mut CaseResult,
+    p: &Planned,
+    planned: &HashMap<String, Planned>,
+    opts: &RunOptions,
+) -> anyhow::Result<()> {
+    for _ in 0..opts.retries {
+        match run_alone(std::slice::from_ref(p), opts)? {
+            Some(again) => r.reruns.push(again.outcome),
+            None => break,
+        }
+    }
+    let passes_alone = r
+        .reruns
+        .first()
+        .is_some_and(|o| !p.expectation.is_unexpected(o.kind()));
+    let before: Vec<Planned> = r
+        .predecessors
+        .iter()
+        .filter_map(|id| planned.get(id).cloned())
+        .collect();
+    if passes_alone && !before.is_empty() {
+        r.fails_only_after = bisect(p, &before, opts)?;
+    }
+    Ok(())
+}
+
+/// The one case of `before` after which `p` fails when both run in one worker, if there is one.
+fn bisect(p: &Planned, before: &[Planned], opts: &RunOptions) -> anyhow::Result<Option<String>> {
+    let fails_after = |prefix: &[Planned]| -> anyhow::Result<bool> {
+        let mut items = prefix.to_vec();
+        items.push(p.clone());
+        Ok(run_alone(&items, opts)?.is_some_and(|r| r.unexpected()))
+    };
+    let mut candidates = before;
+    while candidates.len() > 1 {
+        let (first, second) = candidates.split_at(candidates.len() / 2);
+        candidates = if fails_after(first)? { first } else { second };
+    }
+    match candidates.first() {
+        Some(c) if fails_after(std::slice::from_ref(c))? => Ok(Some(c.id.clone())),
+        _ => Ok(None),
+    }
+}
+
+/// Runs `items` in fresh workers, one batch (a new worker only where one dies), and returns the
+/// last item's result.
+fn run_alone(items: &[Planned], opts: &RunOptions) -> anyhow::Result<Option<CaseResult>> {
+    let Some(last) = items.last() else {
+        return Ok(None);
+    };
+    let mut results = Vec::new();
+    let mut rest = items;
+    while !rest.is_empty() && !opts.control.is_interrupted() {
+        match run_batch(rest, opts, &mut |_| {}, &mut results)? {
+            BatchEnd::Consumed(n) => rest = &rest[n..],
+            BatchEnd::CouldNotStart(_) => break,
+        }
+    }
+    Ok(results.into_iter().find(|r| r.id == last.id))
 }
 
 /// What the runner threads share.
@@ -382,15 +503,15 @@ fn run_thread(
             if tries >= START_TRIES {
                 // This case alone is charged, as the harness's error: no verdict on the driver.
                 let item = requeue.remove(0);
-                let result = CaseResult {
-                    id: item.id.clone(),
-                    work: item.work.clone(),
-                    outcome: Outcome::Error {
+                let result = CaseResult::new(
+                    item.id.clone(),
+                    item.work.clone(),
+                    Outcome::Error {
                         reason: format!("no worker could start this case ({tries} tried): {why}"),
                     },
-                    expectation: item.expectation,
-                    duration_s: 0.0,
-                };
+                    item.expectation,
+                    0.0,
+                );
                 send(&Event::Finished(Box::new(result.clone())));
                 mine.push(result);
                 let mut row = lock(&shared.failed_starts_in_a_row);
@@ -461,6 +582,8 @@ struct Session<'b> {
     buffers: Vec<BufferSpan>,
     /// A harness error the worker reported for the running case before dying.
     harness_error: Option<String>,
+    /// The kernel log from the running case's start.
+    kernel_log: Option<KernelLog>,
 }
 
 impl<'b> Session<'b> {
@@ -480,6 +603,7 @@ impl<'b> Session<'b> {
             streams_open: 2,
             buffers: Vec::new(),
             harness_error: None,
+            kernel_log: None,
         })
     }
 
@@ -591,6 +715,7 @@ impl<'b> Session<'b> {
                 self.running = true;
                 self.buffers.clear();
                 self.harness_error = None;
+                self.kernel_log = Some(KernelLog::start());
                 self.restart_clock(opts);
                 on_event(&Event::Started {
                     id,
@@ -657,13 +782,24 @@ impl<'b> Session<'b> {
     ) {
         let planned = &self.batch[self.next];
         self.last_was_fault = matches!(outcome, Outcome::Fault { .. });
-        let result = CaseResult {
-            id: planned.id.clone(),
-            work: planned.work.clone(),
+        let bad_end = matches!(
             outcome,
-            expectation: planned.expectation,
+            Outcome::Crash { .. } | Outcome::Fault { .. } | Outcome::Timeout { .. }
+        );
+        let mut result = CaseResult::new(
+            planned.id.clone(),
+            planned.work.clone(),
+            outcome,
+            planned.expectation,
             duration_s,
-        };
+        );
+        if bad_end && let Some(log) = &mut self.kernel_log {
+            result.kernel_log = log.since_start();
+        }
+        result.predecessors = self.batch[..self.next]
+            .iter()
+            .map(|p| p.id.clone())
+            .collect();
         on_event(&Event::Finished(Box::new(result.clone())));
         results.push(result);
         self.next += 1;
