@@ -1370,7 +1370,7 @@ mod tests {
     /// a library lacking it would panic inside cudarc instead of reporting `unsupported`.
     #[test]
     fn every_called_symbol_is_checked_before_use() {
-        let src = include_str!("cuda.rs");
+        let src = include_str!("mod.rs");
         for (prefix, spec) in [
             ("cu::", &LIBCUDA),
             ("rtc::", &LIBNVRTC),
