@@ -1,0 +1,312 @@
+//! cuBLAS and cuSOLVER: their handles, created on first use, and the peer's cgemm and cpotrf.
+
+use std::ffi::c_int;
+use std::ptr::null_mut;
+
+use cudarc::cublas::sys as blas;
+use cudarc::cusolver::sys as solver;
+use cudarc::driver::sys as cu;
+use num_complex::Complex32;
+
+use super::CudaPeer;
+use super::error::call;
+use super::load::{LIBCUBLAS, LIBCUSOLVER, VendorLib};
+use super::memory::DeviceBuffer;
+use crate::model::{CaseError, Phase};
+use crate::reference::{Transpose, Uplo};
+use crate::runtimes::PeerPtr;
+use crate::runtimes::gpu::GpuCore;
+
+/// A size the 32-bit BLAS/LAPACK interfaces cannot take: the combination is refused up front.
+fn int_arg(what: &str, v: usize) -> Result<c_int, CaseError> {
+    c_int::try_from(v)
+        .map_err(|_| CaseError::unsupported(format!("{what} = {v} exceeds the 32-bit int API")))
+}
+
+/// A cuBLAS handle on the peer's stream. Created on the first cgemm: a machine without cuBLAS
+/// loses gemm, not the participant.
+pub(super) struct BlasHandle {
+    handle: blas::cublasHandle_t,
+    _lib: VendorLib,
+}
+
+impl BlasHandle {
+    fn create(stream: cu::CUstream) -> Result<BlasHandle, CaseError> {
+        let lib = VendorLib::open(&LIBCUBLAS)?;
+        let mut handle: blas::cublasHandle_t = null_mut();
+        // SAFETY: live out-parameter; the primary context is current on this thread.
+        unsafe { call!(blas::cublasCreate_v2(&mut handle)) }.refused("cuBLAS initialisation")?;
+        let h = BlasHandle { handle, _lib: lib };
+        // SAFETY: live handle; cuBLAS's cudaStream_t is the driver's CUstream_st*. Host pointer
+        // mode: alpha and beta are read from host memory during the call.
+        unsafe {
+            call!(blas::cublasSetStream_v2(h.handle, stream.cast())).running()?;
+            let host = blas::cublasPointerMode_t::CUBLAS_POINTER_MODE_HOST;
+            call!(blas::cublasSetPointerMode_v2(h.handle, host)).running()?;
+        }
+        Ok(h)
+    }
+}
+
+impl Drop for BlasHandle {
+    fn drop(&mut self) {
+        // SAFETY: created by cublasCreate_v2, destroyed once, before the library is released.
+        unsafe { blas::cublasDestroy_v2(self.handle) };
+    }
+}
+
+/// A cuSOLVER dense handle on the peer's stream, created on the first cpotrf.
+pub(super) struct SolverHandle {
+    handle: solver::cusolverDnHandle_t,
+    _lib: VendorLib,
+}
+
+impl SolverHandle {
+    fn create(stream: cu::CUstream) -> Result<SolverHandle, CaseError> {
+        let lib = VendorLib::open(&LIBCUSOLVER)?;
+        let mut handle: solver::cusolverDnHandle_t = null_mut();
+        // SAFETY: live out-parameter; the primary context is current on this thread.
+        unsafe { call!(solver::cusolverDnCreate(&mut handle)) }
+            .refused("cuSOLVER initialisation")?;
+        let h = SolverHandle { handle, _lib: lib };
+        // SAFETY: live handle; the same CUstream_st* as the driver's.
+        unsafe { call!(solver::cusolverDnSetStream(h.handle, stream.cast())) }.running()?;
+        Ok(h)
+    }
+}
+
+impl Drop for SolverHandle {
+    fn drop(&mut self) {
+        // SAFETY: created by cusolverDnCreate, destroyed once.
+        unsafe { solver::cusolverDnDestroy(self.handle) };
+    }
+}
+
+impl CudaPeer {
+    fn blas(&mut self) -> Result<blas::cublasHandle_t, CaseError> {
+        let stream = self.stream;
+        match self.blas.get_or_insert_with(|| BlasHandle::create(stream)) {
+            Ok(h) => Ok(h.handle),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    fn solver(&mut self) -> Result<solver::cusolverDnHandle_t, CaseError> {
+        let stream = self.stream;
+        match self
+            .solver
+            .get_or_insert_with(|| SolverHandle::create(stream))
+        {
+            Ok(h) => Ok(h.handle),
+            Err(e) => Err(e.clone()),
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn cublas_cgemm(
+        &mut self,
+        op_a: Transpose,
+        op_b: Transpose,
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: Complex32,
+        a: PeerPtr,
+        lda: usize,
+        b: PeerPtr,
+        ldb: usize,
+        beta: Complex32,
+        c: PeerPtr,
+        ldc: usize,
+    ) -> Result<(), CaseError> {
+        self.bind()?;
+        let op = |t: Transpose| match t {
+            Transpose::None => blas::cublasOperation_t::CUBLAS_OP_N,
+            Transpose::Trans => blas::cublasOperation_t::CUBLAS_OP_T,
+            Transpose::ConjTrans => blas::cublasOperation_t::CUBLAS_OP_C,
+        };
+        let (ta, tb) = (op(op_a), op(op_b));
+        let (m, n, k) = (int_arg("m", m)?, int_arg("n", n)?, int_arg("k", k)?);
+        let (lda, ldb, ldc) = (
+            int_arg("lda", lda)?,
+            int_arg("ldb", ldb)?,
+            int_arg("ldc", ldc)?,
+        );
+        let h = self.blas()?;
+        let alpha = blas::cuComplex {
+            x: alpha.re,
+            y: alpha.im,
+        };
+        let beta = blas::cuComplex {
+            x: beta.re,
+            y: beta.im,
+        };
+        let (a, b, c) = (a.addr as *const _, b.addr as *const _, c.addr as *mut _);
+        // SAFETY: column-major operands at the addresses the path handed over; with host
+        // pointer mode cuBLAS reads alpha and beta before returning.
+        unsafe {
+            call!(
+                blas::cublasCgemm_v2(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc),
+                "m={m} n={n} k={k} {op_a:?} {op_b:?}"
+            )
+        }
+        .running()
+    }
+
+    pub(super) fn cusolver_cpotrf(
+        &mut self,
+        uplo: Uplo,
+        n: usize,
+        a: PeerPtr,
+        lda: usize,
+    ) -> Result<i32, CaseError> {
+        self.bind()?;
+        let fill = match uplo {
+            Uplo::Lower => solver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER,
+            Uplo::Upper => solver::cublasFillMode_t::CUBLAS_FILL_MODE_UPPER,
+        };
+        let (n, lda) = (int_arg("cpotrf n", n)?, int_arg("cpotrf lda", lda)?);
+        let h = self.solver()?;
+        let a = a.addr as *mut solver::cuComplex;
+        let mut lwork: c_int = 0;
+        // SAFETY: live out-parameter; `a` is only looked at for its shape.
+        unsafe {
+            call!(solver::cusolverDnCpotrf_bufferSize(
+                h, fill, n, a, lda, &mut lwork
+            ))
+        }
+        .running()?;
+        let bytes = lwork.max(1) as usize * size_of::<Complex32>();
+        let work = DeviceBuffer::new(bytes, "cpotrf workspace")?;
+        let (w, info_at) = (work.0 as *mut solver::cuComplex, self.scratch as *mut c_int);
+        // SAFETY: a workspace of `lwork` elements; `info` goes to 4 device bytes of scratch.
+        unsafe {
+            call!(
+                solver::cusolverDnCpotrf(h, fill, n, a, lda, w, lwork, info_at),
+                "n={n} lda={lda} {uplo:?}"
+            )
+        }
+        .running()?;
+        // Ordered after the factorization on the stream; the copy waits for it.
+        let mut info: c_int = 0;
+        self.copy_out((&raw mut info).cast(), self.scratch as usize, 4)?;
+        Ok(info)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::runtimes::PeerRuntime;
+    use crate::runtimes::cuda::tests::gpu_or_skip;
+    use crate::runtimes::device::{AllocKind, DeviceAlloc, DeviceRuntime};
+
+    fn gemm_case(p: &mut CudaPeer, n: usize, timed: bool) {
+        use crate::generate::matrix;
+        let (a, b, c) = (matrix(1, n, n, n), matrix(2, n, n, n), matrix(3, n, n, n));
+        let (alpha, beta) = (Complex32::new(0.5, -1.0), Complex32::new(0.25, 0.5));
+        let bufs: Vec<DeviceAlloc> = [&a, &b, &c]
+            .iter()
+            .map(|m| {
+                let d = p.alloc(AllocKind::Device, m.len()).unwrap();
+                p.upload(d.ptr, m).unwrap();
+                d
+            })
+            .collect();
+        let (ta, tb) = (Transpose::ConjTrans, Transpose::None);
+        let run = |p: &mut CudaPeer| {
+            p.cgemm(
+                ta,
+                tb,
+                n,
+                n,
+                n,
+                alpha,
+                bufs[0].ptr,
+                n,
+                bufs[1].ptr,
+                n,
+                beta,
+                bufs[2].ptr,
+                n,
+            )
+            .unwrap();
+        };
+        run(p);
+        let got = p.download(bufs[2].ptr).unwrap();
+        let want = crate::reference::cgemm(ta, tb, n, n, n, alpha, &a, n, &b, n, beta, &c, n);
+        crate::tolerance::check_cgemm("cuda cgemm", &got, &want, n, n, n, n, false)
+            .unwrap_or_else(|m| panic!("{m}"));
+        if timed {
+            let reps = 10;
+            p.synchronize().unwrap();
+            let t = std::time::Instant::now();
+            for _ in 0..reps {
+                run(p);
+            }
+            p.synchronize().unwrap();
+            let s = t.elapsed().as_secs_f64() / reps as f64;
+            let flops = 8.0 * (n as f64).powi(3);
+            eprintln!(
+                "cgemm n={n}: {:.3} ms, {:.1} TFLOP/s",
+                s * 1e3,
+                flops / s / 1e12
+            );
+        }
+        for d in bufs {
+            p.free(d);
+        }
+    }
+
+    #[test]
+    fn device_cgemm_matches_the_reference() {
+        let Some(mut p) = gpu_or_skip("device_cgemm_matches_the_reference") else {
+            return;
+        };
+        eprintln!("{}", p.info().blas);
+        gemm_case(&mut p, 64, false);
+        gemm_case(&mut p, 2048, true);
+    }
+
+    #[test]
+    fn device_cpotrf_matches_the_reference_and_reports_info() {
+        let Some(mut p) = gpu_or_skip("device_cpotrf_matches_the_reference_and_reports_info")
+        else {
+            return;
+        };
+        eprintln!("{}", p.info().solver);
+        for (n, lda) in [(64, 70), (2048, 2048)] {
+            for uplo in [Uplo::Lower, Uplo::Upper] {
+                let a = crate::generate::hpd_matrix(9, n, lda);
+                let d = p.alloc(AllocKind::Device, a.len()).unwrap();
+                let mut times = Vec::new();
+                // The first call of a shape pays for the cuSOLVER handle (first call only) and
+                // CUDA's lazy kernel loading; the second is the steady state.
+                for _ in 0..2 {
+                    p.upload(d.ptr, &a).unwrap();
+                    let t = std::time::Instant::now();
+                    let info = p.cpotrf(uplo, n, d.ptr, lda).unwrap();
+                    times.push(t.elapsed().as_secs_f64() * 1e3);
+                    assert_eq!(info, 0);
+                }
+                let got = p.download(d.ptr).unwrap();
+                let want = crate::reference::cholesky(uplo, n, &a, lda).unwrap();
+                crate::tolerance::check_cholesky("cuda cpotrf", &got, &want, uplo, n, lda)
+                    .unwrap_or_else(|m| panic!("{m}"));
+                eprintln!(
+                    "cpotrf n={n} {uplo:?}: first {:.3} ms, then {:.3} ms \
+                     (workspace alloc, factorization, info read-back)",
+                    times[0], times[1]
+                );
+                p.free(d);
+            }
+        }
+        let (a, want_info) = crate::generate::non_hpd_matrix(4, 300, 300);
+        let d = p.alloc(AllocKind::Device, a.len()).unwrap();
+        p.upload(d.ptr, &a).unwrap();
+        let info = p.cpotrf(Uplo::Lower, 300, d.ptr, 300).unwrap();
+        eprintln!("cpotrf non-HPD n=300: info {info}, want {want_info}");
+        assert_eq!(info, want_info as i32);
+        p.free(d);
+    }
+}

@@ -1,0 +1,562 @@
+//! The `cuda` participant: HIP's NVIDIA platform, which is exactly these libraries — libcuda
+//! (driver API), NVRTC, cuBLAS and cuSOLVER — opened at run time.
+//!
+//! Bindings are cudarc's `sys` modules (bindgen output of the CUDA 13.0 headers) built with
+//! `dynamic-loading`: each function resolves itself on first call from cudarc's own dlopen of
+//! the library, and cudarc PANICS when the library or the symbol is missing. So no function of
+//! a library is called before [`VendorLib::open`] has opened it under the very names cudarc
+//! tries, in cudarc's order (cudarc's later dlopen then lands on the same file), and checked
+//! that every symbol this module calls from it is exported. Absence becomes `unsupported` with
+//! what was tried; a test keeps the symbol lists in step with the calls.
+//!
+//! One primary context (the one the CUDA runtime inside cuBLAS/cuSOLVER also picks up), one
+//! stream, one module of `kernels/*.hip` compiled by NVRTC to a cubin for the device's exact
+//! `sm_XY`, so the driver never has to JIT PTX that may be newer than itself.
+//!
+//! One file per concern: `load` (the libraries and their preflight), `error` (statuses and the
+//! `call!` macro), `discover` (devices and versions), `kernels` (NVRTC), `blas` (cuBLAS and
+//! cuSOLVER) and `memory` (allocation kinds, export, IPC, semaphores). This file holds the peer
+//! itself and its trait impls, which forward to those files.
+
+use std::ffi::{CStr, c_void};
+use std::os::fd::{OwnedFd, RawFd};
+use std::ptr::null_mut;
+
+use cudarc::driver::sys as cu;
+use num_complex::Complex32;
+
+use crate::model::{Api, ApiError, CaseError, Phase};
+use crate::reference::{Transpose, Uplo};
+use crate::runtimes::PeerPtr;
+use crate::runtimes::device::{
+    AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,
+};
+use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernel, Kernels, kernel_source};
+
+mod blas;
+mod discover;
+mod error;
+mod kernels;
+mod load;
+mod memory;
+
+pub use discover::discover;
+
+use blas::{BlasHandle, SolverHandle};
+use discover::{Versions, describe, init_driver};
+use error::call;
+use kernels::compile;
+use load::{LIBCUDA, LIBNVRTC, VendorLib};
+use memory::DeviceBuffer;
+
+/// The arguments that open CUDA device `ordinal` in another clhip process (the IPC exporter).
+fn reopen_args(ordinal: usize) -> Vec<String> {
+    vec![
+        "--api".into(),
+        "cuda".into(),
+        "--ordinal".into(),
+        ordinal.to_string(),
+    ]
+}
+
+/// One CUDA device as the peer of an OpenCL device.
+pub struct CudaPeer {
+    ordinal: usize,
+    info: DeviceInfo,
+    dev: cu::CUdevice,
+    ctx: cu::CUcontext,
+    stream: cu::CUstream,
+    event: cu::CUevent,
+    module: cu::CUmodule,
+    kernels: Option<Kernels<cu::CUfunction>>,
+    /// [`super::gpu::SCRATCH_BYTES`] of device memory for small results: pattern_check's
+    /// count, first index and ran-marker, cpotrf's `info`.
+    scratch: cu::CUdeviceptr,
+    blas: Option<Result<BlasHandle, CaseError>>,
+    solver: Option<Result<SolverHandle, CaseError>>,
+    _nvrtc: Option<VendorLib>,
+    /// Last: released after everything above has been released through it.
+    _driver: VendorLib,
+}
+
+impl CudaPeer {
+    /// Open device `ordinal`: load the libraries, retain its primary context, create the
+    /// stream and event, compile and load the kernels. A missing library or a refused step is
+    /// `Unsupported` with what was tried, or the call and its code.
+    pub fn open(ordinal: usize) -> Result<CudaPeer, CaseError> {
+        let driver = VendorLib::open(&LIBCUDA)?;
+        let count = init_driver()?;
+        if ordinal >= count {
+            return Err(CaseError::unsupported(format!(
+                "no CUDA device {ordinal} ({count} found by {})",
+                driver.path
+            )));
+        }
+        let versions = Versions::read().refused("CUDA driver version")?;
+        let (dev, info) = describe(&driver, ordinal, &versions).refused("CUDA device query")?;
+        let mut ctx: cu::CUcontext = null_mut();
+        // SAFETY: live out-parameter; `dev` came from cuDeviceGet.
+        unsafe { call!(cu::cuDevicePrimaryCtxRetain(&mut ctx, dev)) }
+            .refused("CUDA primary context")?;
+        // From here on Drop releases whatever has been created, on every error path.
+        let mut peer = CudaPeer {
+            ordinal,
+            info,
+            dev,
+            ctx,
+            stream: null_mut(),
+            event: null_mut(),
+            module: null_mut(),
+            kernels: None,
+            scratch: 0,
+            blas: None,
+            solver: None,
+            _nvrtc: None,
+            _driver: driver,
+        };
+        peer.bind()?;
+        let no_timing = cu::CUevent_flags::CU_EVENT_DISABLE_TIMING as u32;
+        // SAFETY: live out-parameters, in the current context. Stream flags 0: a blocking
+        // stream, ordered after anything on the legacy default stream too.
+        unsafe {
+            call!(cu::cuStreamCreate(&mut peer.stream, 0)).refused("CUDA stream")?;
+            call!(cu::cuEventCreate(&mut peer.event, no_timing)).refused("CUDA event")?;
+            call!(cu::cuMemAlloc_v2(
+                &mut peer.scratch,
+                super::gpu::SCRATCH_BYTES
+            ))
+            .refused("CUDA scratch memory")?;
+        }
+
+        peer._nvrtc = Some(VendorLib::open(&LIBNVRTC)?);
+        let arch = peer.info.arch.clone();
+        let cubin = compile(&kernel_source(), &arch)?;
+        // SAFETY: `cubin` is a complete ELF image from NVRTC, alive for the call.
+        unsafe {
+            call!(
+                cu::cuModuleLoadData(&mut peer.module, cubin.as_ptr().cast()),
+                "{arch}"
+            )
+        }
+        .refused("loading the NVRTC-compiled module")?;
+        let module = peer.module;
+        let get = |name: &CStr| -> Result<cu::CUfunction, CaseError> {
+            let mut f: cu::CUfunction = null_mut();
+            // SAFETY: live out-parameter; the module is loaded.
+            unsafe {
+                call!(
+                    cu::cuModuleGetFunction(&mut f, module, name.as_ptr()),
+                    "{name:?}"
+                )
+            }
+            .running()?;
+            Ok(f)
+        };
+        peer.kernels = Some(Kernels::load(get)?);
+        Ok(peer)
+    }
+
+    fn kernels(&self) -> Result<&Kernels<cu::CUfunction>, CaseError> {
+        self.kernels
+            .as_ref()
+            .ok_or_else(|| CaseError::unsupported("CUDA kernels not loaded"))
+    }
+
+    fn sync(&self) -> Result<(), CaseError> {
+        // SAFETY: the stream is live.
+        unsafe { call!(cu::cuStreamSynchronize(self.stream)) }.running()
+    }
+}
+
+impl Drop for CudaPeer {
+    fn drop(&mut self) {
+        // Best effort, in reverse order of creation. After a device fault every call returns
+        // the sticky error and there is nothing better to do than go on.
+        let _ = self.bind();
+        self.blas = None;
+        self.solver = None;
+        // SAFETY: each handle was created by this peer in its context and is released once;
+        // the null ones (an open that failed part-way) are skipped.
+        unsafe {
+            if self.scratch != 0 {
+                cu::cuMemFree_v2(self.scratch);
+            }
+            if !self.module.is_null() {
+                cu::cuModuleUnload(self.module);
+            }
+            if !self.event.is_null() {
+                cu::cuEventDestroy_v2(self.event);
+            }
+            if !self.stream.is_null() {
+                cu::cuStreamDestroy_v2(self.stream);
+            }
+            cu::cuDevicePrimaryCtxRelease_v2(self.dev);
+        }
+    }
+}
+
+impl GpuCore for CudaPeer {
+    /// Make the primary context current on the calling thread: contexts are per thread, and a
+    /// test runner or worker may call from a thread other than the one that opened.
+    fn bind(&self) -> Result<(), CaseError> {
+        // SAFETY: `ctx` is retained for the life of `self`.
+        unsafe { call!(cu::cuCtxSetCurrent(self.ctx)) }.running()
+    }
+
+    fn launch(&self, k: Kernel, threads: u64, args: &mut [*mut c_void]) -> Result<(), CaseError> {
+        if threads == 0 {
+            return Ok(());
+        }
+        let (name, f) = (k.name(), self.kernels()?.get(k));
+        let grid = gpu::grid(name, threads)?;
+        let (s, b) = (self.stream, BLOCK as u32);
+        let params = args.as_mut_ptr();
+        // SAFETY: `f` is from the loaded module; each caller passes exactly its kernel's
+        // parameters, which the driver copies during the call.
+        unsafe {
+            call!(
+                cu::cuLaunchKernel(f, grid, 1, 1, b, 1, 1, 0, s, params, null_mut()),
+                "{name}"
+            )
+        }
+        .running()
+    }
+
+    /// Host -> any device-usable address (device, pinned, managed, imported, SVM: whatever the
+    /// path hands over), then wait. The driver says if the address is not usable.
+    fn copy_in(&self, dst: usize, src: *const c_void, bytes: usize) -> Result<(), CaseError> {
+        let d = dst as cu::CUdeviceptr;
+        // SAFETY: `src` is live host memory of `bytes` bytes until the sync below returns.
+        unsafe {
+            call!(
+                cu::cuMemcpyHtoDAsync_v2(d, src, bytes, self.stream),
+                "{bytes} B to {d:#x}"
+            )
+        }
+        .running()?;
+        self.sync()
+    }
+
+    fn copy_out(&self, dst: *mut c_void, src: usize, bytes: usize) -> Result<(), CaseError> {
+        let s = src as cu::CUdeviceptr;
+        // SAFETY: `dst` is live host memory of `bytes` bytes until the sync below returns.
+        unsafe {
+            call!(
+                cu::cuMemcpyDtoHAsync_v2(dst, s, bytes, self.stream),
+                "{bytes} B from {s:#x}"
+            )
+        }
+        .running()?;
+        self.sync()
+    }
+
+    fn scratch(&self) -> u64 {
+        self.scratch
+    }
+}
+
+gpu::gpu_peer_runtime!(CudaPeer, Api::Cuda);
+
+// One trait impl cannot span files: the memory, IPC, semaphore and BLAS methods forward to
+// `memory.rs` and `blas.rs`, where their bodies sit beside the helpers they share.
+impl DeviceRuntime for CudaPeer {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+
+    fn alloc(&mut self, kind: AllocKind, len: usize) -> Result<DeviceAlloc, CaseError> {
+        self.allocate(kind, len)
+    }
+
+    fn free(&mut self, alloc: DeviceAlloc) {
+        self.release(alloc)
+    }
+
+    fn export_fd(&mut self, alloc: &DeviceAlloc) -> Result<OwnedFd, CaseError> {
+        self.export_posix_fd(alloc)
+    }
+
+    /// cuMemExportToShareableHandle with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: an opaque
+    /// fd, for cl_khr_external_memory_opaque_fd.
+    fn export_handle(&self) -> ExportHandle {
+        ExportHandle::OpaqueFd
+    }
+
+    fn memcpy(&mut self, dst: usize, src: usize, bytes: usize) -> Result<(), CaseError> {
+        self.unified_memcpy(dst, src, bytes)
+    }
+
+    fn import_cl_memory(
+        &mut self,
+        _addr: usize,
+        _bytes: usize,
+        _len: usize,
+    ) -> Result<DeviceAlloc, CaseError> {
+        Err(CaseError::unsupported(
+            "no export of OpenCL memory reaches CUDA: the dma-buf export \
+             (hsa_amd_portable_export_dmabuf) is ROCm's HSA runtime",
+        ))
+    }
+
+    fn ipc_handle(&mut self, alloc: &DeviceAlloc) -> Result<IpcHandle, CaseError> {
+        self.ipc_get_handle(alloc)
+    }
+
+    fn ipc_open(&mut self, handle: &IpcHandle, len: usize) -> Result<DeviceAlloc, CaseError> {
+        self.ipc_open_handle(handle, len)
+    }
+
+    fn import_semaphore_fd(&mut self, fd: RawFd) -> Result<u64, CaseError> {
+        self.import_opaque_fd_semaphore(fd)
+    }
+
+    fn destroy_semaphore(&mut self, sem: u64) {
+        self.destroy_external_semaphore(sem)
+    }
+
+    fn reopen_args(&self) -> Vec<String> {
+        reopen_args(self.ordinal)
+    }
+
+    fn record_and_wait_event(&mut self) -> Result<(), CaseError> {
+        self.bind()?;
+        // SAFETY: event and stream are live, in the current context.
+        unsafe {
+            call!(cu::cuEventRecord(self.event, self.stream)).running()?;
+            call!(cu::cuEventSynchronize(self.event)).running()
+        }
+    }
+
+    fn cgemm(
+        &mut self,
+        op_a: Transpose,
+        op_b: Transpose,
+        m: usize,
+        n: usize,
+        k: usize,
+        alpha: Complex32,
+        a: PeerPtr,
+        lda: usize,
+        b: PeerPtr,
+        ldb: usize,
+        beta: Complex32,
+        c: PeerPtr,
+        ldc: usize,
+    ) -> Result<(), CaseError> {
+        self.cublas_cgemm(op_a, op_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+    }
+
+    fn cpotrf(&mut self, uplo: Uplo, n: usize, a: PeerPtr, lda: usize) -> Result<i32, CaseError> {
+        self.cusolver_cpotrf(uplo, n, a, lda)
+    }
+
+    fn sticky_fault(&mut self) -> Option<ApiError> {
+        if self.bind().is_err() {
+            return None;
+        }
+        // SAFETY: the context is current; cuCtxSynchronize only waits and reports.
+        let r = unsafe { call!(cu::cuCtxSynchronize(), "after the case") };
+        match r {
+            Err(e) if e.is_device_fault() => Some(e),
+            _ => None,
+        }
+    }
+
+    fn health_check(&mut self) -> Result<(), CaseError> {
+        self.bind()?;
+        let buf = DeviceBuffer::new(gpu::HEALTH_WORDS * 4, "health-check buffer")?;
+        gpu::known_answer(self, buf.0 as usize, "cuda health check")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::generate::pattern;
+    use crate::runtimes::locate::open_first;
+    use crate::runtimes::text::normalise_pci_bus_id;
+    use crate::runtimes::{PatternCheck, PeerRuntime};
+
+    /// Whether this machine has a CUDA driver at all. Device tests are skipped without one
+    /// (CI), unless CLHIP_REQUIRE_CUDA=1 says a GPU is expected (the device machine).
+    pub(super) fn gpu_or_skip(test: &str) -> Option<CudaPeer> {
+        let present = open_first(&crate::runtimes::locate::cuda_candidates()).is_ok();
+        if !present {
+            assert!(
+                std::env::var("CLHIP_REQUIRE_CUDA").as_deref() != Ok("1"),
+                "{test}: CLHIP_REQUIRE_CUDA=1 but libcuda is absent"
+            );
+            eprintln!("{test}: skipped, no libcuda");
+            return None;
+        }
+        match CudaPeer::open(0) {
+            Ok(p) => Some(p),
+            Err(e) => panic!("{test}: libcuda loads but open(0) failed: {e:?}"),
+        }
+    }
+
+    #[test]
+    fn reopen_args_name_the_api_and_the_ordinal() {
+        assert_eq!(reopen_args(0), ["--api", "cuda", "--ordinal", "0"]);
+        assert_eq!(reopen_args(3), ["--api", "cuda", "--ordinal", "3"]);
+    }
+
+    /// Without libcuda (CI, this development machine) the participant says so and what it
+    /// tried; it must not panic inside cudarc.
+    #[test]
+    fn absent_libcuda_is_unsupported_with_what_was_tried() {
+        if open_first(&crate::runtimes::locate::cuda_candidates()).is_ok() {
+            eprintln!("libcuda present: absence not testable here");
+            return;
+        }
+        match CudaPeer::open(0) {
+            Err(CaseError::Unsupported {
+                reason,
+                error: None,
+            }) => {
+                assert!(
+                    reason.starts_with("libcuda.so.1 not found (tried "),
+                    "{reason}"
+                );
+                assert!(
+                    reason.contains("libcuda.so, ") && reason.contains("libcuda.so.1"),
+                    "{reason}"
+                );
+            }
+            Err(e) => panic!("expected unsupported, got {e:?}"),
+            Ok(_) => panic!("opened a CUDA device without libcuda"),
+        }
+        let err = discover().unwrap_err();
+        assert!(err.contains("libcuda.so.1 not found"), "{err}");
+    }
+
+    // ----- device tests: real on a machine with libcuda, skipped without one -----
+
+    #[test]
+    fn device_opens_and_reports_identity() {
+        let Some(p) = gpu_or_skip("device_opens_and_reports_identity") else {
+            return;
+        };
+        let info = p.info();
+        eprintln!("cuda device 0: {info:#?}");
+        assert!(info.arch.starts_with("sm_"), "{}", info.arch);
+        assert_eq!(info.uuid.len(), 36, "{}", info.uuid);
+        assert_eq!(
+            normalise_pci_bus_id(&info.pci_bus_id).as_deref(),
+            Some(info.pci_bus_id.as_str())
+        );
+        let all = discover().expect("discover");
+        assert_eq!(all[0], *info);
+    }
+
+    #[test]
+    fn device_pattern_sees_a_planted_flip_at_its_index() {
+        let Some(mut p) = gpu_or_skip("device_pattern_sees_a_planted_flip_at_its_index") else {
+            return;
+        };
+        let len = 1 << 20;
+        let a = p.alloc(AllocKind::Device, len).unwrap();
+        p.fill_pattern(a.ptr, 7).unwrap();
+        p.synchronize().unwrap();
+        // Bit for bit what the host computes.
+        let words: Vec<u32> = bits(&p.download(a.ptr).unwrap());
+        assert_eq!(words, pattern(7, len * 2));
+        assert_eq!(
+            p.check_pattern(a.ptr, 7).unwrap(),
+            PatternCheck {
+                mismatches: 0,
+                first: None
+            }
+        );
+        p.flip_bit(a.ptr, 12345, 1 << 30).unwrap();
+        p.flip_bit(a.ptr, 999_999, 1).unwrap();
+        p.record_and_wait_event().unwrap();
+        let c = p.check_pattern(a.ptr, 7).unwrap();
+        assert_eq!(c.mismatches, 2);
+        assert_eq!(
+            c.first,
+            Some((12345, crate::generate::pattern_word(7, 12345) ^ (1 << 30)))
+        );
+        p.free(a);
+    }
+
+    pub(super) fn bits(v: &[Complex32]) -> Vec<u32> {
+        v.iter()
+            .flat_map(|z| [z.re.to_bits(), z.im.to_bits()])
+            .collect()
+    }
+
+    #[test]
+    fn device_scale_and_magnitude_match_the_cpu() {
+        let Some(mut p) = gpu_or_skip("device_scale_and_magnitude_match_the_cpu") else {
+            return;
+        };
+        let data = crate::generate::complex_vec(5, 100_003);
+        // Pinned host memory: the kernels reach it through UVA.
+        let a = p.alloc(AllocKind::PinnedHost, data.len()).unwrap();
+        p.upload(a.ptr, &data).unwrap();
+        p.scale(a.ptr, 0.25).unwrap();
+        let scaled = p.download(a.ptr).unwrap();
+        for (g, x) in scaled.iter().zip(&data) {
+            assert_eq!(*g, x * 0.25); // a power-of-two scale is exact
+        }
+        p.magnitude(a.ptr).unwrap();
+        let mag = p.download(a.ptr).unwrap();
+        for (g, x) in mag.iter().zip(&scaled) {
+            // The device may contract re*re + im*im into an FMA: a few ulp, not bit-exact.
+            let want = (x.re as f64).hypot(x.im as f64);
+            let err = (g.re as f64 - want).abs();
+            assert!(
+                err <= 4.0 * f32::EPSILON as f64 * want,
+                "{x}: {g} vs {want}"
+            );
+            assert_eq!(g.im, 0.0);
+        }
+        p.free(a);
+    }
+
+    /// An illegal address is a `Fault` named CUDA_ERROR_ILLEGAL_ADDRESS. It poisons the
+    /// primary context for the whole process, so it runs in a child process of this test
+    /// binary, never beside the other device tests.
+    #[test]
+    fn device_illegal_address_is_a_fault() {
+        if std::env::var_os("CLHIP_CUDA_FAULT_CHILD").is_some() {
+            let Some(mut p) = gpu_or_skip("device_illegal_address_is_a_fault") else {
+                return;
+            };
+            let bad = PeerPtr {
+                addr: 0x8,
+                len: 1 << 16,
+            };
+            let launched = p.scale(bad, 2.0);
+            let e = launched.and_then(|()| p.synchronize()).unwrap_err();
+            eprintln!("illegal address -> {e:?}");
+            match e {
+                CaseError::Fault(err) => assert_eq!(err.name, "CUDA_ERROR_ILLEGAL_ADDRESS"),
+                other => panic!("expected a fault, got {other:?}"),
+            }
+            // The context is now unusable: the health check says so rather than passing.
+            assert!(p.health_check().is_err());
+            return;
+        }
+        if gpu_or_skip("device_illegal_address_is_a_fault").is_none() {
+            return;
+        }
+        let exe = std::env::current_exe().expect("test binary path");
+        let out = std::process::Command::new(exe)
+            .args([
+                "--exact",
+                "runtimes::cuda::tests::device_illegal_address_is_a_fault",
+                "--nocapture",
+                "--test-threads=1",
+            ])
+            .env("CLHIP_CUDA_FAULT_CHILD", "1")
+            .output()
+            .expect("run the child");
+        let text = String::from_utf8_lossy(&out.stderr).into_owned()
+            + &String::from_utf8_lossy(&out.stdout);
+        eprintln!("{text}");
+        assert!(out.status.success(), "child failed: {text}");
+        assert!(text.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{text}");
+    }
+}
