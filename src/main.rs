@@ -190,14 +190,16 @@ struct RunArgs {
 
 /// Longest per-case limit: a week is already more than any nightly job waits.
 const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
+/// Shortest: a worker takes longer than this to start, so less would only time out the harness.
+const MIN_TIMEOUT_S: f64 = 0.1;
 
 fn parse_timeout(s: &str) -> Result<f64, String> {
     let t: f64 = s
         .parse()
         .map_err(|e| format!("`{s}` is not a number of seconds: {e}"))?;
-    if !(t > 0.0 && t <= MAX_TIMEOUT_S) {
+    if !(t >= MIN_TIMEOUT_S && t <= MAX_TIMEOUT_S) {
         return Err(format!(
-            "`{s}`: a time limit must be more than 0 and at most {MAX_TIMEOUT_S} s (a week)"
+            "`{s}`: a time limit must be at least {MIN_TIMEOUT_S} s and at most {MAX_TIMEOUT_S} s (a week)"
         ));
     }
     Ok(t)
@@ -539,19 +541,21 @@ impl Outputs {
 /// case. Workers lead their own process groups, so the terminal's signals reach them only
 /// through here.
 fn handle_signals(control: Arc<RunControl>) -> anyhow::Result<()> {
-    use signal_hook::consts::{SIGCONT, SIGINT, SIGTERM, SIGTSTP};
-    let mut signals = signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGTSTP, SIGCONT])
-        .context("installing signal handlers")?;
+    use signal_hook::consts::{SIGCONT, SIGHUP, SIGINT, SIGTERM, SIGTSTP};
+    // SIGHUP (a closed ssh session) ends the run as Ctrl-C does: the results are written.
+    let mut signals =
+        signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGTSTP, SIGCONT])
+            .context("installing signal handlers")?;
     std::thread::Builder::new()
         .name("clhip-signals".into())
         .spawn(move || {
             for sig in signals.forever() {
                 match sig {
-                    SIGINT | SIGTERM if control.is_interrupted() => {
+                    SIGINT | SIGTERM | SIGHUP if control.is_interrupted() => {
                         note("clhip: interrupted again: exiting now; the journal keeps what finished");
                         std::process::exit(130);
                     }
-                    SIGINT | SIGTERM => {
+                    SIGINT | SIGTERM | SIGHUP => {
                         note("clhip: interrupted: stopping the workers and writing what finished (again to exit at once)");
                         control.interrupt();
                     }
@@ -598,6 +602,26 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     };
     let outputs = Outputs::check(&args)?;
     let probe = probe_child(args.rocm_path.as_deref())?;
+    // Every OpenCL vendor broke in the probe: that is the finding, named, not "no device".
+    if args.mock_cases.is_none()
+        && pairs::from_probe(&probe).is_empty()
+        && !probe.broken_vendors().is_empty()
+    {
+        for v in probe.broken_vendors() {
+            note(&format!("clhip: broken driver: {v}"));
+        }
+        let mut report = RunReport::new(
+            args.seed,
+            std::env::args().collect(),
+            probe.fingerprint(),
+            started,
+            clock.elapsed().as_secs_f64(),
+            Vec::new(),
+        );
+        report.broken_vendors = probe.broken_vendors();
+        outputs.write(&report)?;
+        return Ok(ExitCode::from(1));
+    }
     let known = args
         .expectations
         .as_deref()

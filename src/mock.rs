@@ -42,6 +42,13 @@ pub enum MockAction {
     RocrFault,
     /// Sleeps 0.8 s, then passes: a case that takes a while (the pause test's).
     Slow,
+    /// Fails the first time it runs and passes after, across processes (a marker file named
+    /// by `CLHIP_MOCK_FLAKY_MARK`): a flaky case.
+    FlakyOnce,
+    /// Passes, and leaves its worker process in a state that makes `victim` fail after it.
+    Poison,
+    /// Fails in a process where `poison` ran before it, passes alone: order dependence.
+    Victim,
     /// Prints what a chatty driver prints (partial lines, lines that begin with the protocol's
     /// prefix but are not the protocol, on stdout and stderr), then passes.
     Noisy,
@@ -61,6 +68,9 @@ impl MockAction {
         MockAction::RocrFault,
         MockAction::Noisy,
         MockAction::Slow,
+        MockAction::FlakyOnce,
+        MockAction::Poison,
+        MockAction::Victim,
     ];
 
     pub fn name(self) -> &'static str {
@@ -77,6 +87,9 @@ impl MockAction {
             MockAction::RocrFault => "rocr-fault",
             MockAction::Noisy => "noisy",
             MockAction::Slow => "slow",
+            MockAction::FlakyOnce => "flaky-once",
+            MockAction::Poison => "poison",
+            MockAction::Victim => "victim",
         }
     }
 
@@ -84,7 +97,12 @@ impl MockAction {
     /// expectation, so a mock run exits zero exactly when containment works.
     pub fn expected_kind(self) -> OutcomeKind {
         match self {
-            MockAction::Pass | MockAction::Noisy | MockAction::Slow => OutcomeKind::Pass,
+            MockAction::Pass
+            | MockAction::Noisy
+            | MockAction::Slow
+            | MockAction::FlakyOnce
+            | MockAction::Poison
+            | MockAction::Victim => OutcomeKind::Pass,
             MockAction::Fail => OutcomeKind::Fail,
             MockAction::Fault | MockAction::RocrFault => OutcomeKind::Fault,
             MockAction::Panic => OutcomeKind::Error,
@@ -185,6 +203,26 @@ pub fn perform(action: MockAction) -> Outcome {
             std::thread::sleep(Duration::from_millis(800));
             Outcome::pass()
         }
+        MockAction::FlakyOnce => {
+            let first = std::env::var_os("CLHIP_MOCK_FLAKY_MARK")
+                .is_some_and(|m| std::fs::File::create_new(m).is_ok());
+            if first {
+                Outcome::mismatch(fake_mismatch())
+            } else {
+                Outcome::pass()
+            }
+        }
+        MockAction::Poison => {
+            POISONED.store(true, std::sync::atomic::Ordering::SeqCst);
+            Outcome::pass()
+        }
+        MockAction::Victim => {
+            if POISONED.load(std::sync::atomic::Ordering::SeqCst) {
+                Outcome::mismatch(fake_mismatch())
+            } else {
+                Outcome::pass()
+            }
+        }
         MockAction::RocrFault => rocr_fault(),
         MockAction::Noisy => {
             use std::io::Write as _;
@@ -197,6 +235,9 @@ pub fn perform(action: MockAction) -> Outcome {
         }
     }
 }
+
+/// Set by `poison` in this worker process.
+static POISONED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// ROCm's runtime on a GPU page fault (ROCR-Runtime `Runtime::VMFaultHandler`): one line on
 /// stderr, then abort().

@@ -933,7 +933,10 @@ impl<'b> Session<'b> {
         };
         let mut why = format!(
             "worker `{}` (pid {}) {how} before starting `{}`",
-            opts.worker_exe.display(),
+            // The pinned executable's /proc/self/fd path says nothing: name the file itself.
+            std::fs::read_link(&opts.worker_exe)
+                .unwrap_or_else(|_| opts.worker_exe.clone())
+                .display(),
             self.worker.pid(),
             self.batch[0].id
         );

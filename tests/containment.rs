@@ -337,3 +337,35 @@ fn parallel_workers_contain_failures_and_keep_plan_order() {
         );
     }
 }
+
+#[test]
+fn a_case_that_fails_then_passes_alone_is_flaky_with_both_outcomes() {
+    let mut opts = options();
+    opts.retries = 2;
+    let mark = std::env::temp_dir().join(format!("clhip-flaky-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    opts.worker_env = vec![("CLHIP_MOCK_FLAKY_MARK".into(), mark.display().to_string())];
+    let (results, _, _) = run_mocks(&[MockAction::Pass, MockAction::FlakyOnce], &opts);
+    let r = &results[1];
+    assert_eq!(r.outcome.kind(), OutcomeKind::Fail);
+    let kinds: Vec<OutcomeKind> = r.reruns.iter().map(|o| o.kind()).collect();
+    assert_eq!(kinds, [OutcomeKind::Pass, OutcomeKind::Pass]);
+    assert_eq!(r.verdict(), clhip::model::Verdict::Flaky);
+    assert!(!r.unexpected(), "flaky does not fail the run");
+    let _ = std::fs::remove_file(&mark);
+}
+
+#[test]
+fn a_case_that_fails_only_after_another_is_bisected_to_it() {
+    use MockAction::*;
+    let mut opts = options();
+    opts.retries = 1;
+    let (results, _, _) = run_mocks(&[Pass, Pass, Poison, Pass, Pass, Victim], &opts);
+    let victim = &results[5];
+    assert_eq!(victim.outcome.kind(), OutcomeKind::Fail);
+    assert_eq!(
+        victim.reruns.first().map(|o| o.kind()),
+        Some(OutcomeKind::Pass)
+    );
+    assert_eq!(victim.fails_only_after.as_deref(), Some("mock/poison/2"));
+}
