@@ -197,7 +197,7 @@ fn parse_timeout(s: &str) -> Result<f64, String> {
     let t: f64 = s
         .parse()
         .map_err(|e| format!("`{s}` is not a number of seconds: {e}"))?;
-    if !(t >= MIN_TIMEOUT_S && t <= MAX_TIMEOUT_S) {
+    if !(MIN_TIMEOUT_S..=MAX_TIMEOUT_S).contains(&t) {
         return Err(format!(
             "`{s}`: a time limit must be at least {MIN_TIMEOUT_S} s and at most {MAX_TIMEOUT_S} s (a week)"
         ));
