@@ -12,9 +12,9 @@ use crate::fft::FftCache;
 use crate::generate;
 use crate::model::{Api, BIT_EXACT, Case, CaseError, Mismatch, Op, Outcome, Peer, Phase, SyncMode};
 use crate::paths::{DeviceBuffer, Shared};
+pub use crate::peer::open_peer;
 use crate::reference::{self, Transpose, Uplo};
 use crate::runtimes::device::AllocKind;
-use crate::runtimes::host::HostPeer;
 use crate::runtimes::opencl::{self, ClArg, ClDevice, ClEvent, ClSession, SessionError};
 use crate::runtimes::{PatternCheck, PeerPtr, PeerRuntime};
 use crate::sync::{self, Access};
@@ -151,36 +151,6 @@ fn peer<'a>(
         Ok(p) => Ok(p.as_mut()),
         Err(e) => Err(e.clone()),
     }
-}
-
-/// Open a peer and, for a device, run its known-answer check. Also what the IPC exporter
-/// process opens its device with.
-pub fn open_peer(
-    api: Api,
-    ordinal: usize,
-    rocm_path: Option<&std::path::Path>,
-) -> Result<Box<dyn PeerRuntime>, CaseError> {
-    let mut opened: Box<dyn PeerRuntime> = match api {
-        Api::Host => Box::new(HostPeer),
-        Api::Cuda => Box::new(crate::runtimes::cuda::CudaPeer::open(ordinal)?),
-        Api::Hip => Box::new(crate::runtimes::hip::HipPeer::open(ordinal, rocm_path)?),
-        Api::OpenCl => {
-            return Err(CaseError::unsupported(format!(
-                "the {} participant is not available in this build",
-                api.name()
-            )));
-        }
-    };
-    let label = opened.peer().label();
-    if let Some(d) = opened.as_device() {
-        d.health_check().map_err(|e| {
-            CaseError::Skip(format!(
-                "{label} failed its known-answer check at worker start: {}",
-                e.into_outcome().reason()
-            ))
-        })?;
-    }
-    Ok(opened)
 }
 
 /// Set by the runner for a worker that loads one OpenCL vendor library alone:
