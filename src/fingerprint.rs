@@ -20,6 +20,27 @@ pub struct ClDeviceFingerprint {
     pub pci_bus_id: Option<String>,
 }
 
+/// One device of a device runtime as the fingerprint records it: the fields (and JSON names)
+/// of the runtime's own device record, copied by the probe, so that reading a report needs no
+/// runtime.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct DeviceFingerprint {
+    pub ordinal: usize,
+    pub name: String,
+    /// `sm_90`, `gfx908`.
+    pub arch: String,
+    /// 8-4-4-4-12 hex, as OpenCL's cl_khr_device_uuid prints it.
+    pub uuid: String,
+    /// `domain:bus:device.function`, lower-case hex.
+    pub pci_bus_id: String,
+    pub driver_version: String,
+    pub runtime_version: String,
+    /// Version of the BLAS and solver libraries actually loaded, and where from.
+    pub blas: String,
+    pub solver: String,
+    pub compiler: String,
+}
+
 /// A device runtime (hip, cuda) as found, or why not.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct RuntimeFingerprint {
@@ -32,7 +53,7 @@ pub struct RuntimeFingerprint {
     pub version: Option<String>,
     /// Name, arch, UUID, PCI bus id and library versions of each device found.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub devices: Vec<crate::runtimes::device::DeviceInfo>,
+    pub devices: Vec<DeviceFingerprint>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

@@ -170,8 +170,8 @@ impl Drop for Exporter {
 
 fn crashed(status: std::process::ExitStatus, stderr_tail: String) -> CaseError {
     let (signal, signal_name) = match status.signal() {
-        Some(sig) => (sig, crate::runner::signal_name(sig)),
-        None => (0, crate::runner::describe(status)),
+        Some(sig) => (sig, crate::process::signal_name(sig)),
+        None => (0, crate::process::describe(status)),
     };
     CaseError::Crashed {
         process: "IPC exporter process".into(),
@@ -254,7 +254,7 @@ pub fn serve(
         out.flush()?;
         Ok(())
     };
-    let mut peer = match crate::ops::open_peer(api, ordinal, rocm_path.as_deref()) {
+    let mut peer = match crate::peer::open_peer(api, ordinal, rocm_path.as_deref()) {
         Ok(p) => p,
         Err(e) => {
             let outcome = e.into_outcome();

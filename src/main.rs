@@ -762,7 +762,6 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         on_event(&runner::Event::Finished(Box::new(r.clone())));
     }
     let mut end = runner::run(plan, &opts, &mut on_event)?;
-
     if !decided.is_empty() {
         // Back into plan order: the decided cases where the matrix put them.
         end.results.extend(decided);

@@ -1002,3 +1002,21 @@ impl ApiError {
 }
 
 impl std::error::Error for ApiError {}
+
+/// BLAS `op(X)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Transpose {
+    /// `X`
+    None,
+    /// `X^T`
+    Trans,
+    /// `X^H`
+    ConjTrans,
+}
+
+/// Which triangle of a Hermitian matrix LAPACK reads and overwrites.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Uplo {
+    Upper,
+    Lower,
+}

@@ -4,8 +4,8 @@
 //! differently: "NVIDIA H200" vs "NVIDIA H200 NVL", "gfx908" vs "AMD Instinct MI100").
 
 use crate::model::{Api, ApiError, ClDeviceRef, Pair, Peer};
-use crate::probe::{DeviceProbe, Probe, Queried};
-use crate::runtimes::device::DeviceInfo;
+pub use crate::probe::same_gpu;
+use crate::probe::{DeviceProbe, Probe};
 use crate::runtimes::opencl;
 
 /// Every host pair on this machine, in OpenCL enumeration order (in-process; tests use it).
@@ -26,26 +26,6 @@ fn cl_ref(d: &DeviceProbe) -> ClDeviceRef {
         device_index: d.device_index,
         label: d.label.clone(),
     }
-}
-
-fn value(q: &Queried<String>) -> Option<String> {
-    match q {
-        Queried::Value(v) => Some(v.to_ascii_lowercase()),
-        _ => None,
-    }
-}
-
-/// The OpenCL device that is the same GPU as `dev`: same UUID, else same PCI bus id.
-pub fn same_gpu<'a>(dev: &DeviceInfo, cl: &'a [&'a DeviceProbe]) -> Option<&'a DeviceProbe> {
-    let uuid = dev.uuid.to_ascii_lowercase();
-    let pci = dev.pci_bus_id.to_ascii_lowercase();
-    cl.iter()
-        .find(|d| !uuid.is_empty() && value(&d.uuid).as_deref() == Some(uuid.as_str()))
-        .or_else(|| {
-            cl.iter()
-                .find(|d| !pci.is_empty() && value(&d.pci_bus_id).as_deref() == Some(pci.as_str()))
-        })
-        .copied()
 }
 
 /// The pairs a probe found (the CLI's: its probe runs in a child process). Host pairs first,
@@ -110,6 +90,8 @@ pub fn unpaired(probe: &Probe) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::probe::Queried;
+    use crate::runtimes::device::DeviceInfo;
 
     fn cl_dev(label: &str, uuid: Option<&str>, pci: Option<&str>) -> DeviceProbe {
         let q = |v: Option<&str>| match v {

@@ -26,8 +26,9 @@ use nix::unistd::Pid;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fingerprint::{ClDeviceFingerprint, Fingerprint, RuntimeFingerprint};
+use crate::fingerprint::{ClDeviceFingerprint, DeviceFingerprint, Fingerprint, RuntimeFingerprint};
 use crate::model::ApiError;
+use crate::runtimes::device::DeviceInfo;
 use crate::runtimes::locate::{self, RuntimeStatus};
 use crate::runtimes::opencl::{self, SvmCaps, VendorLibrary, types::cl_device_id};
 
@@ -1026,6 +1027,37 @@ fn kernel_modules() -> Vec<(String, String)> {
         .collect()
 }
 
+/// The fingerprint's copy of a runtime's device record (field for field: the JSON names are
+/// the same, so reports written before the two were separate types still load).
+impl From<&DeviceInfo> for DeviceFingerprint {
+    fn from(d: &DeviceInfo) -> Self {
+        let DeviceInfo {
+            ordinal,
+            name,
+            arch,
+            uuid,
+            pci_bus_id,
+            driver_version,
+            runtime_version,
+            blas,
+            solver,
+            compiler,
+        } = d.clone();
+        DeviceFingerprint {
+            ordinal,
+            name,
+            arch,
+            uuid,
+            pci_bus_id,
+            driver_version,
+            runtime_version,
+            blas,
+            solver,
+            compiler,
+        }
+    }
+}
+
 impl Probe {
     /// The OpenCL vendor libraries that crashed, hung, exited or answered garbage while being
     /// probed, one line each: library, where it was listed, what happened, its last words.
@@ -1075,7 +1107,7 @@ impl Probe {
             status: r.status.clone(),
             library: r.library.clone(),
             version: r.runtime_version.clone().or(r.driver_version.clone()),
-            devices: r.devices.clone(),
+            devices: r.devices.iter().map(DeviceFingerprint::from).collect(),
         };
         Fingerprint {
             opencl: self
@@ -1158,7 +1190,7 @@ impl Probe {
             }
             let cl: Vec<&DeviceProbe> = self.platforms.iter().flat_map(|p| &p.devices).collect();
             for d in &r.devices {
-                let twin = crate::pairs::same_gpu(d, &cl).map_or(
+                let twin = same_gpu(d, &cl).map_or(
                     "no OpenCL device (UUID and PCI bus id match none)".into(),
                     |t| t.label.clone(),
                 );
@@ -1193,6 +1225,26 @@ impl Probe {
         }
         o
     }
+}
+
+fn value(q: &Queried<String>) -> Option<String> {
+    match q {
+        Queried::Value(v) => Some(v.to_ascii_lowercase()),
+        _ => None,
+    }
+}
+
+/// The OpenCL device that is the same GPU as `dev`: same UUID, else same PCI bus id.
+pub fn same_gpu<'a>(dev: &DeviceInfo, cl: &'a [&'a DeviceProbe]) -> Option<&'a DeviceProbe> {
+    let uuid = dev.uuid.to_ascii_lowercase();
+    let pci = dev.pci_bus_id.to_ascii_lowercase();
+    cl.iter()
+        .find(|d| !uuid.is_empty() && value(&d.uuid).as_deref() == Some(uuid.as_str()))
+        .or_else(|| {
+            cl.iter()
+                .find(|d| !pci.is_empty() && value(&d.pci_bus_id).as_deref() == Some(pci.as_str()))
+        })
+        .copied()
 }
 
 fn render_device(o: &mut String, d: &DeviceProbe) {

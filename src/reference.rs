@@ -10,6 +10,8 @@ use faer::{Accum, Mat, Par, Side, c64};
 use num_complex::{Complex32, Complex64};
 use rustfft::{Fft, FftPlanner};
 
+pub use crate::model::{Transpose, Uplo};
+
 fn widen(z: Complex32) -> Complex64 {
     Complex64::new(f64::from(z.re), f64::from(z.im))
 }
@@ -107,24 +109,6 @@ pub fn pipeline(a: &[Complex32], b: &[Complex32], scale_by: f32) -> PipelineRefe
     fft_forward_in_place(&mut fft);
     let magnitude = magnitude(&scale(&fft, scale_by));
     PipelineReference { fft, magnitude }
-}
-
-/// BLAS `op(X)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Transpose {
-    /// `X`
-    None,
-    /// `X^T`
-    Trans,
-    /// `X^H`
-    ConjTrans,
-}
-
-/// Which triangle of a Hermitian matrix LAPACK reads and overwrites.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Uplo {
-    Upper,
-    Lower,
 }
 
 /// Smallest slice that holds a `rows x cols` column-major matrix with leading dimension `ld`:

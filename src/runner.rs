@@ -29,6 +29,7 @@ use crate::fault::BufferSpan;
 use crate::kmsg::KernelLog;
 use crate::mock::MockAction;
 use crate::model::{Api, ApiError, Case, Expectation, Outcome};
+use crate::process::{describe, signal_name};
 use crate::worker::{WorkItem, WorkerEvent};
 
 /// What a worker runs: a real case, or a mock that misbehaves on purpose (tests only).
@@ -1020,21 +1021,6 @@ fn crash_outcome(status: ExitStatus, stderr_tail: String) -> Outcome {
         signal_name,
         stderr_tail,
         process: String::new(),
-    }
-}
-
-/// `SIGSEGV`, or the number for a signal nix does not know.
-pub(crate) fn signal_name(sig: i32) -> String {
-    Signal::try_from(sig)
-        .map(|s| s.as_str().to_string())
-        .unwrap_or_else(|_| format!("signal {sig}"))
-}
-
-pub(crate) fn describe(status: ExitStatus) -> String {
-    match (status.signal(), status.code()) {
-        (Some(sig), _) => format!("killed by {}", signal_name(sig)),
-        (None, Some(code)) => format!("exit status {code}"),
-        (None, None) => format!("{status}"),
     }
 }
 

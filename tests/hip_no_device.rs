@@ -19,7 +19,7 @@ fn hip_or_skip(test: &str) -> Option<Hip> {
     }
 }
 
-/// What HIP 5.2's libamdhip64 lacks of everything ffi.rs binds: only symbols of later headers
+/// What HIP 5.2's libamdhip64 lacks of everything hip/ffi binds: only symbols of later headers
 /// (hipGetDevicePropertiesR0600: 6.0; hipExtHostAlloc: optional, declared for 6.3 and exported
 /// by no released library found), neither of them "missing". Checked with `nm -D` on Debian's
 /// libamdhip64.so.5.2.21153.

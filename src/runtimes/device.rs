@@ -8,7 +8,7 @@ use num_complex::Complex32;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{ApiError, CaseError};
-use crate::reference::{Transpose, Uplo};
+use crate::model::{Transpose, Uplo};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 
 /// How the peer allocates memory that a path shares with OpenCL.

@@ -13,7 +13,7 @@ use super::error::call;
 use super::load::{LIBCUBLAS, LIBCUSOLVER, VendorLib};
 use super::memory::DeviceBuffer;
 use crate::model::{CaseError, Phase};
-use crate::reference::{Transpose, Uplo};
+use crate::model::{Transpose, Uplo};
 use crate::runtimes::PeerPtr;
 use crate::runtimes::gpu::GpuCore;
 

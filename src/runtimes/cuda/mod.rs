@@ -26,7 +26,7 @@ use cudarc::driver::sys as cu;
 use num_complex::Complex32;
 
 use crate::model::{Api, ApiError, CaseError, Phase};
-use crate::reference::{Transpose, Uplo};
+use crate::model::{Transpose, Uplo};
 use crate::runtimes::PeerPtr;
 use crate::runtimes::device::{
     AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,

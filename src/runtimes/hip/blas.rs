@@ -7,7 +7,7 @@ use std::ptr::null_mut;
 use num_complex::Complex32;
 
 use crate::model::{Api, ApiError, CaseError, Phase};
-use crate::reference::{Transpose, Uplo};
+use crate::model::{Transpose, Uplo};
 use crate::runtimes::PeerPtr;
 use crate::runtimes::gpu::GpuCore;
 

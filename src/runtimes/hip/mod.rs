@@ -1,7 +1,7 @@
 //! The `hip` participant (AMD ROCm): libamdhip64, hiprtc, rocBLAS, rocSOLVER, loaded at run
 //! time through [`ffi`].
 //!
-//! The structure and semantics are cuda.rs's: the device made current on every call
+//! The structure and semantics are runtimes/cuda's: the device made current on every call
 //! (hipSetDevice: the current device is per thread), one stream, one event, one module of
 //! `kernels/*.hip` compiled by hiprtc for the device's exact gcnArchName, rocBLAS/rocSOLVER
 //! handles created on first use. A missing optional library (hiprtc, rocBLAS, rocSOLVER) or an
@@ -34,7 +34,7 @@ use std::ptr::null_mut;
 use num_complex::Complex32;
 
 use crate::model::{Api, ApiError, CaseError, Phase};
-use crate::reference::{Transpose, Uplo};
+use crate::model::{Transpose, Uplo};
 use crate::runtimes::PeerPtr;
 use crate::runtimes::device::{
     AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,
@@ -149,7 +149,7 @@ impl HipPeer {
         })?;
         let no_timing = ffi::hipEventDisableTiming;
         // SAFETY: live out-parameters, on the current device. hipStreamCreate: a blocking
-        // stream, ordered after the null stream, as cuda.rs's flags 0.
+        // stream, ordered after the null stream, as runtimes/cuda's flags 0.
         unsafe {
             hip_call!(&peer.hip, hipStreamCreate(&mut peer.stream)).refused("HIP stream")?;
             hip_call!(

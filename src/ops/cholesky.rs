@@ -1,0 +1,79 @@
+//! The cholesky op: cpotrf on the peer over matrices OpenCL produced, HPD and not.
+
+use num_complex::Complex32;
+
+use crate::generate;
+use crate::model::{Api, Case, CaseError};
+use crate::reference::{self, Uplo};
+use crate::runtimes::PeerRuntime;
+use crate::runtimes::opencl::ClSession;
+use crate::sync::{self, Access};
+use crate::tolerance;
+
+use super::{Plant, consume_on_cl, device, produce_on_cl, take_output, with_shared};
+
+/// cpotrf on the peer over an HPD matrix OpenCL produced, factor read back through OpenCL;
+/// then a non-HPD matrix whose `info` must match the reference's.
+pub(super) fn cholesky(
+    session: &mut ClSession,
+    peer: &mut dyn PeerRuntime,
+    case: &Case,
+    seed: u64,
+    plant: Option<Plant>,
+) -> Result<String, CaseError> {
+    let n = case.n;
+    let ld = n;
+    let hpd = generate::hpd_matrix(seed, n, ld);
+    let (non_hpd, _) = generate::non_hpd_matrix(seed.wrapping_add(1), n, ld);
+    device(peer, case)?;
+    let (info, factor, bad_info) = with_shared(session, peer, case, n * ld, |s, peer, m| {
+        let ev = produce_on_cl(s, peer, m, case.sync, &hpd)?;
+        let pa = take_output(s, peer, m, case.sync, Some(&ev), Access::ReadWrite, plant)?;
+        let peer_noop = plant == Some(Plant::PeerNoop);
+        let info = if peer_noop {
+            0
+        } else {
+            device(peer, case)?.cpotrf(Uplo::Lower, n, pa, ld)?
+        };
+        let ready = sync::to_cl(s, peer, m, case.sync)?;
+        let factor = consume_on_cl(s, m, &ready)?.read::<Complex32>(s, n * ld)?;
+        // The failure path through the same memory: OpenCL writes a non-HPD matrix.
+        let ev = produce_on_cl(s, peer, m, case.sync, &non_hpd)?;
+        sync::to_peer(s, peer, m, case.sync, Some(&ev), Access::ReadWrite)?;
+        let bad_info = if peer_noop {
+            0
+        } else {
+            device(peer, case)?.cpotrf(Uplo::Lower, n, m.peer, ld)?
+        };
+        Ok((info, factor, bad_info))
+    })?;
+    let peer_name = case.pair.peer.label();
+    tolerance::check_info(
+        &format!("cpotrf info on {peer_name} (HPD input)"),
+        info as i64,
+        0,
+    )?;
+    let want = reference::cholesky(Uplo::Lower, n, &hpd, ld).map_err(|info| {
+        CaseError::Broken(crate::model::ApiError {
+            api: Api::Host,
+            call: "reference::cholesky".into(),
+            code: info as i64,
+            name: "NOT_HPD".into(),
+            detail: "the generator's HPD matrix did not factor in f64".into(),
+        })
+    })?;
+    let what = format!("cpotrf factor on {peer_name} read back through OpenCL");
+    let summary = tolerance::check_cholesky(&what, &factor, &want, Uplo::Lower, n, ld)?;
+    let want_info = match reference::cholesky(Uplo::Lower, n, &non_hpd, ld) {
+        Err(info) => info,
+        Ok(_) => 0,
+    };
+    tolerance::check_info(
+        &format!("cpotrf info on {peer_name} (non-HPD input)"),
+        bad_info as i64,
+        want_info,
+    )?;
+    Ok(format!(
+        "{summary}; non-HPD info {bad_info} as the reference"
+    ))
+}

@@ -1,0 +1,38 @@
+//! The fft op: the peer's data transformed by OpenCL's FFT, read back by the peer.
+
+use crate::fft::FftCache;
+use crate::generate;
+use crate::model::{Case, CaseError, Phase};
+use crate::reference;
+use crate::runtimes::PeerRuntime;
+use crate::runtimes::opencl::ClSession;
+use crate::sync::{self, Access};
+use crate::tolerance;
+
+use super::{Plant, peer_work, take_output, with_shared};
+
+/// The peer uploads a random vector; OpenCL transforms it in place; the peer reads the result,
+/// which is held to the f64 reference FFT.
+pub(super) fn fft_op(
+    session: &mut ClSession,
+    fft: &mut FftCache,
+    peer: &mut dyn PeerRuntime,
+    case: &Case,
+    seed: u64,
+    plant: Option<Plant>,
+) -> Result<String, CaseError> {
+    let input = generate::complex_vec(seed, case.n);
+    let got = with_shared(session, peer, case, case.n, |s, peer, m| {
+        sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
+        peer_work(plant, || peer.upload(m.peer, &input))?;
+        peer.synchronize()?;
+        let ready = sync::to_cl(s, peer, m, case.sync)?;
+        let done = fft.forward(s, m.cl, case.n, &sync::raw(&ready)).running()?;
+        let out = take_output(s, peer, m, case.sync, Some(&done), Access::Read, plant)?;
+        peer.download(out)
+    })?;
+    let want = reference::fft_forward(&input);
+    let what = format!("OpenCL FFT output read by {}", case.pair.peer.label());
+    let summary = tolerance::check_fft(&what, &got, &want)?;
+    Ok(summary.to_string())
+}

@@ -1,0 +1,86 @@
+//! The gemm op: cgemm on the peer over matrices OpenCL produced.
+
+use num_complex::Complex32;
+
+use crate::generate;
+use crate::model::{Case, CaseError};
+use crate::reference::{self, Transpose};
+use crate::runtimes::PeerRuntime;
+use crate::runtimes::opencl::ClSession;
+use crate::sync::{self, Access};
+use crate::tolerance;
+
+use super::{Plant, consume_on_cl, device, peer_work, produce_on_cl, take_output, with_shared};
+
+/// cgemm on the peer over matrices OpenCL produced, through the path; C read back through
+/// OpenCL and held to the f64 reference (rocBLAS clients' bound).
+pub(super) fn gemm(
+    session: &mut ClSession,
+    peer: &mut dyn PeerRuntime,
+    case: &Case,
+    seed: u64,
+    plant: Option<Plant>,
+) -> Result<String, CaseError> {
+    let n = case.n;
+    let ld = n;
+    let a = generate::matrix(seed, n, n, ld);
+    let b = generate::matrix(seed.wrapping_add(1), n, n, ld);
+    let c = generate::matrix(seed.wrapping_add(2), n, n, ld);
+    let (alpha, beta) = (Complex32::new(1.0, 0.0), Complex32::new(-0.5, 0.25));
+    device(peer, case)?;
+    let got = with_shared(session, peer, case, n * ld, |s, peer, ma| {
+        with_shared(s, peer, case, n * ld, |s, peer, mb| {
+            with_shared(s, peer, case, n * ld, |s, peer, mc| {
+                let ea = produce_on_cl(s, peer, ma, case.sync, &a)?;
+                let eb = produce_on_cl(s, peer, mb, case.sync, &b)?;
+                let ec = produce_on_cl(s, peer, mc, case.sync, &c)?;
+                let pa = take_output(s, peer, ma, case.sync, Some(&ea), Access::Read, plant)?;
+                sync::to_peer(s, peer, mb, case.sync, Some(&eb), Access::Read)?;
+                sync::to_peer(s, peer, mc, case.sync, Some(&ec), Access::ReadWrite)?;
+                let dev = device(peer, case)?;
+                peer_work(plant, || {
+                    dev.cgemm(
+                        Transpose::None,
+                        Transpose::None,
+                        n,
+                        n,
+                        n,
+                        alpha,
+                        pa,
+                        ld,
+                        mb.peer,
+                        ld,
+                        beta,
+                        mc.peer,
+                        ld,
+                    )
+                })?;
+                sync::to_cl(s, peer, ma, case.sync)?;
+                sync::to_cl(s, peer, mb, case.sync)?;
+                let ready = sync::to_cl(s, peer, mc, case.sync)?;
+                consume_on_cl(s, mc, &ready)?.read::<Complex32>(s, n * ld)
+            })
+        })
+    })?;
+    let want = reference::cgemm(
+        Transpose::None,
+        Transpose::None,
+        n,
+        n,
+        n,
+        alpha,
+        &a,
+        ld,
+        &b,
+        ld,
+        beta,
+        &c,
+        ld,
+    );
+    let what = format!(
+        "cgemm on {} read back through OpenCL",
+        case.pair.peer.label()
+    );
+    let summary = tolerance::check_cgemm(&what, &got, &want, n, n, ld, n, false)?;
+    Ok(summary.to_string())
+}

@@ -1,0 +1,93 @@
+//! The pipeline op (seed 000's): OpenCL add and FFT, then peer scale and magnitude.
+
+use num_complex::Complex32;
+
+use crate::fft::FftCache;
+use crate::generate;
+use crate::model::{Case, CaseError, Phase};
+use crate::paths::DeviceBuffer;
+use crate::reference;
+use crate::runtimes::PeerRuntime;
+use crate::runtimes::opencl::{ClArg, ClSession};
+use crate::sync::{self, Access};
+use crate::tolerance;
+
+use super::{Plant, peer_work, take_output, with_shared};
+
+/// Seed 000's pipeline: OpenCL add -> OpenCL FFT -> peer scale -> peer magnitude, read back
+/// through OpenCL.
+pub(super) fn pipeline(
+    session: &mut ClSession,
+    fft: &mut FftCache,
+    peer: &mut dyn PeerRuntime,
+    case: &Case,
+    seed: u64,
+    plant: Option<Plant>,
+) -> Result<String, CaseError> {
+    let n = case.n;
+    let a = generate::complex_vec(seed, n);
+    let b = generate::complex_vec(seed.wrapping_add(1), n);
+    let scale = 1.0 / n as f32;
+    let b_buf = DeviceBuffer::with_data(session, &b)?;
+    let out = DeviceBuffer::new(session, n * size_of::<Complex32>())?;
+    with_shared(session, peer, case, n, |s, peer, m| {
+        sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
+        peer_work(plant, || peer.upload(m.peer, &a))?;
+        peer.synchronize()?;
+        let ready = sync::to_cl(s, peer, m, case.sync)?;
+        let added = s
+            .launch(
+                "cadd",
+                n,
+                &[
+                    ClArg::Mem(m.cl),
+                    ClArg::Mem(b_buf.arg()),
+                    ClArg::Mem(m.cl),
+                    ClArg::U32(n as u32),
+                ],
+                &sync::raw(&ready),
+            )
+            .running()?;
+        let transformed = fft.forward(s, m.cl, n, &[added.0]).running()?;
+        let taken = take_output(
+            s,
+            peer,
+            m,
+            case.sync,
+            Some(&transformed),
+            Access::ReadWrite,
+            plant,
+        )?;
+        peer_work(plant, || {
+            peer.scale(taken, scale)?;
+            peer.magnitude(taken)
+        })?;
+        peer.synchronize()?;
+        let ready = sync::to_cl(s, peer, m, case.sync)?;
+        s.launch(
+            "ccopy",
+            n,
+            &[
+                ClArg::Mem(m.cl),
+                ClArg::Mem(out.arg()),
+                ClArg::U32(n as u32),
+            ],
+            &sync::raw(&ready),
+        )
+        .running()?;
+        Ok(())
+    })?;
+    let got: Vec<Complex32> = out.read(session, n)?;
+    // The magnitude stage writes (|x|, 0): a non-zero imaginary part is wrong data too.
+    let magnitudes: Vec<f32> = got
+        .iter()
+        .map(|z| if z.im == 0.0 { z.re } else { f32::NAN })
+        .collect();
+    let want = reference::pipeline(&a, &b, scale);
+    let what = format!(
+        "pipeline magnitude (scaled on {}) read back through OpenCL",
+        case.pair.peer.label()
+    );
+    let summary = tolerance::check_pipeline(&what, &magnitudes, &want, scale)?;
+    Ok(summary.to_string())
+}

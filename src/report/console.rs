@@ -1,0 +1,83 @@
+//! The live console: a progress bar on a terminal, and each non-pass outcome as it lands.
+
+use std::io::IsTerminal;
+
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::model::{OutcomeKind, Verdict};
+use crate::runner::Event;
+
+use super::matrix::outcome_line;
+
+/// Live progress on stderr: a bar when stderr is a terminal, and one line per non-pass outcome
+/// as it lands (only those lines when it is not, so logs stay readable).
+pub struct ConsoleReporter {
+    bar: Option<ProgressBar>,
+}
+
+impl ConsoleReporter {
+    pub fn new(total: usize) -> Self {
+        let bar = std::io::stderr()
+            .is_terminal()
+            .then(|| progress_bar(total as u64));
+        ConsoleReporter { bar }
+    }
+
+    /// The runner's `on_event` callback.
+    pub fn on_event(&mut self, event: &Event) {
+        match event {
+            Event::Started { id, .. } => {
+                if let Some(bar) = &self.bar {
+                    bar.set_message(id.clone());
+                }
+            }
+            Event::Finished(r) => {
+                // Only what needs a look streams; caught stale reads are counted at the end.
+                let look = match r.verdict() {
+                    Verdict::CaughtStaleRead => false,
+                    Verdict::UnexpectedPass => true,
+                    _ => r.outcome.kind() != OutcomeKind::Pass,
+                };
+                if look {
+                    self.print(&outcome_line(r));
+                }
+                if let Some(bar) = &self.bar {
+                    bar.inc(1);
+                }
+            }
+            Event::WorkerLost { pid, after, why } => {
+                let after = after.as_deref().unwrap_or("start");
+                self.print(&format!("  worker {pid} lost after {after}: {why}"));
+            }
+        }
+    }
+
+    /// Removes the bar; the caller prints the matrix and closing line on stdout.
+    pub fn finish(&self) {
+        if let Some(bar) = &self.bar {
+            bar.finish_and_clear();
+        }
+    }
+
+    fn print(&self, line: &str) {
+        match &self.bar {
+            Some(bar) => bar.println(line),
+            // A closed or full stderr must not stop the run: the results file has it all.
+            None => {
+                use std::io::Write as _;
+                let _ = writeln!(std::io::stderr(), "{line}");
+            }
+        }
+    }
+}
+
+fn progress_bar(total: u64) -> ProgressBar {
+    let bar = ProgressBar::new(total);
+    // A fixed template; should it ever not parse, the default style is fine.
+    if let Ok(style) =
+        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {wide_msg}")
+    {
+        bar.set_style(style.progress_chars("=> "));
+    }
+    bar
+}

@@ -1,0 +1,68 @@
+//! JUnit XML for CI: one test suite per pair, one test case per case.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use anyhow::Context;
+use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
+
+use crate::model::{Outcome, OutcomeKind};
+use crate::runner::CaseResult;
+
+use super::json::RunReport;
+use super::matrix::{accepted_note, group_of, is_problem};
+
+/// JUnit XML for CI: one suite per pair (and one for mocks). Agrees with the exit code: an
+/// outcome the expectation accepts (a negative control's `fail`, a baseline's known fault) is a
+/// success with a note, not a red test. Otherwise `fail` is a failure; `fault`, `crash` and
+/// `timeout` are errors; `unsupported` and `skip` are skipped with the reason.
+pub fn write_junit(report: &RunReport, target: &crate::output::Target) -> anyhow::Result<()> {
+    let junit = junit_report(report);
+    let text = junit.to_string().context("encoding JUnit XML")?;
+    crate::output::write(target, text.as_bytes())
+}
+
+pub(super) fn junit_report(report: &RunReport) -> quick_junit::Report {
+    let mut suites: BTreeMap<String, TestSuite> = BTreeMap::new();
+    for r in &report.results {
+        let suite_name = group_of(&r.work);
+        let suite = suites
+            .entry(suite_name.clone())
+            .or_insert_with(|| TestSuite::new(suite_name.clone()));
+        let mut case = TestCase::new(r.id.clone(), junit_status(r));
+        case.set_classname(suite_name);
+        if let Ok(time) = Duration::try_from_secs_f64(r.duration_s) {
+            case.set_time(time);
+        }
+        if let Some(note) = accepted_note(r) {
+            case.set_system_out(note);
+        }
+        suite.add_test_case(case);
+    }
+    let mut junit = quick_junit::Report::new("clhip");
+    if let Ok(time) = Duration::try_from_secs_f64(report.wall_s) {
+        junit.set_time(time);
+    }
+    junit.add_test_suites(suites.into_values());
+    junit
+}
+
+fn junit_status(r: &CaseResult) -> TestCaseStatus {
+    let kind = r.outcome.kind();
+    let mut status = match kind {
+        OutcomeKind::Pass => return TestCaseStatus::success(),
+        _ if !r.unexpected() && is_problem(kind) => return TestCaseStatus::success(),
+        OutcomeKind::Fail => TestCaseStatus::non_success(NonSuccessKind::Failure),
+        OutcomeKind::Fault | OutcomeKind::Crash | OutcomeKind::Timeout | OutcomeKind::Error => {
+            TestCaseStatus::non_success(NonSuccessKind::Error)
+        }
+        OutcomeKind::Unsupported | OutcomeKind::Skip => TestCaseStatus::skipped(),
+    };
+    status.set_message(r.outcome.reason()).set_type(kind.name());
+    if let Outcome::Crash { stderr_tail, .. } = &r.outcome
+        && !stderr_tail.is_empty()
+    {
+        status.set_description(stderr_tail.clone());
+    }
+    status
+}

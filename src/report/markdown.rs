@@ -1,0 +1,189 @@
+//! A run as Markdown for committing to `reports/`: what it ran on, the matrices, every non-pass.
+
+use std::fmt::Write as _;
+
+use crate::fingerprint::Fingerprint;
+use crate::model::{Op, OutcomeKind, PathKind};
+use crate::runner::CaseResult;
+
+use super::json::{RunReport, closing_line};
+use super::matrix::{accepted_note, caught_line, label, mark, non_pass, one_line, render_tables};
+
+/// A run for committing to `reports/`: what it ran on, the matrices, and every non-pass.
+pub fn render_markdown(report: &RunReport) -> String {
+    let mut out = String::from("# clhip results\n\n");
+    out.push_str(&md_table(
+        &["", ""],
+        &[
+            vec!["started".into(), report.started_at.clone()],
+            vec!["clhip".into(), report.clhip_version.clone()],
+            vec!["seed".into(), report.seed.to_string()],
+            vec!["wall".into(), format!("{:.1} s", report.wall_s)],
+            vec!["command".into(), code(&shell_words(&report.command))],
+            vec!["result".into(), closing_line(&report.summary)],
+        ],
+    ));
+    out.push_str("\n## Fingerprint\n\n");
+    out.push_str(&md_table(
+        &["component", "value"],
+        &fingerprint_rows(&report.fingerprint),
+    ));
+    out.push_str("\n## Matrix\n\n```text\n");
+    out.push_str(render_tables(&report.results).trim_end());
+    out.push_str("\n```\n");
+
+    let non_pass = non_pass(&report.results);
+    if !non_pass.is_empty() {
+        out.push_str(
+            "\n## Needs a look\n\n`!` marks an outcome that fails the run, `?` a known non-pass that now passes.\n\n",
+        );
+        let rows: Vec<Vec<String>> = non_pass
+            .iter()
+            .map(|r| {
+                let reason = match accepted_note(r) {
+                    Some(note) => note,
+                    None => r.outcome.reason(),
+                };
+                vec![
+                    mark(r).into(),
+                    label(r).into(),
+                    code(&r.id),
+                    one_line(&reason),
+                ]
+            })
+            .collect();
+        out.push_str(&md_table(&["", "outcome", "case", "reason"], &rows));
+    }
+    if let Some(line) = caught_line(&report.results) {
+        let _ = writeln!(out, "\n{line}.");
+    }
+    let measured = measured(&report.results);
+    if !measured.is_empty() {
+        out.push_str(
+            "\n## Placement and addresses\n\nWhat passing cases measured or learned: where the \
+             shared memory lives (placement), and where a buffer's device address came from \
+             (cl-gpu-va).\n\n",
+        );
+        let rows: Vec<Vec<String>> = measured
+            .iter()
+            .map(|r| vec![code(&r.id), one_line(&r.outcome.reason())])
+            .collect();
+        out.push_str(&md_table(&["case", "note"], &rows));
+    }
+    out
+}
+
+/// Passes whose note is a finding in itself, not only a summary of the check.
+fn measured(results: &[CaseResult]) -> Vec<&CaseResult> {
+    results
+        .iter()
+        .filter(|r| r.outcome.kind() == OutcomeKind::Pass)
+        .filter(|r| {
+            r.work
+                .case()
+                .is_some_and(|c| c.op == Op::Placement || c.path == PathKind::ClGpuVa)
+        })
+        .collect()
+}
+
+fn fingerprint_rows(f: &Fingerprint) -> Vec<Vec<String>> {
+    let mut rows = Vec::new();
+    for d in &f.opencl {
+        rows.push(vec![
+            format!("opencl {}", d.label),
+            format!(
+                "{} ({}); {} ({}); driver {}{}{}",
+                d.platform_name,
+                d.platform_version,
+                d.device_name,
+                d.device_version,
+                d.driver_version,
+                d.pci_bus_id
+                    .as_ref()
+                    .map(|p| format!("; PCI {p}"))
+                    .unwrap_or_default(),
+                d.uuid
+                    .as_ref()
+                    .map(|u| format!("; UUID {u}"))
+                    .unwrap_or_default(),
+            ),
+        ]);
+    }
+    for r in &f.runtimes {
+        let details = [Some(&r.status), r.library.as_ref(), r.version.as_ref()];
+        let details: Vec<&str> = details.into_iter().flatten().map(String::as_str).collect();
+        rows.push(vec![format!("runtime {}", r.api), details.join("; ")]);
+        for d in &r.devices {
+            rows.push(vec![
+                format!("{}{}", r.api, d.ordinal),
+                [
+                    d.name.as_str(),
+                    d.arch.as_str(),
+                    &format!("PCI {}", d.pci_bus_id),
+                    &format!("UUID {}", d.uuid),
+                    &format!("driver {}", d.driver_version),
+                    &d.blas,
+                    &d.solver,
+                    &d.compiler,
+                ]
+                .iter()
+                .filter(|s| !s.is_empty())
+                .copied()
+                .collect::<Vec<&str>>()
+                .join("; "),
+            ]);
+        }
+    }
+    for (module, version) in &f.kernel_modules {
+        rows.push(vec![format!("kernel module {module}"), version.clone()]);
+    }
+    rows.push(vec!["host cpu".into(), f.host_cpu.clone()]);
+    rows.push(vec!["os kernel".into(), f.os_kernel.clone()]);
+    rows
+}
+
+fn md_table(header: &[&str], rows: &[Vec<String>]) -> String {
+    let cell = |s: &str| one_line(s).replace('|', "\\|");
+    let mut out = format!("| {} |\n", header.join(" | "));
+    out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
+    for row in rows {
+        let cells: Vec<String> = row.iter().map(|s| cell(s)).collect();
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    out
+}
+
+fn code(s: &str) -> String {
+    format!("`{s}`")
+}
+
+/// The argv as one could paste it into a shell.
+fn shell_words(argv: &[String]) -> String {
+    let quote = |a: &String| {
+        if !a.is_empty()
+            && a.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_./=,:+@%".contains(c))
+        {
+            a.clone()
+        } else {
+            format!("'{}'", a.replace('\'', r"'\''"))
+        }
+    };
+    argv.iter().map(quote).collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shell_words_quote_only_what_needs_it() {
+        let argv: Vec<String> = ["clhip", "run", "--filter", "svm fine", "it's"]
+            .map(String::from)
+            .into();
+        assert_eq!(
+            shell_words(&argv),
+            r"clhip run --filter 'svm fine' 'it'\''s'"
+        );
+    }
+}

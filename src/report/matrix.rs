@@ -1,0 +1,375 @@
+//! Support matrices as text (one per pair, then mocks), one-line outcomes and the closing
+//! line of counts.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::model::{
+    Expectation, Op, OutcomeKind, PathKind, SyncMode, Verdict, is_negative_control,
+};
+use crate::runner::{CaseResult, Work};
+
+/// The support matrices (one per pair, then mocks) and the list of every non-pass case.
+pub fn render_matrix(results: &[CaseResult]) -> String {
+    let mut out = render_tables(results);
+    let non_pass = non_pass(results);
+    if !non_pass.is_empty() {
+        let _ = writeln!(out, "needs a look ({}):", non_pass.len());
+        for r in non_pass {
+            let _ = writeln!(out, "  {}", outcome_line(r));
+        }
+    }
+    if let Some(line) = caught_line(results) {
+        let _ = writeln!(out, "{line}");
+    }
+    out
+}
+
+/// How bad a kind is, for the cell's "worst": wrong data is worse than any refusal or death,
+/// and a clean refusal is the best non-pass (DOMAIN).
+/// A harness error outranks them all in a cell: that cell says nothing about the driver.
+fn severity(kind: OutcomeKind) -> u8 {
+    match kind {
+        OutcomeKind::Pass => 0,
+        OutcomeKind::Skip => 1,
+        OutcomeKind::Unsupported => 2,
+        OutcomeKind::Timeout => 3,
+        OutcomeKind::Crash => 4,
+        OutcomeKind::Fault => 5,
+        OutcomeKind::Fail => 6,
+        OutcomeKind::Error => 7,
+    }
+}
+
+fn short_name(kind: OutcomeKind) -> &'static str {
+    match kind {
+        OutcomeKind::Unsupported => "unsup",
+        kind => kind.name(),
+    }
+}
+
+/// What a cell or listing calls a result: a negative control's stale read is `caught`.
+pub(super) fn label(r: &CaseResult) -> &'static str {
+    if r.verdict() == Verdict::CaughtStaleRead {
+        "caught"
+    } else {
+        short_name(r.outcome.kind())
+    }
+}
+
+/// The mark beside a result: `!` fails the run, `?` asks for a baseline update.
+pub(super) fn mark(r: &CaseResult) -> &'static str {
+    match r.verdict() {
+        v if v.fails_run() => "!",
+        Verdict::UnexpectedPass => "?",
+        _ => "",
+    }
+}
+
+/// Fail, fault, crash or timeout: the kinds that need an explanation when accepted.
+pub(super) fn is_problem(kind: OutcomeKind) -> bool {
+    severity(kind) >= severity(OutcomeKind::Timeout)
+}
+
+/// One cell: every size of one (path, sync, op) on one pair.
+#[derive(Default)]
+struct Cell {
+    total: usize,
+    worst: Option<OutcomeKind>,
+    worst_label: &'static str,
+    worst_count: usize,
+    unexpected: bool,
+    unexpected_pass: bool,
+}
+
+impl Cell {
+    fn add(&mut self, r: &CaseResult) {
+        let kind = r.outcome.kind();
+        self.total += 1;
+        self.unexpected |= r.unexpected();
+        self.unexpected_pass |= r.verdict() == Verdict::UnexpectedPass;
+        match self.worst {
+            Some(w) if severity(w) > severity(kind) => {}
+            Some(w) if w == kind => self.worst_count += 1,
+            _ => {
+                self.worst = Some(kind);
+                self.worst_label = label(r);
+                self.worst_count = 1;
+            }
+        }
+    }
+
+    fn text(&self) -> String {
+        match self.worst {
+            None => "-".to_string(),
+            Some(_) => format!(
+                "{} {}/{}{}{}",
+                self.worst_label,
+                self.worst_count,
+                self.total,
+                if self.unexpected { " !" } else { "" },
+                if self.unexpected_pass { " ?" } else { "" }
+            ),
+        }
+    }
+}
+
+/// Rows (path, sync) and columns (op) of one pair; the derived orders are the `ALL` orders.
+#[derive(Default)]
+struct PairTable {
+    rows: BTreeMap<(PathKind, SyncMode), BTreeMap<Op, Cell>>,
+}
+
+/// The group a result is shown and reported under: its pair, or `mock`.
+pub(super) fn group_of(work: &Work) -> String {
+    match work {
+        Work::Case(case) => case.pair.id(),
+        Work::Mock(_) => "mock".to_string(),
+    }
+}
+
+pub(super) fn render_tables(results: &[CaseResult]) -> String {
+    let mut pairs: BTreeMap<String, PairTable> = BTreeMap::new();
+    let mut mocks = Vec::new();
+    for r in results {
+        match &r.work {
+            Work::Case(case) => pairs
+                .entry(case.pair.id())
+                .or_default()
+                .rows
+                .entry((case.path, case.sync))
+                .or_default()
+                .entry(case.op)
+                .or_default()
+                .add(r),
+            Work::Mock(_) => mocks.push(r),
+        }
+    }
+    let mut out = String::new();
+    for (pair, table) in &pairs {
+        out.push_str(&render_pair(pair, table));
+        out.push('\n');
+    }
+    if !mocks.is_empty() {
+        out.push_str(&render_mocks(&mocks));
+        out.push('\n');
+    }
+    out
+}
+
+fn render_pair(pair: &str, table: &PairTable) -> String {
+    let ops: Vec<Op> = Op::ALL
+        .iter()
+        .copied()
+        .filter(|op| table.rows.values().any(|cells| cells.contains_key(op)))
+        .collect();
+    let mut grid = vec![
+        ["path", "sync"]
+            .into_iter()
+            .map(String::from)
+            .chain(ops.iter().map(|op| op.name().to_string()))
+            .collect::<Vec<_>>(),
+    ];
+    for ((path, sync), cells) in &table.rows {
+        let sync_label = if is_negative_control(*path, *sync) {
+            format!("{sync}*")
+        } else {
+            sync.to_string()
+        };
+        let mut row = vec![path.to_string(), sync_label];
+        row.extend(
+            ops.iter()
+                .map(|op| cells.get(op).map_or("-".into(), Cell::text)),
+        );
+        grid.push(row);
+    }
+
+    let mut out = format!("{pair}\n");
+    out.push_str(&align(&grid, "  "));
+    if table
+        .rows
+        .keys()
+        .any(|(path, sync)| is_negative_control(*path, *sync))
+    {
+        out.push_str(
+            "  * negative control (a required sync left out): `caught` means the check saw the stale read\n",
+        );
+    }
+    if table
+        .rows
+        .values()
+        .flat_map(|c| c.values())
+        .any(|c| c.unexpected)
+    {
+        out.push_str("  ! an outcome in the cell is unexpected\n");
+    }
+    if table
+        .rows
+        .values()
+        .flat_map(|c| c.values())
+        .any(|c| c.unexpected_pass)
+    {
+        out.push_str("  ? a known non-pass in the cell now passes: update the baseline\n");
+    }
+    out
+}
+
+fn render_mocks(mocks: &[&CaseResult]) -> String {
+    let grid: Vec<Vec<String>> = mocks
+        .iter()
+        .map(|r| {
+            let mark = match mark(r) {
+                "" => String::new(),
+                m => format!(" {m}"),
+            };
+            vec![r.id.clone(), format!("{}{mark}", label(r))]
+        })
+        .collect();
+    format!("mock\n{}", align(&grid, "  "))
+}
+
+/// Left-aligned columns, two spaces apart, without trailing blanks.
+fn align(grid: &[Vec<String>], indent: &str) -> String {
+    let columns = grid.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..columns)
+        .map(|c| {
+            grid.iter()
+                .filter_map(|row| row.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for row in grid {
+        let mut line = indent.to_string();
+        for (cell, width) in row.iter().zip(&widths) {
+            let _ = write!(line, "{cell:<width$}  ");
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// Every result that needs its reason shown: non-passes other than caught stale reads (those
+/// are counted in one line; their reasons are in the results file), and unexpected passes.
+pub(super) fn non_pass(results: &[CaseResult]) -> Vec<&CaseResult> {
+    results
+        .iter()
+        .filter(|r| match r.verdict() {
+            Verdict::CaughtStaleRead => false,
+            Verdict::UnexpectedPass => true,
+            _ => r.outcome.kind() != OutcomeKind::Pass,
+        })
+        .collect()
+}
+
+pub(super) fn caught_line(results: &[CaseResult]) -> Option<String> {
+    let caught = results
+        .iter()
+        .filter(|r| r.verdict() == Verdict::CaughtStaleRead)
+        .count();
+    (caught > 0).then(|| {
+        format!(
+            "{caught} negative controls caught their stale read (each case's mismatch is in the results file)"
+        )
+    })
+}
+
+fn expectation_label(e: Expectation) -> &'static str {
+    match e {
+        Expectation::Pass => "expected pass",
+        Expectation::Unbaselined => "no baseline",
+        Expectation::Known(_) => "known",
+        Expectation::NegativeControl => "negative control",
+    }
+}
+
+/// For a non-pass the expectation accepts: why it is fine, e.g. `expected fail (negative
+/// control): ...`.
+pub(super) fn accepted_note(r: &CaseResult) -> Option<String> {
+    let kind = r.outcome.kind();
+    (is_problem(kind) && !r.unexpected()).then(|| {
+        format!(
+            "expected {kind} ({}): {}",
+            expectation_label(r.expectation),
+            r.outcome.reason()
+        )
+    })
+}
+
+/// `! crash        mock/segfault/1: worker killed by SIGSEGV (signal 11)`: `!` marks what fails
+/// the run, `?` an unexpected pass; an accepted problem says why it is accepted.
+pub fn outcome_line(r: &CaseResult) -> String {
+    let kind = r.outcome.kind();
+    let mark = match mark(r) {
+        "" => " ",
+        m => m,
+    };
+    let mut line = format!(
+        "{mark} {:<11} {}: {}",
+        label(r),
+        r.id,
+        one_line(&r.outcome.reason())
+    );
+    if r.verdict() == Verdict::UnexpectedPass {
+        let _ = write!(
+            line,
+            " (unexpected pass: the baseline says {}; update it)",
+            match r.expectation {
+                Expectation::Known(k) => k.name(),
+                _ => "otherwise",
+            }
+        );
+    } else if is_problem(kind) && !r.unexpected() {
+        let _ = write!(line, " ({})", expectation_label(r.expectation));
+    }
+    line
+}
+
+pub(super) fn one_line(text: &str) -> String {
+    text.lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" / ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Outcome, Peer};
+    use crate::report::tests::{mismatch, pair, result};
+
+    #[test]
+    fn worst_outcome_wins_the_cell() {
+        let pocl = pair("pocl0", Peer::HOST);
+        let mut cell = Cell::default();
+        for outcome in [
+            Outcome::pass(),
+            Outcome::unsupported("no"),
+            Outcome::Timeout { after_s: 1.0 },
+            Outcome::Timeout { after_s: 1.0 },
+        ] {
+            cell.add(&result(
+                &pocl,
+                PathKind::Copy,
+                SyncMode::Finish,
+                Op::Fft,
+                64,
+                outcome,
+            ));
+        }
+        assert_eq!(cell.text(), "timeout 2/4 !");
+        cell.add(&result(
+            &pocl,
+            PathKind::Copy,
+            SyncMode::Finish,
+            Op::Fft,
+            64,
+            mismatch("x"),
+        ));
+        assert_eq!(cell.text(), "fail 1/5 !");
+    }
+}

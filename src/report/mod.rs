@@ -1,0 +1,21 @@
+//! What people and machines read after a run: the JSON results file (the record a matrix diff is
+//! made from), support matrices as text and Markdown, JUnit XML for CI, and the live console.
+//! One file per format; everything public is re-exported here, so `crate::report::X` paths stay.
+
+mod console;
+mod json;
+mod junit;
+mod markdown;
+mod matrix;
+
+pub use console::ConsoleReporter;
+pub use json::{
+    Loaded, RunReport, RunStatus, SCHEMA, Summary, closing_line, journal_head, load, load_json,
+    rfc3339_utc, write_json,
+};
+pub use junit::write_junit;
+pub use markdown::render_markdown;
+pub use matrix::{outcome_line, render_matrix};
+
+#[cfg(test)]
+mod tests;

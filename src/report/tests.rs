@@ -1,0 +1,307 @@
+//! The report's fixtures and its snapshot tests (kept in `report::tests`, which names their
+//! snapshot files in snapshots/).
+
+use super::junit::junit_report;
+use super::*;
+use crate::fingerprint::Fingerprint;
+use crate::fingerprint::{ClDeviceFingerprint, RuntimeFingerprint};
+use crate::mock::MockAction;
+use crate::model::{Api, ApiError, Case, ClDeviceRef, Mismatch, Pair, Peer};
+use crate::model::{
+    Expectation, Op, Outcome, OutcomeKind, PathKind, SyncMode, is_negative_control,
+};
+use crate::runner::{CaseResult, Work};
+
+pub(super) fn pair(label: &str, peer: Peer) -> Pair {
+    Pair {
+        opencl: ClDeviceRef {
+            platform_index: 0,
+            device_index: 0,
+            label: label.into(),
+        },
+        peer,
+    }
+}
+
+pub(super) fn result(
+    pair: &Pair,
+    path: PathKind,
+    sync: SyncMode,
+    op: Op,
+    n: usize,
+    outcome: Outcome,
+) -> CaseResult {
+    let case = Case {
+        pair: pair.clone(),
+        path,
+        sync,
+        op,
+        n,
+    };
+    let expectation = if is_negative_control(path, sync) {
+        Expectation::NegativeControl
+    } else {
+        Expectation::Pass
+    };
+    CaseResult::new(case.id(), Work::Case(case), outcome, expectation, 0.25)
+}
+
+pub(super) fn mismatch(what: &str) -> Outcome {
+    Outcome::mismatch(Mismatch {
+        what: what.into(),
+        index: 3,
+        got: "0x00000000".into(),
+        want: "0xa5a5a5a5".into(),
+        count: 61,
+        len: 64,
+        max_abs_err: 2.0,
+        max_rel_err: 1.0,
+        bound: 0.0,
+        formula: "bit-exact".into(),
+    })
+}
+
+pub(super) fn api_error(api: Api, call: &str, code: i64, name: &str) -> ApiError {
+    ApiError {
+        api,
+        call: call.into(),
+        code,
+        name: name.into(),
+        detail: String::new(),
+    }
+}
+
+/// A run with every kind of outcome, on two pairs, plus mocks.
+pub(super) fn sample_results() -> Vec<CaseResult> {
+    use Op::*;
+    use PathKind::*;
+    use SyncMode::*;
+    let pocl = pair("pocl0", Peer::HOST);
+    let rocm = pair(
+        "rocm0",
+        Peer {
+            api: Api::Hip,
+            ordinal: 0,
+        },
+    );
+    let pass = Outcome::pass;
+    let mut results = vec![
+        result(&pocl, Copy, Finish, Handoff, 64, pass()),
+        result(&pocl, Copy, Finish, Handoff, 4096, pass()),
+        result(&pocl, Copy, Finish, Fft, 64, pass()),
+        result(
+            &pocl,
+            Copy,
+            Finish,
+            Fft,
+            4096,
+            mismatch("fft output read by host"),
+        ),
+        result(
+            &pocl,
+            Copy,
+            None,
+            Handoff,
+            64,
+            mismatch("handoff read by host"),
+        ),
+        result(&pocl, Copy, None, Handoff, 4096, pass()),
+        result(&pocl, ClSvmFine, Map, Handoff, 64, pass()),
+        result(
+            &pocl,
+            ClSvmFine,
+            Map,
+            Pipeline,
+            64,
+            Outcome::Crash {
+                signal: 11,
+                signal_name: "SIGSEGV".into(),
+                stderr_tail: "pocl: mapping\npocl: fatal".into(),
+                process: String::new(),
+            },
+        ),
+        result(
+            &pocl,
+            ClSvmFine,
+            Map,
+            Pipeline,
+            4096,
+            Outcome::Timeout { after_s: 60.0 },
+        ),
+        result(
+            &pocl,
+            UseHostPtr,
+            Map,
+            Handoff,
+            64,
+            Outcome::Unsupported {
+                reason: "USE_HOST_PTR refused".into(),
+                error: Some(api_error(
+                    Api::OpenCl,
+                    "clCreateBuffer",
+                    -38,
+                    "CL_INVALID_MEM_OBJECT",
+                )),
+            },
+        ),
+        result(
+            &rocm,
+            ClSvmCoarse,
+            Map,
+            Gemm,
+            256,
+            Outcome::Fault {
+                error: api_error(
+                    Api::Hip,
+                    "hipDeviceSynchronize",
+                    700,
+                    "hipErrorIllegalAddress",
+                ),
+            },
+        ),
+        result(&rocm, ClSvmCoarse, Map, Gemm, 1024, pass()),
+        result(
+            &rocm,
+            ClSvmCoarse,
+            Map,
+            Cholesky,
+            256,
+            Outcome::Skip {
+                reason: "rocSOLVER not loaded".into(),
+            },
+        ),
+    ];
+    // A baseline that knows the gemm fault: shown, but accepted.
+    results[10].expectation = Expectation::Known(OutcomeKind::Fault);
+    // A placement measurement: a pass whose note is the finding.
+    results.push(result(
+        &rocm,
+        ClSvmFine,
+        Finish,
+        Placement,
+        4194304,
+        Outcome::Pass {
+            note: "scale kernel on 32.0 MiB: shared 18.6 GB/s (3.600 ms/pass), device \
+                       memory 1342.2 GB/s (0.050 ms/pass), pinned host memory 25.8 GB/s \
+                       (2.600 ms/pass): the shared memory runs at host-memory (PCIe) speed"
+                .into(),
+        },
+    ));
+    for (k, action) in [MockAction::Pass, MockAction::Segfault]
+        .into_iter()
+        .enumerate()
+    {
+        results.push(CaseResult::new(
+            format!("mock/{action}/{k}"),
+            Work::Mock(action),
+            if action == MockAction::Pass {
+                pass()
+            } else {
+                Outcome::Crash {
+                    signal: 11,
+                    signal_name: "SIGSEGV".into(),
+                    stderr_tail: "mock: writing through 0x8".into(),
+                    process: String::new(),
+                }
+            },
+            Expectation::Known(action.expected_kind()),
+            0.001,
+        ));
+    }
+    results
+}
+
+pub(super) fn sample_report() -> RunReport {
+    let results = sample_results();
+    RunReport {
+        schema: SCHEMA.into(),
+        clhip_version: "0.1.0".into(),
+        started_at: "2026-03-21T13:50:07Z".into(),
+        wall_s: 75.5,
+        seed: 7,
+        command: vec![
+            "clhip".into(),
+            "run".into(),
+            "--filter".into(),
+            "svm fine".into(),
+        ],
+        fingerprint: Fingerprint {
+            opencl: vec![ClDeviceFingerprint {
+                label: "pocl0".into(),
+                platform_name: "Portable Computing Language".into(),
+                platform_version: "OpenCL 3.0 PoCL 6.0".into(),
+                device_name: "cpu-haswell".into(),
+                device_version: "OpenCL 3.0 PoCL".into(),
+                driver_version: "6.0".into(),
+                uuid: None,
+                pci_bus_id: None,
+            }],
+            runtimes: vec![
+                RuntimeFingerprint {
+                    api: "hip".into(),
+                    status: "loaded".into(),
+                    library: Some("libamdhip64.so.6".into()),
+                    version: Some("6.3.42133".into()),
+                    devices: Vec::new(),
+                },
+                RuntimeFingerprint {
+                    api: "cuda".into(),
+                    status: "unsupported: libcuda.so.1 not found".into(),
+                    library: None,
+                    version: None,
+                    devices: Vec::new(),
+                },
+            ],
+            kernel_modules: vec![("amdgpu".into(), "6.10.5".into())],
+            host_cpu: "AMD EPYC 7V13".into(),
+            os_kernel: "Linux 6.8.0".into(),
+        },
+        summary: Summary::of(&results),
+        results,
+        status: RunStatus::Complete,
+        not_run: Vec::new(),
+        stale_baseline: Vec::new(),
+        broken_vendors: Vec::new(),
+    }
+}
+
+fn snapshot_settings() -> insta::Settings {
+    let mut s = insta::Settings::clone_current();
+    // Relative to this file: the crate's top-level snapshots/.
+    s.set_snapshot_path("../../snapshots");
+    s
+}
+
+#[test]
+fn matrix_snapshot() {
+    snapshot_settings().bind(|| {
+        insta::assert_snapshot!("matrix", render_matrix(&sample_results()));
+    });
+}
+
+#[test]
+fn markdown_snapshot() {
+    snapshot_settings().bind(|| {
+        insta::assert_snapshot!("markdown", render_markdown(&sample_report()));
+    });
+}
+
+#[test]
+fn junit_snapshot() {
+    let xml = junit_report(&sample_report()).to_string().unwrap();
+    snapshot_settings().bind(|| insta::assert_snapshot!("junit", xml));
+}
+
+#[test]
+fn closing_line_counts_every_kind_and_the_unexpected() {
+    let summary = Summary::of(&sample_results());
+    snapshot_settings().bind(|| insta::assert_snapshot!("closing_line", closing_line(&summary)));
+    assert_eq!(summary.total, 16);
+    assert_eq!(summary.count(OutcomeKind::Crash), 2);
+    // fft mismatch, svm crash, svm timeout, and (the sample expects a baseline's passes)
+    // the refusal and the skip of cases the baseline's driver passed; not the negative
+    // control, the known fault or the mock crash.
+    assert_eq!(summary.unexpected, 5);
+    assert_eq!(summary.caught, 1);
+    assert_eq!(summary.fail, 1);
+}

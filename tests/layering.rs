@@ -1,0 +1,485 @@
+//! The layering of src/, checked from the source: every `crate::` (and `super::`) path in
+//! non-test code is an arrow from its file's top-level module to the module it names. Fails on
+//! an arrow the layering forbids, and on a circle between modules of different concerns. A
+//! source scan, not a compiler pass: comments, string literals and `#[cfg(test)]` items (with
+//! the files they load) are left out, so tests may reach anywhere.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// Arrows that must not exist: (from, to, why). A name is a top-level module of src/.
+const FORBIDDEN: &[(&[&str], &[&str], &str)] = &[
+    (
+        &["runtimes"],
+        &["probe", "report", "runner", "cases", "reference"],
+        "runtimes wrap the APIs; they know the model (and the data generators), not the probe, \
+         reports, runner, cases or the CPU reference",
+    ),
+    (
+        &["paths", "sync", "ops", "ipc"],
+        &["runner"],
+        "memory crossing and ops run inside a worker; the runner is above them",
+    ),
+    (
+        &["ipc"],
+        &["ops"],
+        "the IPC exporter opens its peer through `peer`, below ops (ops -> paths -> ipc)",
+    ),
+    (
+        &["report", "fingerprint"],
+        &["runtimes"],
+        "reports are read on machines without any runtime; the fingerprint has its own records",
+    ),
+    (
+        &["reference", "tolerance", "generate"],
+        &["runtimes"],
+        "the CPU truth, its bounds and the data know nothing of runtimes",
+    ),
+    (
+        &["probe"],
+        &["pairs"],
+        "pairs are made from a probe; the probe does not know pairs",
+    ),
+];
+
+/// Modules of one concern, which may import each other in a circle.
+const CONCERNS: &[&[&str]] = &[
+    // Isolated execution: the parent, the worker loop, the misbehaving mocks.
+    &["runner", "worker", "mock"],
+    // How memory crosses and how ownership passes.
+    &["paths", "sync"],
+];
+
+/// One `crate::` path in non-test code.
+#[derive(Debug, Clone)]
+struct Arrow {
+    from: String,
+    to: String,
+    file: PathBuf,
+    line: usize,
+    text: String,
+}
+
+/// `src` with comments and the contents of string and char literals blanked (newlines kept, so
+/// line numbers hold).
+fn strip(src: &str) -> String {
+    let c: Vec<char> = src.chars().collect();
+    let mut out = String::with_capacity(src.len());
+    let blank = |out: &mut String, ch: char| out.push(if ch == '\n' { '\n' } else { ' ' });
+    let ident = |ch: char| ch.is_alphanumeric() || ch == '_';
+    let mut i = 0;
+    while i < c.len() {
+        let next = c.get(i + 1).copied();
+        if c[i] == '/' && next == Some('/') {
+            while i < c.len() && c[i] != '\n' {
+                i += 1;
+            }
+        } else if c[i] == '/' && next == Some('*') {
+            let mut depth = 0;
+            while i < c.len() {
+                if c[i] == '/' && c.get(i + 1) == Some(&'*') {
+                    depth += 1;
+                    i += 2;
+                } else if c[i] == '*' && c.get(i + 1) == Some(&'/') {
+                    depth -= 1;
+                    i += 2;
+                    if depth == 0 {
+                        break;
+                    }
+                } else {
+                    blank(&mut out, c[i]);
+                    i += 1;
+                }
+            }
+        } else if (c[i] == 'r' || (c[i] == 'b' && next == Some('r')))
+            && (i == 0 || !ident(c[i - 1]))
+            && {
+                let mut j = i + if c[i] == 'b' { 2 } else { 1 };
+                while c.get(j) == Some(&'#') {
+                    j += 1;
+                }
+                c.get(j) == Some(&'"')
+            }
+        {
+            // Raw string: r"..", r#".."#, br#".."#.
+            let mut j = i + if c[i] == 'b' { 2 } else { 1 };
+            let mut hashes = 0;
+            while c[j] == '#' {
+                hashes += 1;
+                j += 1;
+            }
+            out.push('"');
+            i = j + 1;
+            while i < c.len() {
+                if c[i] == '"' && (1..=hashes).all(|k| c.get(i + k) == Some(&'#')) {
+                    i += 1 + hashes;
+                    break;
+                }
+                blank(&mut out, c[i]);
+                i += 1;
+            }
+            out.push('"');
+        } else if c[i] == '"' {
+            out.push('"');
+            i += 1;
+            while i < c.len() && c[i] != '"' {
+                if c[i] == '\\' {
+                    blank(&mut out, c[i]);
+                    i += 1;
+                }
+                if i < c.len() {
+                    blank(&mut out, c[i]);
+                    i += 1;
+                }
+            }
+            out.push('"');
+            i += 1;
+        } else if c[i] == '\'' && (next == Some('\\') || c.get(i + 2) == Some(&'\'')) {
+            // A char literal ('x', '\n', '\u{..}'); a lifetime has no closing quote.
+            i += 1;
+            while i < c.len() && c[i] != '\'' {
+                if c[i] == '\\' {
+                    i += 1;
+                }
+                i += 1;
+            }
+            out.push_str("' '");
+            i += 1;
+        } else {
+            out.push(c[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// `src` (stripped) without its `#[cfg(test)]` items, blanked; the names of the `mod x;` files
+/// they load, which are test code too.
+fn without_tests(src: &str) -> (String, Vec<String>) {
+    let mut out: Vec<char> = src.chars().collect();
+    let mut test_mods = Vec::new();
+    let text: String = out.iter().collect();
+    let mut from = 0;
+    while let Some(at) = text[from..].find("#[cfg(test)]") {
+        let start = from + at;
+        let chars: Vec<(usize, char)> = text[start..].char_indices().collect();
+        // The item ends at the first `;` before any `{`, or at the `}` matching that `{`.
+        let mut depth = 0;
+        let mut end = text.len();
+        for &(k, ch) in &chars {
+            match ch {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = start + k + 1;
+                        break;
+                    }
+                }
+                ';' if depth == 0 => {
+                    end = start + k + 1;
+                    break;
+                }
+                _ => {}
+            }
+        }
+        let item = &text[start..end];
+        if let Some(rest) = item.split("mod ").nth(1)
+            && item.trim_end().ends_with(';')
+        {
+            test_mods.push(rest.trim_end_matches(';').trim().to_string());
+        }
+        let (a, b) = (text[..start].chars().count(), text[..end].chars().count());
+        for ch in &mut out[a..b] {
+            if *ch != '\n' {
+                *ch = ' ';
+            }
+        }
+        from = end;
+    }
+    (out.into_iter().collect(), test_mods)
+}
+
+/// Every `crate::` and `super::` path in `code` (stripped, tests removed), as the top-level
+/// module it names: (line, top-level module, text). `module` is the file's own module path.
+fn paths(code: &str, module: &[String]) -> Vec<(usize, String, String)> {
+    let ident = |ch: char| ch.is_alphanumeric() || ch == '_';
+    let mut found = Vec::new();
+    for (n, line) in code.lines().enumerate() {
+        for key in ["crate::", "super::"] {
+            let mut from = 0;
+            while let Some(at) = line[from..].find(key) {
+                let start = from + at;
+                from = start + key.len();
+                if line[..start].chars().next_back().is_some_and(ident) {
+                    continue;
+                }
+                let rest = &line[start + key.len()..];
+                // The path's first segment, or each first segment of a `{a, b::c}` group.
+                let firsts: Vec<String> = if let Some(group) = rest.strip_prefix('{') {
+                    let mut depth = 0;
+                    let mut items = vec![String::new()];
+                    for ch in group.chars() {
+                        match ch {
+                            '{' => depth += 1,
+                            '}' if depth == 0 => break,
+                            '}' => depth -= 1,
+                            ',' if depth == 0 => items.push(String::new()),
+                            _ => items.last_mut().unwrap().push(ch),
+                        }
+                    }
+                    items
+                        .iter()
+                        .map(|s| {
+                            s.trim()
+                                .chars()
+                                .take_while(|&ch| ident(ch))
+                                .collect::<String>()
+                        })
+                        .filter(|s| !s.is_empty())
+                        .collect()
+                } else {
+                    vec![rest.chars().take_while(|&ch| ident(ch)).collect()]
+                };
+                let mut shown: String = line[start..]
+                    .chars()
+                    .take_while(|&ch| ident(ch) || ch == ':')
+                    .collect();
+                if let Some(group) = line[start + shown.len()..].strip_prefix('{') {
+                    shown.push('{');
+                    shown.extend(group.chars().take_while(|&ch| ch != '}'));
+                    shown.push('}');
+                }
+                for first in firsts {
+                    let target = if key == "crate::" {
+                        first
+                    } else {
+                        // super:: from a file of depth 1 (src/x.rs) names a top-level module;
+                        // deeper, it stays within the file's own top-level module.
+                        match module.len() {
+                            0 | 1 => first,
+                            _ => module[0].clone(),
+                        }
+                    };
+                    found.push((n + 1, target, shown.clone()));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// Every .rs file under `dir`, recursively.
+fn rust_files(dir: &Path, into: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            rust_files(&path, into);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            into.push(path);
+        }
+    }
+}
+
+/// `src/runtimes/hip/mod.rs` -> [runtimes, hip]; `src/ops.rs` -> [ops].
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).unwrap().with_extension("");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    if parts.last().is_some_and(|p| p == "mod") {
+        parts.pop();
+    }
+    parts
+}
+
+/// The arrows of every non-test file of the library under `src`.
+fn arrows(src: &Path) -> Vec<Arrow> {
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    let mut texts = BTreeMap::new();
+    let mut test_files = BTreeSet::new();
+    for file in &files {
+        let (code, test_mods) = without_tests(&strip(&std::fs::read_to_string(file).unwrap()));
+        let dir = if file
+            .file_name()
+            .is_some_and(|n| n == "mod.rs" || n == "lib.rs")
+        {
+            file.parent().unwrap().to_path_buf()
+        } else {
+            file.with_extension("")
+        };
+        for m in test_mods {
+            test_files.insert(dir.join(format!("{m}.rs")));
+            test_files.insert(dir.join(&m).join("mod.rs"));
+        }
+        texts.insert(file.clone(), code);
+    }
+    let mut out = Vec::new();
+    for (file, code) in &texts {
+        let module = module_of(src, file);
+        // The crate root and the binary (which names the library `clhip::`) are no layer.
+        if test_files.contains(file)
+            || module.len() == 1 && (module[0] == "lib" || module[0] == "main")
+        {
+            continue;
+        }
+        for (line, to, text) in paths(code, &module) {
+            if to != module[0] && !to.is_empty() && to != "self" {
+                out.push(Arrow {
+                    from: module[0].clone(),
+                    to,
+                    file: file
+                        .strip_prefix(src.parent().unwrap())
+                        .unwrap()
+                        .to_path_buf(),
+                    line,
+                    text,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Lines naming each forbidden arrow.
+fn forbidden(arrows: &[Arrow]) -> Vec<String> {
+    let mut out = Vec::new();
+    for a in arrows {
+        for (from, to, why) in FORBIDDEN {
+            if from.contains(&a.from.as_str()) && to.contains(&a.to.as_str()) {
+                out.push(format!(
+                    "{}:{}: {} -> {} (`{}`): {why}",
+                    a.file.display(),
+                    a.line,
+                    a.from,
+                    a.to,
+                    a.text
+                ));
+            }
+        }
+    }
+    out
+}
+
+fn concern(module: &str) -> String {
+    CONCERNS
+        .iter()
+        .find(|c| c.contains(&module))
+        .map(|c| c.join("+"))
+        .unwrap_or_else(|| module.to_string())
+}
+
+/// Circles between top-level modules of different concerns: each strongly connected component
+/// of the module graph that spans more than one concern, with the arrows that make it.
+fn circles(arrows: &[Arrow]) -> Vec<String> {
+    let mut graph: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for a in arrows {
+        graph.entry(&a.from).or_default().insert(&a.to);
+        graph.entry(&a.to).or_default();
+    }
+    // Reachability closure (the graph has a few dozen nodes).
+    let reach = |from: &str| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from];
+        while let Some(m) = todo.pop() {
+            for &n in &graph[m] {
+                if seen.insert(n) {
+                    todo.push(n);
+                }
+            }
+        }
+        seen
+    };
+    let reachable: BTreeMap<&str, BTreeSet<&str>> = graph.keys().map(|&m| (m, reach(m))).collect();
+    let mut done = BTreeSet::new();
+    let mut out = Vec::new();
+    for &m in graph.keys() {
+        if done.contains(m) {
+            continue;
+        }
+        let scc: BTreeSet<&str> = graph
+            .keys()
+            .copied()
+            .filter(|&n| n == m || (reachable[m].contains(n) && reachable[n].contains(m)))
+            .collect();
+        done.extend(scc.iter().copied());
+        let concerns: BTreeSet<String> = scc.iter().map(|m| concern(m)).collect();
+        if scc.len() > 1 && concerns.len() > 1 {
+            let mut lines = vec![format!(
+                "circle between concerns {}:",
+                concerns.into_iter().collect::<Vec<_>>().join(", ")
+            )];
+            for a in arrows {
+                if scc.contains(a.from.as_str()) && scc.contains(a.to.as_str()) {
+                    lines.push(format!(
+                        "  {}:{}: {} -> {} (`{}`)",
+                        a.file.display(),
+                        a.line,
+                        a.from,
+                        a.to,
+                        a.text
+                    ));
+                }
+            }
+            out.push(lines.join("\n"));
+        }
+    }
+    out
+}
+
+#[test]
+fn src_keeps_its_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let arrows = arrows(&src);
+    assert!(
+        arrows.iter().any(|a| a.from == "ops" && a.to == "paths"),
+        "the scan found no arrow it must find (ops -> paths)"
+    );
+    let mut problems = forbidden(&arrows);
+    problems.extend(circles(&arrows));
+    assert!(
+        problems.is_empty(),
+        "{} layering violation(s):\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
+}
+
+#[test]
+fn the_scan_sees_paths_only_in_non_test_code() {
+    let src = r##"
+//! Not this: crate::report
+use crate::{model::Case, probe as p};
+/* nor crate::report /* nested */ crate::runner */
+const S: &str = "crate::report";
+const R: &str = r#"crate::report "quoted" "#;
+const C: char = '"';
+fn f<'a>(x: &'a str) -> &'a str { crate::cases::glob(x) }
+#[cfg(test)]
+mod tests {
+    use crate::report;
+}
+#[cfg(test)]
+mod fixtures;
+fn g() { super::gpu::run() }
+"##;
+    let (code, test_mods) = without_tests(&strip(src));
+    assert_eq!(test_mods, ["fixtures"]);
+    let module = ["runtimes".to_string(), "cuda".to_string()];
+    let found: Vec<(usize, String)> = paths(&code, &module)
+        .into_iter()
+        .map(|(line, to, _)| (line, to))
+        .collect();
+    assert_eq!(
+        found,
+        [
+            (3, "model".to_string()),
+            (3, "probe".to_string()),
+            (8, "cases".to_string()),
+            (15, "runtimes".to_string()),
+        ]
+    );
+}
