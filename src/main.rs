@@ -357,6 +357,11 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 )
             };
             Stdout::new().write(&text)?;
+            for id in &r.stale_baseline {
+                note(&format!(
+                    "clhip: baseline entry `{id}` matched no case of that run"
+                ));
+            }
             // An incomplete or inconsistent file is shown, and said to be so.
             for p in &loaded.problems {
                 note(&format!("clhip: {p}"));

@@ -121,6 +121,11 @@ fn a_runner_that_dies_leaves_its_finished_cases_in_the_journal() {
     assert!(!json.exists(), "no complete file was claimed");
     let loaded = load(&journal).unwrap();
     assert_eq!(loaded.report.status, RunStatus::InProgress);
+    assert!(
+        loaded.problems.iter().all(|p| !p.contains("inconsistent")),
+        "a journal is incomplete, not inconsistent: {:?}",
+        loaded.problems
+    );
     assert!(loaded.report.results.len() >= 3);
     let o = clhip(&["report", journal.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
@@ -620,4 +625,35 @@ fn merged_partition_shards_equal_the_unpartitioned_run() {
         "{}",
         text(&o.stderr)
     );
+}
+
+#[test]
+fn a_hangup_ends_the_run_as_ctrl_c_does_with_the_results_written() {
+    let dir = scratch("sighup");
+    let json = dir.join("r.json");
+    let mut child = Command::new(exe())
+        .args([
+            "run",
+            "--mock-cases",
+            "slow,slow,slow,slow,slow,slow",
+            "--json",
+        ])
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("cases, seed") {
+        line.clear();
+    }
+    std::thread::sleep(Duration::from_millis(1200));
+    let pid = nix::unistd::Pid::from_raw(child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let r = load(&json).unwrap().report;
+    assert_eq!(r.status, RunStatus::Interrupted);
+    assert_eq!(r.results.len() + r.not_run.len(), 6);
 }

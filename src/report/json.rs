@@ -121,6 +121,9 @@ pub struct Summary {
     /// Known non-passes that now pass (or got better): the baseline needs an update.
     #[serde(default)]
     pub unexpected_pass: usize,
+    /// Cases whose reruns came out otherwise (`--retries`).
+    #[serde(default)]
+    pub flaky: usize,
 }
 
 impl Summary {
@@ -136,6 +139,7 @@ impl Summary {
             }
             s.unexpected += usize::from(verdict.fails_run());
             s.unexpected_pass += usize::from(verdict == Verdict::UnexpectedPass);
+            s.flaky += usize::from(verdict == Verdict::Flaky);
         }
         s
     }
@@ -169,10 +173,11 @@ impl Summary {
 }
 
 /// `412 passed, 0 failed, 3 faulted, 0 crashed, 0 timed out, 37 unsupported, 0 skipped, 0 harness
-/// errors; 19 stale reads caught by negative controls (0 unexpected, 0 unexpected passes)`
+/// errors; 19 stale reads caught by negative controls (0 unexpected, 0 unexpected passes,
+/// 0 flaky)`
 pub fn closing_line(s: &Summary) -> String {
     format!(
-        "{} passed, {} failed, {} faulted, {} crashed, {} timed out, {} unsupported, {} skipped, {} harness errors; {} stale reads caught by negative controls ({} unexpected, {} unexpected passes)",
+        "{} passed, {} failed, {} faulted, {} crashed, {} timed out, {} unsupported, {} skipped, {} harness errors; {} stale reads caught by negative controls ({} unexpected, {} unexpected passes, {} flaky)",
         s.pass,
         s.fail,
         s.fault,
@@ -183,7 +188,8 @@ pub fn closing_line(s: &Summary) -> String {
         s.error,
         s.caught,
         s.unexpected,
-        s.unexpected_pass
+        s.unexpected_pass,
+        s.flaky
     )
 }
 
@@ -269,7 +275,56 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
         ));
     }
     report.summary = recomputed;
+    problems.extend(contradictions(path, &report));
+    if !report.broken_vendors.is_empty() {
+        problems.push(format!(
+            "{}: {} OpenCL vendor libraries broke in the probe: {}",
+            path.display(),
+            report.broken_vendors.len(),
+            report.broken_vendors.join("; ")
+        ));
+    }
     Ok(Loaded { report, problems })
+}
+
+/// What makes a results file contradict itself beyond its summary: a complete run with cases
+/// not run, a case listed twice, a result whose id is not its case's.
+fn contradictions(path: &Path, report: &RunReport) -> Vec<String> {
+    let mut out = Vec::new();
+    if report.status == RunStatus::Complete && !report.not_run.is_empty() {
+        out.push(format!(
+            "{}: inconsistent: marked complete with {} cases not run",
+            path.display(),
+            report.not_run.len()
+        ));
+    }
+    let mut seen = std::collections::HashSet::new();
+    for r in &report.results {
+        if !seen.insert(r.id.as_str()) {
+            out.push(format!(
+                "{}: inconsistent: case `{}` has more than one result",
+                path.display(),
+                r.id
+            ));
+            break;
+        }
+    }
+    if let Some(r) = report
+        .results
+        .iter()
+        .find(|r| r.work.case().is_some_and(|c| c.id() != r.id))
+    {
+        out.push(format!(
+            "{}: inconsistent: result `{}` is for another case ({})",
+            path.display(),
+            r.id,
+            r.work
+                .case()
+                .map(crate::model::Case::id)
+                .unwrap_or_default()
+        ));
+    }
+    out
 }
 
 /// [`load`] for callers that need a complete, consistent file, and say why not otherwise.
@@ -299,6 +354,8 @@ fn read_journal(path: &Path, text: &str, mut report: RunReport) -> anyhow::Resul
         }
     }
     report.status = RunStatus::InProgress;
+    // The head was written before any result: its summary is of none.
+    report.summary = Summary::of(&report.results);
     Ok(report)
 }
 

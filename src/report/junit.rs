@@ -4,7 +4,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use anyhow::Context;
-use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestSuite};
+use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestRerun, TestSuite};
 
 use crate::model::{Outcome, OutcomeKind};
 use crate::runner::CaseResult;
@@ -37,6 +37,9 @@ pub(super) fn junit_report(report: &RunReport) -> quick_junit::Report {
         if let Some(note) = accepted_note(r) {
             case.set_system_out(note);
         }
+        if !r.kernel_log.is_empty() {
+            case.set_system_err(r.kernel_log.join("\n"));
+        }
         suite.add_test_case(case);
     }
     let mut junit = quick_junit::Report::new("clhip");
@@ -49,6 +52,9 @@ pub(super) fn junit_report(report: &RunReport) -> quick_junit::Report {
 
 fn junit_status(r: &CaseResult) -> TestCaseStatus {
     let kind = r.outcome.kind();
+    if r.verdict() == crate::model::Verdict::Flaky && !r.outcome.kind().eq(&OutcomeKind::Pass) {
+        return flaky_status(r);
+    }
     let mut status = match kind {
         OutcomeKind::Pass => return TestCaseStatus::success(),
         _ if !r.unexpected() && is_problem(kind) => return TestCaseStatus::success(),
@@ -64,5 +70,41 @@ fn junit_status(r: &CaseResult) -> TestCaseStatus {
     {
         status.set_description(stderr_tail.clone());
     }
+    add_reruns(&mut status, r);
+    status
+}
+
+/// Reruns as JUnit knows them: a flaky case is a success whose failed first run is a
+/// flakyFailure; a case that failed again is a failure with its reruns as rerunFailure.
+fn add_reruns(status: &mut TestCaseStatus, r: &CaseResult) {
+    for again in &r.reruns {
+        let kind = match again.kind() {
+            OutcomeKind::Fail => NonSuccessKind::Failure,
+            _ => NonSuccessKind::Error,
+        };
+        if again.kind() == OutcomeKind::Pass {
+            continue;
+        }
+        let mut rerun = TestRerun::new(kind);
+        rerun
+            .set_message(again.reason())
+            .set_type(again.kind().name());
+        status.add_rerun(rerun);
+    }
+}
+
+/// A flaky case: it passed alone after failing in its batch. JUnit's flakyFailure keeps the
+/// first run's failure under a success.
+fn flaky_status(r: &CaseResult) -> TestCaseStatus {
+    let mut status = TestCaseStatus::success();
+    let kind = match r.outcome.kind() {
+        OutcomeKind::Fail => NonSuccessKind::Failure,
+        _ => NonSuccessKind::Error,
+    };
+    let mut first = TestRerun::new(kind);
+    first
+        .set_message(r.outcome.reason())
+        .set_type(r.outcome.kind().name());
+    status.add_rerun(first);
     status
 }

@@ -7,7 +7,9 @@ use crate::model::{Op, OutcomeKind, PathKind};
 use crate::runner::CaseResult;
 
 use super::json::{RunReport, closing_line};
-use super::matrix::{accepted_note, caught_line, label, mark, non_pass, one_line, render_tables};
+use super::matrix::{
+    accepted_note, caught_line, history, label, mark, non_pass, one_line, render_tables,
+};
 
 /// A run for committing to `reports/`: what it ran on, the matrices, and every non-pass.
 pub fn render_markdown(report: &RunReport) -> String {
@@ -43,7 +45,7 @@ pub fn render_markdown(report: &RunReport) -> String {
                 let reason = match accepted_note(r) {
                     Some(note) => note,
                     None => r.outcome.reason(),
-                };
+                } + &history(r);
                 vec![
                     mark(r).into(),
                     label(r).into(),
@@ -56,6 +58,25 @@ pub fn render_markdown(report: &RunReport) -> String {
     }
     if let Some(line) = caught_line(&report.results) {
         let _ = writeln!(out, "\n{line}.");
+    }
+    if !report.broken_vendors.is_empty() {
+        out.push_str("\n## Broken OpenCL drivers\n\nVendor libraries that crashed, hung or exited while being probed; every other vendor ran.\n\n");
+        for v in &report.broken_vendors {
+            let _ = writeln!(out, "- {}", one_line(v));
+        }
+    }
+    if !report.stale_baseline.is_empty() {
+        let _ = writeln!(
+            out,
+            "\n{} baseline entries matched no case of the run: {}.",
+            report.stale_baseline.len(),
+            report
+                .stale_baseline
+                .iter()
+                .map(|s| code(s))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
     }
     let measured = measured(&report.results);
     if !measured.is_empty() {

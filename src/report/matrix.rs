@@ -259,7 +259,7 @@ pub(super) fn non_pass(results: &[CaseResult]) -> Vec<&CaseResult> {
         .iter()
         .filter(|r| match r.verdict() {
             Verdict::CaughtStaleRead => false,
-            Verdict::UnexpectedPass => true,
+            Verdict::UnexpectedPass | Verdict::Flaky => true,
             _ => r.outcome.kind() != OutcomeKind::Pass,
         })
         .collect()
@@ -325,7 +325,38 @@ pub fn outcome_line(r: &CaseResult) -> String {
     } else if is_problem(kind) && !r.unexpected() {
         let _ = write!(line, " ({})", expectation_label(r.expectation));
     }
+    line.push_str(&history(r));
     line
+}
+
+/// What reruns, the bisection and the kernel log add to a result, as ` [..]` notes.
+pub(super) fn history(r: &CaseResult) -> String {
+    let mut out = String::new();
+    if !r.reruns.is_empty() {
+        let kinds: Vec<&str> = r.reruns.iter().map(|o| o.kind().name()).collect();
+        let what = if r.verdict() == Verdict::Flaky {
+            "flaky"
+        } else {
+            "again"
+        };
+        let _ = write!(out, " [{what}: alone it came out {}]", kinds.join(", "));
+    }
+    if let Some(after) = &r.fails_only_after {
+        let _ = write!(out, " [fails only after {after}]");
+    }
+    if let Some(first) = r.kernel_log.first() {
+        let more = r.kernel_log.len() - 1;
+        let _ = write!(
+            out,
+            " [kernel log: {first}{}]",
+            if more > 0 {
+                format!(" (+{more} lines)")
+            } else {
+                String::new()
+            }
+        );
+    }
+    out
 }
 
 pub(super) fn one_line(text: &str) -> String {
