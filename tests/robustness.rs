@@ -35,6 +35,29 @@ fn have_opencl() -> bool {
     clhip::runtimes::opencl::test_device().is_some()
 }
 
+/// Starts `clhip ARGS --json JSON` (in its own process group with `own_group`, as a shell
+/// job is) and returns once it has printed its plan: its workers are starting.
+fn start_run(args: &[&str], json: &Path, own_group: bool) -> std::process::Child {
+    let mut cmd = Command::new(exe());
+    cmd.args(args)
+        .arg("--json")
+        .arg(json)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if own_group {
+        cmd.process_group(0);
+    }
+    let mut child = cmd.spawn().unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    while err.read_line(&mut line).unwrap() > 0 && !line.contains("cases, seed") {
+        line.clear();
+    }
+    // Keep draining stderr so the run never blocks on a full pipe.
+    std::thread::spawn(move || std::io::copy(&mut err, &mut std::io::sink()));
+    child
+}
+
 /// Waits until `path` has at least `lines` lines, or panics after `within`.
 fn wait_for_lines(path: &Path, lines: usize, within: Duration) {
     let began = Instant::now();
@@ -140,27 +163,17 @@ fn a_runner_that_dies_leaves_its_finished_cases_in_the_journal() {
 fn ctrl_z_stops_the_workers_too_and_stopped_time_counts_against_no_case() {
     let dir = scratch("sigtstp");
     let json = dir.join("r.json");
-    let mut child = Command::new(exe())
-        .args([
+    let mut child = start_run(
+        &[
             "run",
             "--mock-cases",
             "slow,slow,slow,slow",
             "--timeout",
             "1.5",
-            "--json",
-        ])
-        .arg(&json)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    // The run has started its workers once it prints its plan.
-    while err.read_line(&mut line).unwrap() > 0 && !line.contains("cases, seed") {
-        line.clear();
-    }
+        ],
+        &json,
+        true,
+    );
     std::thread::sleep(Duration::from_millis(900));
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTSTP).unwrap();
@@ -631,23 +644,11 @@ fn merged_partition_shards_equal_the_unpartitioned_run() {
 fn a_hangup_ends_the_run_as_ctrl_c_does_with_the_results_written() {
     let dir = scratch("sighup");
     let json = dir.join("r.json");
-    let mut child = Command::new(exe())
-        .args([
-            "run",
-            "--mock-cases",
-            "slow,slow,slow,slow,slow,slow",
-            "--json",
-        ])
-        .arg(&json)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut err = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    while err.read_line(&mut line).unwrap() > 0 && !line.contains("cases, seed") {
-        line.clear();
-    }
+    let mut child = start_run(
+        &["run", "--mock-cases", "slow,slow,slow,slow,slow,slow"],
+        &json,
+        false,
+    );
     std::thread::sleep(Duration::from_millis(1200));
     let pid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGHUP).unwrap();
