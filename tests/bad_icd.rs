@@ -456,7 +456,17 @@ fn run_with_a_hung_vendor_runs_every_pocl_case_and_fails_naming_it() {
         "{err}"
     );
     assert!(err.contains(&s.bad_icd.display().to_string()), "{err}");
-    let r = clhip::report::load_json(&json).unwrap();
+    // The file is complete, and says which vendor broke: `load` lists that as a problem.
+    let loaded = clhip::report::load(&json).unwrap();
+    assert!(
+        loaded
+            .problems
+            .iter()
+            .any(|p| p.contains("broke in the probe")),
+        "{:?}",
+        loaded.problems
+    );
+    let r = loaded.report;
     assert!(r.results.len() >= 30, "{} cases ran", r.results.len());
     assert!(
         r.results.iter().all(|c| !matches!(
