@@ -77,6 +77,15 @@ enum Cmd {
         #[arg(long, conflicts_with_all = ["markdown", "baseline"])]
         expectations: bool,
     },
+    /// What changed between two runs (e.g. two ROCm releases): regressions (pass ->
+    /// unsupported included), fixes, new and removed cases, grouped by path, with both reasons;
+    /// the fingerprints' differences first. Exit 1 on any regression.
+    Diff {
+        old: PathBuf,
+        new: PathBuf,
+        #[arg(long)]
+        markdown: bool,
+    },
     /// Join the results files of a partitioned run's shards (`run --partition`) into one.
     Merge {
         /// The shards' results files (same driver fingerprint and seed, disjoint cases).
@@ -370,6 +379,24 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 ExitCode::SUCCESS
             } else {
                 ExitCode::from(1)
+            })
+        }
+        Cmd::Diff { old, new, markdown } => {
+            let (a, b) = (report::load(&old)?, report::load(&new)?);
+            for p in a.problems.iter().chain(&b.problems) {
+                note(&format!("clhip: {p}"));
+            }
+            let d = report::diff(&a.report, &b.report);
+            let text = if markdown {
+                report::render_diff_markdown(&d)
+            } else {
+                report::render_diff(&d)
+            };
+            Stdout::new().write(&text)?;
+            Ok(if d.regressions() > 0 {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
             })
         }
         Cmd::Merge { shards, output } => {

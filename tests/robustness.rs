@@ -655,3 +655,44 @@ fn a_hangup_ends_the_run_as_ctrl_c_does_with_the_results_written() {
     assert_eq!(r.status, RunStatus::Interrupted);
     assert_eq!(r.results.len() + r.not_run.len(), 6);
 }
+
+#[test]
+fn diff_of_two_runs_exits_1_on_a_lost_capability_and_0_without_change() {
+    let dir = scratch("diff");
+    let old = dir.join("old.json");
+    let o = clhip(&[
+        "run",
+        "--mock-cases",
+        "pass,pass",
+        "--json",
+        old.to_str().unwrap(),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let same = clhip(&["diff", old.to_str().unwrap(), old.to_str().unwrap()]);
+    assert_eq!(same.status.code(), Some(0));
+    assert!(
+        text(&same.stdout).contains("0 regressions"),
+        "{}",
+        text(&same.stdout)
+    );
+    // The same run, but the first case now refused: pass -> unsupported.
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&old).unwrap()).unwrap();
+    v["results"][0]["outcome"] = serde_json::json!({"outcome": "unsupported", "reason": "gone"});
+    v["summary"]["pass"] = serde_json::json!(1);
+    v["summary"]["unsupported"] = serde_json::json!(1);
+    let new = dir.join("new.json");
+    std::fs::write(&new, serde_json::to_string(&v).unwrap()).unwrap();
+    let d = clhip(&[
+        "diff",
+        old.to_str().unwrap(),
+        new.to_str().unwrap(),
+        "--markdown",
+    ]);
+    assert_eq!(d.status.code(), Some(1), "{}", text(&d.stderr));
+    let md = text(&d.stdout);
+    assert!(
+        md.contains("| ! | regression | `mock/pass/0` | pass: | unsupported: gone |"),
+        "{md}"
+    );
+}

@@ -163,7 +163,7 @@ fn fingerprint_rows(f: &Fingerprint) -> Vec<Vec<String>> {
     rows
 }
 
-fn md_table(header: &[&str], rows: &[Vec<String>]) -> String {
+pub(super) fn md_table(header: &[&str], rows: &[Vec<String>]) -> String {
     let cell = |s: &str| one_line(s).replace('|', "\\|");
     let mut out = format!("| {} |\n", header.join(" | "));
     out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
@@ -174,7 +174,7 @@ fn md_table(header: &[&str], rows: &[Vec<String>]) -> String {
     out
 }
 
-fn code(s: &str) -> String {
+pub(super) fn code(s: &str) -> String {
     format!("`{s}`")
 }
 

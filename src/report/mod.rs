@@ -3,12 +3,14 @@
 //! One file per format; everything public is re-exported here, so `crate::report::X` paths stay.
 
 mod console;
+mod diff;
 mod json;
 mod junit;
 mod markdown;
 mod matrix;
 
 pub use console::ConsoleReporter;
+pub use diff::{Movement, RunDiff, diff, render_diff, render_diff_markdown};
 pub use json::{
     Loaded, RunReport, RunStatus, SCHEMA, Summary, closing_line, journal_head, load, load_json,
     rfc3339_utc, write_json,

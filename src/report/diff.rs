@@ -1,0 +1,368 @@
+//! What changed between two runs: `clhip diff OLD.json NEW.json`, the release comparison (ROCm
+//! 6.3.2 against 7.0). Cases are matched by id. A case that moves up the severity order (pass <
+//! skip < unsupported < fault, crash, timeout < fail) is a regression, pass -> unsupported (a
+//! capability that disappeared) included; one that moves down is a fix; a move within one level
+//! (a fault that now crashes) is a change. A negative control's pass <-> stale read is a race
+//! by design and counts as neither. A harness error on the new side is a regression: the new
+//! run cannot vouch for the case. The fingerprints' differences come first.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+use crate::model::Verdict;
+use crate::runner::CaseResult;
+
+use super::json::RunReport;
+use super::markdown::{code, md_table};
+use super::matrix::one_line;
+
+/// How one case moved.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Movement {
+    Regression,
+    Change,
+    Fix,
+    New,
+    Removed,
+    /// A negative control that flipped between pass and caught: not evidence of anything.
+    Race,
+}
+
+impl Movement {
+    fn name(self) -> &'static str {
+        match self {
+            Movement::Regression => "regression",
+            Movement::Change => "changed",
+            Movement::Fix => "fix",
+            Movement::New => "new",
+            Movement::Removed => "removed",
+            Movement::Race => "race (negative control)",
+        }
+    }
+}
+
+/// One case that differs between the runs.
+#[derive(Debug, Clone)]
+pub struct Moved<'a> {
+    pub id: &'a str,
+    pub movement: Movement,
+    pub old: Option<&'a CaseResult>,
+    pub new: Option<&'a CaseResult>,
+}
+
+/// The differences between two runs.
+#[derive(Debug)]
+pub struct RunDiff<'a> {
+    /// Fingerprint lines only the old run has, and only the new one.
+    pub fingerprint_old: Vec<String>,
+    pub fingerprint_new: Vec<String>,
+    pub moved: Vec<Moved<'a>>,
+}
+
+impl RunDiff<'_> {
+    pub fn regressions(&self) -> usize {
+        self.count(Movement::Regression)
+    }
+
+    pub fn count(&self, m: Movement) -> usize {
+        self.moved.iter().filter(|c| c.movement == m).count()
+    }
+}
+
+/// The runs' differences, case by case, in the new run's order (removed cases last).
+pub fn diff<'a>(old: &'a RunReport, new: &'a RunReport) -> RunDiff<'a> {
+    let old_lines = old.fingerprint.lines();
+    let new_lines = new.fingerprint.lines();
+    let olds: BTreeMap<&str, &CaseResult> =
+        old.results.iter().map(|r| (r.id.as_str(), r)).collect();
+    let news: BTreeMap<&str, &CaseResult> =
+        new.results.iter().map(|r| (r.id.as_str(), r)).collect();
+    let mut moved = Vec::new();
+    for n in &new.results {
+        let movement = match olds.get(n.id.as_str()) {
+            None => Some(Movement::New),
+            Some(o) => movement(o, n),
+        };
+        if let Some(movement) = movement {
+            moved.push(Moved {
+                id: &n.id,
+                movement,
+                old: olds.get(n.id.as_str()).copied(),
+                new: Some(n),
+            });
+        }
+    }
+    for o in &old.results {
+        if !news.contains_key(o.id.as_str()) {
+            moved.push(Moved {
+                id: &o.id,
+                movement: Movement::Removed,
+                old: Some(o),
+                new: None,
+            });
+        }
+    }
+    RunDiff {
+        fingerprint_old: old_lines
+            .iter()
+            .filter(|l| !new_lines.contains(l))
+            .cloned()
+            .collect(),
+        fingerprint_new: new_lines
+            .iter()
+            .filter(|l| !old_lines.contains(l))
+            .cloned()
+            .collect(),
+        moved,
+    }
+}
+
+fn movement(old: &CaseResult, new: &CaseResult) -> Option<Movement> {
+    let (a, b) = (old.outcome.kind(), new.outcome.kind());
+    if a == b {
+        return None;
+    }
+    let control = |r: &CaseResult| {
+        matches!(r.verdict(), Verdict::CaughtStaleRead | Verdict::Pass)
+            && r.work
+                .case()
+                .is_some_and(crate::model::Case::is_negative_control)
+    };
+    if control(old) && control(new) {
+        return Some(Movement::Race);
+    }
+    Some(match (a.severity(), b.severity()) {
+        (_, None) => Movement::Regression,
+        (None, Some(_)) => Movement::Fix,
+        (Some(x), Some(y)) if y > x => Movement::Regression,
+        (Some(x), Some(y)) if y < x => Movement::Fix,
+        _ => Movement::Change,
+    })
+}
+
+/// The path a case is grouped under (`mock` for mocks).
+fn group(m: &Moved) -> String {
+    m.new
+        .or(m.old)
+        .and_then(|r| r.work.case())
+        .map_or_else(|| "mock".to_string(), |c| c.path.to_string())
+}
+
+fn side(r: Option<&CaseResult>) -> (String, String) {
+    match r {
+        None => ("-".into(), String::new()),
+        Some(r) => (
+            r.outcome.kind().name().into(),
+            one_line(&r.outcome.reason()),
+        ),
+    }
+}
+
+fn summary_line(d: &RunDiff) -> String {
+    format!(
+        "{} regressions, {} fixes, {} changed, {} new, {} removed, {} negative-control races",
+        d.count(Movement::Regression),
+        d.count(Movement::Fix),
+        d.count(Movement::Change),
+        d.count(Movement::New),
+        d.count(Movement::Removed),
+        d.count(Movement::Race)
+    )
+}
+
+/// For a terminal: the fingerprint diff, then the moved cases grouped by path, worst first.
+pub fn render_diff(d: &RunDiff) -> String {
+    let mut out = String::from("fingerprint:\n");
+    if d.fingerprint_old.is_empty() && d.fingerprint_new.is_empty() {
+        out.push_str("  the same\n");
+    }
+    for l in &d.fingerprint_old {
+        let _ = writeln!(out, "  - {l}");
+    }
+    for l in &d.fingerprint_new {
+        let _ = writeln!(out, "  + {l}");
+    }
+    for (path, moved) in grouped(d) {
+        let _ = writeln!(out, "\n{path}");
+        for m in moved {
+            let (ok, or) = side(m.old);
+            let (nk, nr) = side(m.new);
+            let mark = if m.movement == Movement::Regression {
+                "!"
+            } else {
+                " "
+            };
+            let _ = writeln!(
+                out,
+                "{mark} {:<11} {}: {ok} -> {nk}",
+                m.movement.name(),
+                m.id
+            );
+            if !or.is_empty() {
+                let _ = writeln!(out, "      was: {or}");
+            }
+            if !nr.is_empty() {
+                let _ = writeln!(out, "      now: {nr}");
+            }
+        }
+    }
+    let _ = writeln!(out, "\n{}", summary_line(d));
+    out
+}
+
+/// For reports/: the same as Markdown tables.
+pub fn render_diff_markdown(d: &RunDiff) -> String {
+    let mut out = String::from("# clhip diff\n\n## Fingerprint\n\n");
+    if d.fingerprint_old.is_empty() && d.fingerprint_new.is_empty() {
+        out.push_str("The same on both sides.\n");
+    } else {
+        let rows: Vec<Vec<String>> = d
+            .fingerprint_old
+            .iter()
+            .map(|l| vec!["old".into(), l.clone()])
+            .chain(
+                d.fingerprint_new
+                    .iter()
+                    .map(|l| vec!["new".into(), l.clone()]),
+            )
+            .collect();
+        out.push_str(&md_table(&["run", "line"], &rows));
+    }
+    let _ = writeln!(out, "\n{}.", summary_line(d));
+    for (path, moved) in grouped(d) {
+        let _ = writeln!(out, "\n## {}\n", code(&path));
+        let rows: Vec<Vec<String>> = moved
+            .iter()
+            .map(|m| {
+                let (ok, or) = side(m.old);
+                let (nk, nr) = side(m.new);
+                vec![
+                    if m.movement == Movement::Regression {
+                        "!"
+                    } else {
+                        ""
+                    }
+                    .into(),
+                    m.movement.name().into(),
+                    code(m.id),
+                    format!("{ok}: {or}"),
+                    format!("{nk}: {nr}"),
+                ]
+            })
+            .collect();
+        out.push_str(&md_table(&["", "movement", "case", "old", "new"], &rows));
+    }
+    out
+}
+
+fn grouped<'d, 'a>(d: &'d RunDiff<'a>) -> BTreeMap<String, Vec<&'d Moved<'a>>> {
+    let mut by_path: BTreeMap<String, Vec<&Moved>> = BTreeMap::new();
+    for m in &d.moved {
+        by_path.entry(group(m)).or_default().push(m);
+    }
+    for moved in by_path.values_mut() {
+        moved.sort_by_key(|m| m.movement);
+    }
+    by_path
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::tests::{pair, result, sample_report};
+    use super::*;
+    use crate::model::{Api, ApiError, Op, Outcome, PathKind, Peer, SyncMode};
+
+    fn fault() -> Outcome {
+        Outcome::Fault {
+            error: ApiError {
+                api: Api::Cuda,
+                call: "cuStreamSynchronize".into(),
+                code: 700,
+                name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
+                detail: String::new(),
+            },
+        }
+    }
+
+    fn run(results: Vec<CaseResult>) -> RunReport {
+        let mut r = sample_report();
+        r.results = results;
+        r
+    }
+
+    #[test]
+    fn regressions_fixes_lost_capabilities_and_corruption_are_told_apart() {
+        let p = pair(
+            "nvidia0",
+            Peer {
+                api: Api::Cuda,
+                ordinal: 0,
+            },
+        );
+        let c = |path, op, outcome| result(&p, path, SyncMode::Finish, op, 64, outcome);
+        let old = run(vec![
+            c(PathKind::Copy, Op::Handoff, Outcome::pass()),
+            c(PathKind::ClSvmCoarse, Op::Handoff, fault()),
+            c(PathKind::ClSvmFine, Op::Handoff, Outcome::pass()),
+            c(PathKind::DeviceUseHostPtr, Op::Handoff, fault()),
+            c(PathKind::ManagedUseHostPtr, Op::Handoff, Outcome::pass()),
+        ]);
+        let mut new = run(vec![
+            // A pass that is now refused: a capability that disappeared.
+            c(PathKind::Copy, Op::Handoff, Outcome::unsupported("gone")),
+            // A fault that is now wrong data: silent corruption, worse.
+            c(
+                PathKind::ClSvmCoarse,
+                Op::Handoff,
+                super::super::tests::mismatch("x"),
+            ),
+            c(PathKind::ClSvmFine, Op::Handoff, Outcome::pass()),
+            // A fault that now passes.
+            c(PathKind::DeviceUseHostPtr, Op::Handoff, Outcome::pass()),
+            c(PathKind::PinnedUseHostPtr, Op::Handoff, Outcome::pass()),
+        ]);
+        new.fingerprint.os_kernel = "Linux 9.9".into();
+        let d = diff(&old, &new);
+        let by_id = |path: PathKind| {
+            d.moved
+                .iter()
+                .find(|m| {
+                    m.new
+                        .or(m.old)
+                        .and_then(|r| r.work.case())
+                        .is_some_and(|c| c.path == path)
+                })
+                .map(|m| m.movement)
+        };
+        assert_eq!(by_id(PathKind::Copy), Some(Movement::Regression));
+        assert_eq!(by_id(PathKind::ClSvmCoarse), Some(Movement::Regression));
+        assert_eq!(by_id(PathKind::ClSvmFine), None);
+        assert_eq!(by_id(PathKind::DeviceUseHostPtr), Some(Movement::Fix));
+        assert_eq!(by_id(PathKind::PinnedUseHostPtr), Some(Movement::New));
+        assert_eq!(by_id(PathKind::ManagedUseHostPtr), Some(Movement::Removed));
+        assert_eq!(d.regressions(), 2);
+        assert_eq!(d.fingerprint_new, ["os kernel: Linux 9.9"]);
+        let text = render_diff(&d);
+        assert!(
+            text.contains(
+                "! regression  nvidia0+cuda0/copy/finish/handoff/n=64: pass -> unsupported"
+            ),
+            "{text}"
+        );
+        assert!(text.contains("  + os kernel: Linux 9.9"), "{text}");
+        let md = render_diff_markdown(&d);
+        assert!(md.contains("| ! | regression |"), "{md}");
+        assert!(md.contains("2 regressions, 1 fixes"), "{md}");
+    }
+
+    #[test]
+    fn a_negative_controls_race_is_not_a_regression() {
+        let p = pair("pocl0", Peer::HOST);
+        let c = |outcome| result(&p, PathKind::Copy, SyncMode::None, Op::Fft, 64, outcome);
+        let old = run(vec![c(Outcome::pass())]);
+        let new = run(vec![c(super::super::tests::mismatch("stale"))]);
+        let d = diff(&old, &new);
+        assert_eq!(d.moved[0].movement, Movement::Race);
+        assert_eq!(d.regressions(), 0);
+    }
+}
