@@ -9,10 +9,13 @@ use crate::runner::Event;
 
 use super::matrix::outcome_line;
 
-/// Live progress on stderr: a bar when stderr is a terminal, and one line per non-pass outcome
-/// as it lands (only those lines when it is not, so logs stay readable).
+/// Live progress on stderr: on a terminal, a bar with the ETA and the counts by outcome so far;
+/// and one line per result that needs a look as it lands (only those lines when stderr is not
+/// a terminal, so CI logs stay plain).
 pub struct ConsoleReporter {
     bar: Option<ProgressBar>,
+    /// Finished cases by what the bar shows: outcome kinds, with caught stale reads apart.
+    counts: std::collections::BTreeMap<&'static str, usize>,
 }
 
 impl ConsoleReporter {
@@ -20,7 +23,19 @@ impl ConsoleReporter {
         let bar = std::io::stderr()
             .is_terminal()
             .then(|| progress_bar(total as u64));
-        ConsoleReporter { bar }
+        ConsoleReporter {
+            bar,
+            counts: std::collections::BTreeMap::new(),
+        }
+    }
+
+    /// `pass 40 fail 1 caught 7 unsupported 12`: the counts so far, for the bar.
+    fn counts_text(&self) -> String {
+        let mut parts: Vec<String> = Vec::new();
+        for (name, n) in &self.counts {
+            parts.push(format!("{name} {n}"));
+        }
+        parts.join(" ")
     }
 
     /// The runner's `on_event` callback.
@@ -28,7 +43,7 @@ impl ConsoleReporter {
         match event {
             Event::Started { id, .. } => {
                 if let Some(bar) = &self.bar {
-                    bar.set_message(id.clone());
+                    bar.set_message(format!("{} | {id}", self.counts_text()));
                 }
             }
             Event::Finished(r) => {
@@ -41,8 +56,14 @@ impl ConsoleReporter {
                 if look {
                     self.print(&outcome_line(r));
                 }
+                let shown = match r.verdict() {
+                    Verdict::CaughtStaleRead => "caught",
+                    _ => r.outcome.kind().name(),
+                };
+                *self.counts.entry(shown).or_insert(0) += 1;
                 if let Some(bar) = &self.bar {
                     bar.inc(1);
+                    bar.set_message(self.counts_text());
                 }
             }
             Event::WorkerLost { pid, after, why } => {
@@ -75,7 +96,9 @@ fn progress_bar(total: u64) -> ProgressBar {
     let bar = ProgressBar::new(total);
     // A fixed template; should it ever not parse, the default style is fine.
     if let Ok(style) =
-        ProgressStyle::with_template("{elapsed_precise} [{bar:30}] {pos}/{len} {wide_msg}")
+        ProgressStyle::with_template(
+            "{elapsed_precise} [{bar:30}] {pos}/{len} ETA {eta} {wide_msg}",
+        )
     {
         bar.set_style(style.progress_chars("=> "));
     }
