@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod cases;
+pub mod consistency;
 pub mod expectations;
 pub mod fault;
 pub mod fft;

@@ -60,6 +60,9 @@ enum Cmd {
         /// picked by the probe's fingerprint.
         #[arg(long)]
         expectations: Option<PathBuf>,
+        /// Only the pairs of these GPUs, as `run --devices`.
+        #[arg(long, value_delimiter = ',')]
+        devices: Vec<String>,
     },
     /// Run the case matrix over every pair found and print the support matrix.
     Run(RunArgs),
@@ -184,6 +187,10 @@ struct RunArgs {
     /// passes alone is bisected for the earlier case it fails only after.
     #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10))]
     retries: u32,
+    /// Only the pairs of these GPUs (comma-separated): a device-runtime index (`0`), a UUID
+    /// (`GPU-` prefix optional), a PCI bus id, or an OpenCL label (`nvidia1`).
+    #[arg(long, value_delimiter = ',')]
+    devices: Vec<String>,
     /// Run only shard M of N (`hash:M/N`): a case's shard is a hash of its id, so it does not
     /// change when filters do; `clhip merge` joins the shards' results.
     #[arg(long)]
@@ -303,6 +310,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
             probe,
             rocm_path,
             expectations,
+            devices,
         } => {
             // Inputs first: a bad case file fails before anything is probed.
             let matrix = load_matrix(cases.as_deref())?;
@@ -330,7 +338,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 ));
             }
             let mut text = String::new();
-            for case in planned_cases(&probe, &matrix, &filters)? {
+            for case in planned_cases(&probe, &matrix, &filters, &devices)? {
                 text.push_str(&case.id());
                 if let Some(rule) = known.as_ref().and_then(|k| k.rule(&case)) {
                     text.push_str(&format!(
@@ -438,8 +446,12 @@ fn planned_cases(
     probe: &probe::Probe,
     matrix: &Matrix,
     filters: &[String],
+    devices: &[String],
 ) -> anyhow::Result<Vec<clhip::model::Case>> {
-    let pairs = pairs::from_probe(probe);
+    let mut pairs = pairs::from_probe(probe);
+    if !devices.is_empty() {
+        pairs = pairs::select(probe, pairs, devices)?;
+    }
     if pairs.is_empty() {
         bail!(
             "no OpenCL device found, nothing to pair (OpenCL: {}; see `clhip probe`)",
@@ -494,6 +506,43 @@ fn too_big_for_device(probe: &probe::Probe, case: &clhip::model::Case) -> Option
         ));
     }
     None
+}
+
+/// Each pair's GPU as "model, driver": pairs of equal identity are compared for consistency.
+fn gpu_identities(probe: &probe::Probe) -> std::collections::BTreeMap<String, String> {
+    let mut out = std::collections::BTreeMap::new();
+    for pair in pairs::from_probe(probe) {
+        let identity = match pair.peer.api {
+            clhip::model::Api::Host => probe
+                .platforms
+                .iter()
+                .flat_map(|p| &p.devices)
+                .find(|d| d.label == pair.opencl.label)
+                .map(|d| {
+                    let driver = match &d.driver_version {
+                        probe::Queried::Value(v) => v.clone(),
+                        _ => String::new(),
+                    };
+                    format!("OpenCL {}, driver {driver}", d.name)
+                }),
+            api => {
+                let status = if api == clhip::model::Api::Cuda {
+                    &probe.cuda
+                } else {
+                    &probe.hip
+                };
+                status
+                    .devices
+                    .iter()
+                    .find(|d| d.ordinal == pair.peer.ordinal)
+                    .map(|d| format!("{} {}, driver {}", d.name, d.arch, d.driver_version))
+            }
+        };
+        if let Some(id) = identity {
+            out.insert(pair.id(), id);
+        }
+    }
+    out
 }
 
 /// What a worker for a pair with OpenCL device `label` needs in its environment: only that
@@ -668,7 +717,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(list) => {
             mock::planned_mocks(&mock::parse_mock_list(list).map_err(anyhow::Error::msg)?)
         }
-        None => planned_cases(&probe, &matrix, &args.filters)?
+        None => planned_cases(&probe, &matrix, &args.filters, &args.devices)?
             .into_iter()
             .filter(|c| args.partition.is_none_or(|p| p.contains(&c.id())))
             .map(|c| {
@@ -817,6 +866,10 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     report.not_run = end.not_run;
     report.stale_baseline = stale;
     report.broken_vendors = broken_vendors;
+    report.consistency = clhip::consistency::check(&report.results, &gpu_identities(&probe));
+    for line in report.consistency.lines() {
+        note(&format!("clhip: {line}"));
+    }
     report.status = match &end.stopped {
         None => RunStatus::Complete,
         Some(Stopped::Interrupted) => RunStatus::Interrupted,

@@ -5,7 +5,7 @@
 
 use crate::model::{Api, ApiError, ClDeviceRef, Pair, Peer};
 pub use crate::probe::same_gpu;
-use crate::probe::{DeviceProbe, Probe};
+use crate::probe::{DeviceProbe, Probe, Queried};
 use crate::runtimes::opencl;
 
 /// Every host pair on this machine, in OpenCL enumeration order (in-process; tests use it).
@@ -85,6 +85,84 @@ pub fn unpaired(probe: &Probe) -> Vec<String> {
                 .collect::<Vec<_>>()
         });
     broken.chain(devices).collect()
+}
+
+/// Keeps the pairs of the GPUs `selectors` name, for fleets that give each runner one GPU.
+/// A selector is a device-runtime index (`0`, as `cuda0`/`hip0` and nvidia-smi number them),
+/// a UUID (with or without nvidia-smi's `GPU-` prefix), a PCI bus id (`0000:3b:00.0`, any
+/// case or domain width), or an OpenCL device label (`nvidia1`). A GPU's pairs are every pair
+/// of its device-runtime device and of its OpenCL twin. A selector that names nothing
+/// is an error listing what there is.
+pub fn select(probe: &Probe, pairs: Vec<Pair>, selectors: &[String]) -> anyhow::Result<Vec<Pair>> {
+    let cl: Vec<&DeviceProbe> = probe.platforms.iter().flat_map(|p| &p.devices).collect();
+    let norm_uuid = |s: &str| s.trim().trim_start_matches("GPU-").to_ascii_lowercase();
+    let norm_pci = |s: &str| crate::runtimes::text::normalise_pci_bus_id(s);
+    let mut peers: Vec<Peer> = Vec::new();
+    let mut labels: Vec<String> = Vec::new();
+    for sel in selectors {
+        let mut hit = false;
+        for (api, status) in [(Api::Cuda, &probe.cuda), (Api::Hip, &probe.hip)] {
+            for dev in &status.devices {
+                let is = sel.trim().parse::<usize>().is_ok_and(|i| i == dev.ordinal)
+                    || (!dev.uuid.is_empty() && norm_uuid(sel) == norm_uuid(&dev.uuid))
+                    || norm_pci(sel).is_some_and(|p| Some(p) == norm_pci(&dev.pci_bus_id));
+                if is {
+                    hit = true;
+                    peers.push(Peer {
+                        api,
+                        ordinal: dev.ordinal,
+                    });
+                    if let Some(twin) = same_gpu(dev, &cl) {
+                        labels.push(twin.label.clone());
+                    }
+                }
+            }
+        }
+        for d in &cl {
+            let uuid = match &d.uuid {
+                Queried::Value(u) => Some(norm_uuid(u)),
+                _ => None,
+            };
+            let pci = match &d.pci_bus_id {
+                Queried::Value(p) => norm_pci(p),
+                _ => None,
+            };
+            if d.label == *sel
+                || uuid.is_some_and(|u| u == norm_uuid(sel))
+                || pci.is_some_and(|p| Some(p) == norm_pci(sel))
+            {
+                hit = true;
+                labels.push(d.label.clone());
+            }
+        }
+        if !hit {
+            let mut known: Vec<String> = Vec::new();
+            for (api, status) in [(Api::Cuda, &probe.cuda), (Api::Hip, &probe.hip)] {
+                for d in &status.devices {
+                    known.push(format!(
+                        "{}{} (UUID {}, PCI {})",
+                        api.name(),
+                        d.ordinal,
+                        d.uuid,
+                        d.pci_bus_id
+                    ));
+                }
+            }
+            known.extend(cl.iter().map(|d| d.label.clone()));
+            anyhow::bail!(
+                "--devices `{sel}` names no GPU; there are: {}",
+                if known.is_empty() {
+                    "none".to_string()
+                } else {
+                    known.join(", ")
+                }
+            );
+        }
+    }
+    Ok(pairs
+        .into_iter()
+        .filter(|p| peers.contains(&p.peer) || labels.contains(&p.opencl.label))
+        .collect())
 }
 
 #[cfg(test)]

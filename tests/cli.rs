@@ -259,3 +259,36 @@ fn mi100_expectation_files_load_and_list_applies_them_to_the_mi100_fixture() {
             .any(|l| l.starts_with("rocm0+hip0/cl-svm-fine/") && !l.contains("expect"))
     );
 }
+
+#[test]
+fn devices_picks_a_gpu_by_index_uuid_pci_bus_id_or_label_and_refuses_an_unknown_one() {
+    let fixture = "tests/fixtures/nvidia-h200-probe.json";
+    let pairs_of = |sel: &str| {
+        let o = clhip(&["list", "--probe", fixture, "--devices", sel]);
+        assert_eq!(o.status.code(), Some(0), "{sel}: {}", stderr(&o));
+        let mut pairs: Vec<String> = String::from_utf8_lossy(&o.stdout)
+            .lines()
+            .filter_map(|l| l.split('/').next().map(str::to_string))
+            .collect();
+        pairs.sort();
+        pairs.dedup();
+        pairs
+    };
+    let gpu = ["nvidia0+cuda0", "nvidia0+host"];
+    for sel in [
+        "0",
+        "GPU-c7104762-bb50-731e-0123-40f61fb6c99c",
+        "c7104762-BB50-731e-0123-40f61fb6c99c",
+        "00000000:00:06.0",
+        "nvidia0",
+    ] {
+        assert_eq!(pairs_of(sel), gpu, "{sel}");
+    }
+    let o = clhip(&["list", "--probe", fixture, "--devices", "7"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("names no GPU; there are: cuda0"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -95,11 +95,9 @@ impl ConsoleReporter {
 fn progress_bar(total: u64) -> ProgressBar {
     let bar = ProgressBar::new(total);
     // A fixed template; should it ever not parse, the default style is fine.
-    if let Ok(style) =
-        ProgressStyle::with_template(
-            "{elapsed_precise} [{bar:30}] {pos}/{len} ETA {eta} {wide_msg}",
-        )
-    {
+    if let Ok(style) = ProgressStyle::with_template(
+        "{elapsed_precise} [{bar:30}] {pos}/{len} ETA {eta} {wide_msg}",
+    ) {
         bar.set_style(style.progress_chars("=> "));
     }
     bar

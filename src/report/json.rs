@@ -42,6 +42,9 @@ pub struct RunReport {
     /// themselves, and a non-zero exit.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub broken_vendors: Vec<String>,
+    /// Cases whose outcome differs between GPUs of the same model and driver.
+    #[serde(default)]
+    pub consistency: crate::consistency::Consistency,
 }
 
 /// How a run ended.
@@ -95,6 +98,7 @@ impl RunReport {
             not_run: Vec::new(),
             stale_baseline: Vec::new(),
             broken_vendors: Vec::new(),
+            consistency: Default::default(),
         }
     }
 }

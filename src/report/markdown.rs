@@ -59,6 +59,16 @@ pub fn render_markdown(report: &RunReport) -> String {
     if let Some(line) = caught_line(&report.results) {
         let _ = writeln!(out, "\n{line}.");
     }
+    if report.consistency.groups > 0 {
+        out.push_str("\n## Consistency across identical GPUs\n\n");
+        let lines = report.consistency.lines();
+        if report.consistency.flagged.is_empty() {
+            out.push_str("Every case came out the same on GPUs of the same model and driver.\n");
+        }
+        for l in lines {
+            let _ = writeln!(out, "- {}", one_line(&l));
+        }
+    }
     if !report.broken_vendors.is_empty() {
         out.push_str("\n## Broken OpenCL drivers\n\nVendor libraries that crashed, hung or exited while being probed; every other vendor ran.\n\n");
         for v in &report.broken_vendors {

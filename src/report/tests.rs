@@ -262,6 +262,7 @@ pub(super) fn sample_report() -> RunReport {
         not_run: Vec::new(),
         stale_baseline: Vec::new(),
         broken_vendors: Vec::new(),
+        consistency: Default::default(),
     }
 }
 
