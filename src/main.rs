@@ -171,8 +171,9 @@ struct RunArgs {
     /// Cases per worker process before a fresh one takes over (at least 1).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     cases_per_worker: u32,
-    /// Worker processes at once, 1 to 256. Each has its own device contexts, so a crash or
-    /// fault still costs one case; more than one shortens runs where many cases crash or fault.
+    /// Worker processes at once per GPU, 1 to 256. Each has its own device contexts, so a crash
+    /// or fault still costs one case; more than one shortens runs where many cases crash or
+    /// fault. Each GPU (and each OpenCL device of a host pair) gets its own.
     #[arg(long, short = 'j', default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     jobs: u16,
     /// A ROCm install (a directory) to load HIP from.
@@ -727,8 +728,14 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     (None, None) => Baseline::unbaselined(&c),
                 };
                 let env = worker_env(&probe, &c.pair.opencl.label);
+                // The GPU a case keeps busy: its device runtime's, else its OpenCL device.
+                let gpu = match c.pair.peer.api {
+                    clhip::model::Api::Host => c.pair.opencl.label.clone(),
+                    _ => c.pair.peer.label(),
+                };
                 let mut p = Planned::case(c, e);
                 p.env = env;
+                p.gpu = gpu;
                 p
             })
             .collect(),

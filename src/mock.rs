@@ -169,6 +169,7 @@ pub fn planned_mocks(actions: &[MockAction]) -> Vec<Planned> {
             work: Work::Mock(action),
             expectation: action.expectation(),
             env: Vec::new(),
+            gpu: String::new(),
         })
         .collect()
 }

@@ -59,6 +59,9 @@ pub struct Planned {
     /// Environment the worker running it needs (the one OpenCL vendor library its pair
     /// uses). A batch holds items of one environment only.
     pub env: Vec<(String, String)>,
+    /// The GPU it runs on (`cuda1`, `nvidia0`; empty for none of its own). Each GPU gets its
+    /// own `--jobs` workers, so that GPUs of one host work at the same time.
+    pub gpu: String,
 }
 
 impl Planned {
@@ -68,6 +71,7 @@ impl Planned {
             work: Work::Case(case),
             expectation,
             env: Vec::new(),
+            gpu: String::new(),
         }
     }
 }
@@ -384,15 +388,16 @@ fn run_alone(items: &[Planned], opts: &RunOptions) -> anyhow::Result<Option<Case
 
 /// What the runner threads share.
 struct Shared {
-    queue: Mutex<VecDeque<Planned>>,
+    /// One queue per GPU, in the plan's order of first appearance.
+    queues: Vec<Mutex<VecDeque<Planned>>>,
     aborted: Mutex<Option<String>>,
     start_failures: Mutex<HashMap<String, u32>>,
     failed_starts_in_a_row: Mutex<usize>,
 }
 
-/// `opts.jobs` threads (at least one, at most one per item), each driving one worker at a time
-/// over a shared queue, batch after batch; what a worker did not reach goes back to the front
-/// for the next one. Events reach `on_event` on the caller's thread. Results come back in plan
+/// Per GPU, `opts.jobs` threads (at least one, at most one per item), each driving one worker
+/// at a time over that GPU's queue, batch after batch; what a worker did not reach goes back
+/// to the front for the next one. Events reach `on_event` on the caller's thread. Results come back in plan
 /// order.
 fn run_workers(
     plan: Vec<Planned>,
@@ -404,9 +409,20 @@ fn run_workers(
         .enumerate()
         .map(|(i, p)| (p.id.clone(), i))
         .collect();
-    let threads = opts.jobs.clamp(1, plan.len().max(1));
+    let mut groups: Vec<(String, VecDeque<Planned>)> = Vec::new();
+    for p in plan {
+        match groups.iter_mut().find(|(gpu, _)| *gpu == p.gpu) {
+            Some((_, q)) => q.push_back(p),
+            None => groups.push((p.gpu.clone(), VecDeque::from([p]))),
+        }
+    }
+    let threads: Vec<usize> = groups
+        .iter()
+        .enumerate()
+        .flat_map(|(g, (_, q))| std::iter::repeat_n(g, opts.jobs.clamp(1, q.len().max(1))))
+        .collect();
     let shared = Shared {
-        queue: Mutex::new(VecDeque::from(plan)),
+        queues: groups.into_iter().map(|(_, q)| Mutex::new(q)).collect(),
         aborted: Mutex::new(None),
         start_failures: Mutex::new(HashMap::new()),
         failed_starts_in_a_row: Mutex::new(0),
@@ -415,11 +431,11 @@ fn run_workers(
     let mut results = Vec::new();
     let outcome: anyhow::Result<()> = std::thread::scope(|scope| {
         let mut handles = Vec::new();
-        for i in 0..threads {
+        for (i, &queue) in threads.iter().enumerate() {
             let (shared, tx) = (&shared, tx.clone());
             let handle = std::thread::Builder::new()
                 .name(format!("clhip-runner-{i}"))
-                .spawn_scoped(scope, move || run_thread(shared, opts, tx))
+                .spawn_scoped(scope, move || run_thread(shared, queue, opts, tx))
                 .context("starting a runner thread")?;
             handles.push(handle);
         }
@@ -456,9 +472,11 @@ fn run_workers(
     })
 }
 
-/// One runner thread: batch after batch until the queue is empty or the run stops.
+/// One runner thread: batch after batch from its GPU's queue until it is empty or the run
+/// stops.
 fn run_thread(
     shared: &Shared,
+    queue: usize,
     opts: &RunOptions,
     tx: Sender<Event>,
 ) -> anyhow::Result<Vec<CaseResult>> {
@@ -471,7 +489,7 @@ fn run_thread(
             break;
         }
         let batch: Vec<Planned> = {
-            let mut q = lock(&shared.queue);
+            let mut q = lock(&shared.queues[queue]);
             let env = q.front().map(|p| p.env.clone()).unwrap_or_default();
             let take = q
                 .iter()
@@ -525,7 +543,7 @@ fn run_thread(
                 }
             }
         }
-        let mut q = lock(&shared.queue);
+        let mut q = lock(&shared.queues[queue]);
         for item in requeue.into_iter().rev() {
             q.push_front(item);
         }

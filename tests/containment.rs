@@ -369,3 +369,32 @@ fn a_case_that_fails_only_after_another_is_bisected_to_it() {
     );
     assert_eq!(victim.fails_only_after.as_deref(), Some("mock/poison/2"));
 }
+
+#[test]
+fn each_gpu_gets_its_own_workers_so_gpus_work_at_the_same_time() {
+    use MockAction::*;
+    let opts = options(); // one job: per GPU
+    let mut plan = planned_mocks(&[Slow, Slow, Slow, Slow]);
+    for (k, p) in plan.iter_mut().enumerate() {
+        p.gpu = if k < 2 {
+            "cuda0".into()
+        } else {
+            "cuda1".into()
+        };
+    }
+    let mut order = Vec::new();
+    let end = runner::run(plan, &opts, &mut |e| match e {
+        Event::Started { id, .. } => order.push(format!("start {id}")),
+        Event::Finished(r) => order.push(format!("done {}", r.id)),
+        _ => {}
+    })
+    .unwrap();
+    assert_eq!(end.results.len(), 4);
+    // cuda1's first case starts before cuda0's first is done: the two GPUs overlap, although
+    // the run has one job (per GPU).
+    let at = |what: &str| order.iter().position(|e| e == what).unwrap();
+    assert!(
+        at("start mock/slow/2") < at("done mock/slow/0"),
+        "{order:?}"
+    );
+}
