@@ -137,6 +137,17 @@ enum Cmd {
 enum BenchWhat {
     /// Time the f64 CPU references (FFT of 4,194,304 points, cgemm, Cholesky).
     Refs,
+    /// Time the runner over the cases the filters select: batched against one process per
+    /// case, and -j 1, 4 and 8 (per GPU).
+    Runner {
+        /// Globs or substrings of case ids (default: every case found).
+        filters: Vec<String>,
+        /// Per-case time limit in seconds.
+        #[arg(long, default_value_t = 120.0, value_parser = parse_timeout)]
+        timeout: f64,
+        #[arg(long, value_parser = existing_dir)]
+        rocm_path: Option<PathBuf>,
+    },
 }
 
 #[derive(clap::Args)]
@@ -429,6 +440,58 @@ fn real_main() -> anyhow::Result<ExitCode> {
         } => {
             let mut text = Vec::new();
             clhip::bench::run_refs(&mut text)?;
+            Stdout::new().write(&String::from_utf8_lossy(&text))?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Bench {
+            what:
+                BenchWhat::Runner {
+                    filters,
+                    timeout,
+                    rocm_path,
+                },
+        } => {
+            let probe = probe_child(rocm_path.as_deref())?;
+            let plan: Vec<Planned> =
+                planned_cases(&probe, &Matrix::default_matrix(), &filters, &[])?
+                    .into_iter()
+                    .map(|c| {
+                        let env = worker_env(&probe, &c.pair.opencl.label);
+                        let e = Baseline::unbaselined(&c);
+                        let mut p = Planned::case(c, e);
+                        p.env = env;
+                        p
+                    })
+                    .collect();
+            let (exe, _pinned) = pinned_executable()?;
+            let mut opts = RunOptions::new(exe, DEFAULT_SEED);
+            opts.timeout = Duration::from_secs_f64(timeout);
+            opts.startup_timeout = opts.timeout;
+            if let Some(p) = &rocm_path {
+                opts.worker_args
+                    .extend(["--rocm-path".to_string(), p.display().to_string()]);
+            }
+            use clhip::bench::RunnerConfig as C;
+            let configs = [
+                C {
+                    jobs: 1,
+                    cases_per_worker: 1,
+                },
+                C {
+                    jobs: 1,
+                    cases_per_worker: 64,
+                },
+                C {
+                    jobs: 4,
+                    cases_per_worker: 64,
+                },
+                C {
+                    jobs: 8,
+                    cases_per_worker: 64,
+                },
+            ];
+            let mut text = Vec::new();
+            clhip::bench::run_runner(&plan, &opts, &configs, &mut text)?;
             Stdout::new().write(&String::from_utf8_lossy(&text))?;
             Ok(ExitCode::SUCCESS)
         }

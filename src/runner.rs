@@ -390,6 +390,8 @@ fn run_alone(items: &[Planned], opts: &RunOptions) -> anyhow::Result<Option<Case
 struct Shared {
     /// One queue per GPU, in the plan's order of first appearance.
     queues: Vec<Mutex<VecDeque<Planned>>>,
+    /// Threads serving each queue.
+    threads_of: Vec<usize>,
     aborted: Mutex<Option<String>>,
     start_failures: Mutex<HashMap<String, u32>>,
     failed_starts_in_a_row: Mutex<usize>,
@@ -421,7 +423,11 @@ fn run_workers(
         .enumerate()
         .flat_map(|(g, (_, q))| std::iter::repeat_n(g, opts.jobs.clamp(1, q.len().max(1))))
         .collect();
+    let threads_of: Vec<usize> = (0..groups.len())
+        .map(|g| threads.iter().filter(|&&t| t == g).count())
+        .collect();
     let shared = Shared {
+        threads_of,
         queues: groups.into_iter().map(|(_, q)| Mutex::new(q)).collect(),
         aborted: Mutex::new(None),
         start_failures: Mutex::new(HashMap::new()),
@@ -491,9 +497,12 @@ fn run_thread(
         let batch: Vec<Planned> = {
             let mut q = lock(&shared.queues[queue]);
             let env = q.front().map(|p| p.env.clone()).unwrap_or_default();
+            // No bigger than an even share of what is left: one worker taking the whole
+            // queue would leave the other jobs idle (36 cases and 64 a batch ran on one).
+            let share = q.len().div_ceil(shared.threads_of[queue].max(1)).max(1);
             let take = q
                 .iter()
-                .take(opts.cases_per_worker)
+                .take(opts.cases_per_worker.min(share))
                 .take_while(|p| p.env == env)
                 .count();
             q.drain(..take).collect()
