@@ -10,7 +10,7 @@
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 use std::fs::File;
-use std::io::{BufRead, BufReader, Read, Write as _};
+use std::io::{Read, Write as _};
 use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::Path;
@@ -748,28 +748,10 @@ enum Msg {
 }
 
 fn forward_lines(pipe: impl Read + Send + 'static, tx: Sender<Msg>, wrap: fn(String) -> Msg) {
-    let spawned = std::thread::Builder::new()
-        .name("clhip-probe-reader".into())
-        .spawn(move || {
-            let mut reader = BufReader::new(pipe);
-            let mut buf = Vec::new();
-            loop {
-                buf.clear();
-                // A partial last line (no newline) comes back at EOF as a line of its own.
-                match reader.read_until(b'\n', &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        let line = String::from_utf8_lossy(&buf);
-                        let line = line.trim_end_matches(['\n', '\r']).to_string();
-                        if tx.send(wrap(line)).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-            let _ = tx.send(Msg::Eof);
-        });
-    if let Err(e) = spawned {
+    let reader = crate::process::read_lines("clhip-probe-reader", pipe, move |line| {
+        tx.send(line.map_or(Msg::Eof, wrap)).is_ok()
+    });
+    if let Err(e) = reader {
         // No reader: the pipe is dropped, the child gets EPIPE and its answer is missing,
         // which its row reports. Threads fail to start only when the system is out of them.
         eprintln!("clhip probe: cannot start an output reader: {e}");

@@ -10,7 +10,7 @@
 //! panics (a drop guard).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
@@ -1084,36 +1084,17 @@ enum Msg {
     Eof,
 }
 
-/// Forwards each line of `pipe` to `tx` from a detached thread, wrapped by `wrap`. Lossy UTF-8:
-/// drivers print what they like. The thread ends at EOF, or at the next line once the session
-/// is gone.
+/// Forwards each line of `pipe` to `tx`, wrapped by `wrap`, then [`Msg::Eof`]; the reader
+/// ends at the next line once the session is gone.
 fn forward_lines(
     pipe: impl Read + Send + 'static,
     tx: Sender<Msg>,
     wrap: fn(String) -> Msg,
 ) -> anyhow::Result<()> {
-    std::thread::Builder::new()
-        .name("clhip-reader".into())
-        .spawn(move || {
-            let mut reader = BufReader::new(pipe);
-            let mut buf = Vec::new();
-            loop {
-                buf.clear();
-                match reader.read_until(b'\n', &mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(_) => {
-                        let line = String::from_utf8_lossy(&buf);
-                        let line = line.trim_end_matches(['\n', '\r']).to_string();
-                        if tx.send(wrap(line)).is_err() {
-                            return;
-                        }
-                    }
-                }
-            }
-            let _ = tx.send(Msg::Eof);
-        })
-        .context("starting a worker output reader")?;
-    Ok(())
+    crate::process::read_lines("clhip-reader", pipe, move |line| {
+        tx.send(line.map_or(Msg::Eof, wrap)).is_ok()
+    })
+    .context("starting a worker output reader")
 }
 
 /// A worker process leading its own process group; killed and reaped on drop at the latest.

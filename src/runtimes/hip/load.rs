@@ -78,11 +78,10 @@ pub fn install_libraries(hip: &Hip) -> Vec<String> {
     ]
 }
 
-/// librocblas of `hip`'s install with every symbol checked: what the gemm cells (and, through
-/// its handle, the cholesky ones) get, or `unsupported` naming the library and what it lacks,
-/// or the mixed install.
-pub fn open_blas(hip: &Hip) -> Result<OptLib<BlasFns>, CaseError> {
-    let lib = ffi::open_rocblas(hip).map_err(CaseError::unsupported)?;
+/// An opened library with every symbol it must have, or `unsupported` naming the library and
+/// what it lacks (or why it did not open: the mixed install among them).
+fn complete<T>(opened: Result<OptLib<T>, String>) -> Result<OptLib<T>, CaseError> {
+    let lib = opened.map_err(CaseError::unsupported)?;
     if !lib.missing.is_empty() {
         return Err(CaseError::unsupported(format!(
             "{} lacks {}",
@@ -91,31 +90,22 @@ pub fn open_blas(hip: &Hip) -> Result<OptLib<BlasFns>, CaseError> {
         )));
     }
     Ok(lib)
+}
+
+/// librocblas of `hip`'s install with every symbol checked: what the gemm cells (and, through
+/// its handle, the cholesky ones) get, or `unsupported` naming the library and what it lacks,
+/// or the mixed install.
+pub fn open_blas(hip: &Hip) -> Result<OptLib<BlasFns>, CaseError> {
+    complete(ffi::open_rocblas(hip))
 }
 
 /// libhiprtc (or libamdhip64's own hiprtc) of `hip`'s install with every symbol checked: what
 /// the kernel operations need, or `unsupported` naming what is missing or the mixed install.
 pub fn open_rtc(hip: &Hip) -> Result<OptLib<RtcFns>, CaseError> {
-    let lib = ffi::open_hiprtc(hip).map_err(CaseError::unsupported)?;
-    if !lib.missing.is_empty() {
-        return Err(CaseError::unsupported(format!(
-            "{} lacks {}",
-            lib.path,
-            lib.missing.join(", ")
-        )));
-    }
-    Ok(lib)
+    complete(ffi::open_hiprtc(hip))
 }
 
 /// librocsolver of `hip`'s install, opened on the first cpotrf with every symbol checked.
 pub fn open_solver(hip: &Hip) -> Result<OptLib<SolverFns>, CaseError> {
-    let lib = ffi::open_rocsolver(hip).map_err(CaseError::unsupported)?;
-    if !lib.missing.is_empty() {
-        return Err(CaseError::unsupported(format!(
-            "{} lacks {}",
-            lib.path,
-            lib.missing.join(", ")
-        )));
-    }
-    Ok(lib)
+    complete(ffi::open_rocsolver(hip))
 }
