@@ -58,6 +58,15 @@ fn start_run(args: &[&str], json: &Path, own_group: bool) -> std::process::Child
     child
 }
 
+/// Reads the results JSON `from`, lets `edit` change it, and writes it to `to`: how these
+/// tests make files that lie, contradict themselves or come from another driver.
+fn edit_json(from: &Path, to: &Path, edit: impl FnOnce(&mut serde_json::Value)) {
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(from).unwrap()).unwrap();
+    edit(&mut v);
+    std::fs::write(to, serde_json::to_string(&v).unwrap()).unwrap();
+}
+
 /// Waits until `path` has at least `lines` lines, or panics after `within`.
 fn wait_for_lines(path: &Path, lines: usize, within: Duration) {
     let began = Instant::now();
@@ -429,11 +438,11 @@ fn a_results_file_whose_summary_lies_is_shown_as_inconsistent() {
         json.to_str().unwrap(),
     ]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
-    v["summary"]["pass"] = serde_json::json!(999);
-    std::fs::write(&json, serde_json::to_string(&v).unwrap()).unwrap();
-    let o = clhip(&["report", json.to_str().unwrap()]);
+    let lying = dir.join("lying.json");
+    edit_json(&json, &lying, |v| {
+        v["summary"]["pass"] = serde_json::json!(999)
+    });
+    let o = clhip(&["report", lying.to_str().unwrap()]);
     assert_eq!(o.status.code(), Some(1));
     assert!(
         text(&o.stderr).contains("inconsistent"),
@@ -441,6 +450,31 @@ fn a_results_file_whose_summary_lies_is_shown_as_inconsistent() {
         text(&o.stderr)
     );
     assert!(text(&o.stdout).contains("3 passed"), "{}", text(&o.stdout));
+    // Every result twice, and the summary doubled to match: still a lie.
+    edit_json(&json, &lying, |v| {
+        let results = v["results"].as_array().unwrap().clone();
+        v["results"].as_array_mut().unwrap().extend(results);
+        v["summary"]["pass"] = serde_json::json!(6);
+        v["summary"]["total"] = serde_json::json!(6);
+    });
+    let o = clhip(&["report", lying.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("more than one result"),
+        "{}",
+        text(&o.stderr)
+    );
+    // Complete, yet with cases not run.
+    edit_json(&json, &lying, |v| {
+        v["not_run"] = serde_json::json!(["mock/pass/9"])
+    });
+    let o = clhip(&["report", lying.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(1));
+    assert!(
+        text(&o.stderr).contains("marked complete with 1 cases not run"),
+        "{}",
+        text(&o.stderr)
+    );
 }
 
 #[test]
@@ -635,6 +669,27 @@ fn merged_partition_shards_equal_the_unpartitioned_run() {
         "{}",
         text(&o.stderr)
     );
+    // A shard from another driver is refused, naming what differs.
+    let other = dir.join("other-driver.json");
+    edit_json(&shards[1], &other, |v| {
+        v["fingerprint"]["os_kernel"] = serde_json::json!("Linux 9.9.9-other");
+    });
+    let o = Command::new(exe())
+        .args([
+            "merge",
+            shards[0].to_str().unwrap(),
+            other.to_str().unwrap(),
+            "-o",
+        ])
+        .arg(dir.join("mixed.json"))
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2));
+    let err = text(&o.stderr);
+    assert!(
+        err.contains("not made on the same driver") && err.contains("9.9.9-other"),
+        "{err}"
+    );
 }
 
 #[test]
@@ -676,13 +731,13 @@ fn diff_of_two_runs_exits_1_on_a_lost_capability_and_0_without_change() {
         text(&same.stdout)
     );
     // The same run, but the first case now refused: pass -> unsupported.
-    let mut v: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(&old).unwrap()).unwrap();
-    v["results"][0]["outcome"] = serde_json::json!({"outcome": "unsupported", "reason": "gone"});
-    v["summary"]["pass"] = serde_json::json!(1);
-    v["summary"]["unsupported"] = serde_json::json!(1);
     let new = dir.join("new.json");
-    std::fs::write(&new, serde_json::to_string(&v).unwrap()).unwrap();
+    edit_json(&old, &new, |v| {
+        v["results"][0]["outcome"] =
+            serde_json::json!({"outcome": "unsupported", "reason": "gone"});
+        v["summary"]["pass"] = serde_json::json!(1);
+        v["summary"]["unsupported"] = serde_json::json!(1);
+    });
     let d = clhip(&[
         "diff",
         old.to_str().unwrap(),
