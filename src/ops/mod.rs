@@ -241,7 +241,7 @@ pub fn execute_planted(
     seed: u64,
     plant: Option<Plant>,
 ) -> Outcome {
-    let outcome = match run(state, case, case_seed(seed, &case.id()), plant) {
+    let outcome = match run(state, case, data_seed(seed, case.op, case.n), plant) {
         Ok(note) => Outcome::Pass { note },
         Err(e) => e.into_outcome(),
     };
@@ -264,12 +264,19 @@ pub fn execute_planted(
     }
 }
 
-/// Each case draws its own data from the run seed and its id, so a case rerun alone (by a
-/// filter, or in a fresh worker after a crash) sees exactly the data it saw in the full run.
-pub fn case_seed(run_seed: u64, id: &str) -> u64 {
+/// A case's data come from the run seed, its op and its size, not from its path or sync: every
+/// path of one (op, size) moves the same data, so a worker makes the input and its f64
+/// reference once per (op, size) rather than once per case, and a case rerun alone (by a
+/// filter, in a fresh worker after a crash, or as a reproducer) still sees exactly the data it
+/// saw in the full run.
+pub fn data_seed(run_seed: u64, op: Op, n: usize) -> u64 {
+    fnv1a(run_seed, &format!("{}/n={n}", op.name()))
+}
+
+fn fnv1a(run_seed: u64, key: &str) -> u64 {
     // FNV-1a: stable across Rust versions, unlike DefaultHasher.
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in id.bytes() {
+    for b in key.bytes() {
         h ^= b as u64;
         h = h.wrapping_mul(0x0000_0100_0000_01b3);
     }
@@ -399,11 +406,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn case_seed_is_stable_and_distinct() {
-        assert_eq!(case_seed(1, "a"), case_seed(1, "a"));
-        assert_ne!(case_seed(1, "a"), case_seed(1, "b"));
-        assert_ne!(case_seed(1, "a"), case_seed(2, "a"));
+    fn data_seed_is_stable_and_distinct() {
+        assert_eq!(data_seed(1, Op::Fft, 4), data_seed(1, Op::Fft, 4));
+        assert_ne!(data_seed(1, Op::Fft, 4), data_seed(1, Op::Fft, 8));
+        assert_ne!(data_seed(1, Op::Fft, 4), data_seed(1, Op::Pipeline, 4));
+        assert_ne!(data_seed(1, Op::Fft, 4), data_seed(2, Op::Fft, 4));
         // Pinned: a change here changes every case's data, which invalidates recorded runs.
-        assert_eq!(case_seed(0, ""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(fnv1a(0, ""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(data_seed(24301, Op::Handoff, 1), 0x4fa5_18b1_1c2c_e523);
     }
 }
