@@ -543,6 +543,22 @@ fn probe_child(rocm_path: Option<&Path>) -> anyhow::Result<probe::Probe> {
     probe::probe_in_child(&exe, rocm_path)
 }
 
+/// Why `case` cannot run on its pair's OpenCL device, from what the probe found: a buffer too
+/// big, or an SVM kind the device lacks. The text is the refusal a worker would meet.
+fn decided_by_probe(probe: &probe::Probe, case: &clhip::model::Case) -> Option<String> {
+    too_big_for_device(probe, case).or_else(|| {
+        let dev = probe
+            .platforms
+            .iter()
+            .flat_map(|p| &p.devices)
+            .find(|d| d.label == case.pair.opencl.label)?;
+        match &dev.svm {
+            probe::Queried::Value(caps) => clhip::paths::svm_refusal(case.path, caps),
+            _ => None,
+        }
+    })
+}
+
 /// Why the device of `case`'s pair cannot hold the case's largest buffer, if it cannot: more
 /// than CL_DEVICE_MAX_MEM_ALLOC_SIZE, or all its buffers more than CL_DEVICE_GLOBAL_MEM_SIZE.
 fn too_big_for_device(probe: &probe::Probe, case: &clhip::model::Case) -> Option<String> {
@@ -832,7 +848,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         let mut run = Vec::new();
         let mut decided = Vec::new();
         for p in plan {
-            match p.work.case().and_then(|c| too_big_for_device(&probe, c)) {
+            match p.work.case().and_then(|c| decided_by_probe(&probe, c)) {
                 Some(reason) => decided.push(runner::CaseResult::new(
                     p.id.clone(),
                     p.work.clone(),

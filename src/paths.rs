@@ -15,7 +15,7 @@ use cl3::types::cl_mem_properties;
 use crate::ipc::Exporter;
 use crate::model::{CaseError, PathKind, Phase};
 use crate::runtimes::device::{AllocKind, DeviceAlloc, DeviceRuntime, ExportHandle};
-use crate::runtimes::opencl::{ClArg, ClEvent, ClMem, ClResultExt, ClSession, cl_error};
+use crate::runtimes::opencl::{ClArg, ClEvent, ClMem, ClResultExt, ClSession, SvmCaps, cl_error};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 
 /// What new memory holds before a case writes it: a quiet-NaN word, so that a consumer whose
@@ -198,21 +198,34 @@ fn release_buffer(b: *mut c_void) {
     }
 }
 
-/// clSVMAlloc, coarse- or fine-grain, after checking the device says it has that kind.
-fn svm_alloc(session: &ClSession, fine: bool, bytes: usize) -> Result<*mut c_void, CaseError> {
-    let caps = session.svm;
+/// Why a device with `caps` cannot allocate the SVM `path` needs, if it cannot. The runner
+/// decides such cases from the probe's capabilities with this same text, without a worker.
+pub fn svm_refusal(path: PathKind, caps: &SvmCaps) -> Option<String> {
+    let fine = match path {
+        PathKind::ClSvmFine | PathKind::ClSvmFineMemcpy => true,
+        PathKind::ClSvmCoarse | PathKind::ClSvmCoarseMemcpy => false,
+        _ => return None,
+    };
     let have = if fine {
         caps.fine_grain_buffer
     } else {
         caps.coarse_grain_buffer
     };
-    if !have {
-        return Err(CaseError::unsupported(format!(
+    (!have).then(|| {
+        format!(
             "device lacks {} buffer SVM (CL_DEVICE_SVM_CAPABILITIES: {})",
             if fine { "fine-grain" } else { "coarse-grain" },
             caps
-        )));
+        )
+    })
+}
+
+/// clSVMAlloc, coarse- or fine-grain, after checking the device says it has that kind.
+fn svm_alloc(session: &ClSession, path: PathKind, bytes: usize) -> Result<*mut c_void, CaseError> {
+    if let Some(reason) = svm_refusal(path, &session.svm) {
+        return Err(CaseError::unsupported(reason));
     }
+    let fine = matches!(path, PathKind::ClSvmFine | PathKind::ClSvmFineMemcpy);
     let flags = CL_MEM_READ_WRITE
         | if fine {
             CL_MEM_SVM_FINE_GRAIN_BUFFER
@@ -350,7 +363,7 @@ impl Shared {
                 )
             }
             PathKind::ClSvmCoarse | PathKind::ClSvmFine => {
-                let p = svm_alloc(session, path == PathKind::ClSvmFine, bytes)?;
+                let p = svm_alloc(session, path, bytes)?;
                 (
                     ClMem::Svm(p),
                     PeerPtr {
@@ -441,7 +454,7 @@ impl Shared {
             }
             PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy => {
                 let dev = device_peer(peer, path)?;
-                let ptr = svm_alloc(session, path == PathKind::ClSvmFineMemcpy, bytes)?;
+                let ptr = svm_alloc(session, path, bytes)?;
                 let peer_mem = match dev.alloc(AllocKind::Device, len) {
                     Ok(a) => a,
                     Err(e) => {
@@ -477,7 +490,7 @@ impl Shared {
                 let dev = device_peer(peer, path)?;
                 // Coarse-grain SVM: ROCm places it in VRAM, an allocation the HSA runtime
                 // knows and can export (fine-grain SVM is system memory).
-                let ptr = svm_alloc(session, false, bytes)?;
+                let ptr = svm_alloc(session, PathKind::ClSvmCoarse, bytes)?;
                 let alloc = match dev.import_cl_memory(ptr as usize, bytes, len) {
                     Ok(a) => a,
                     Err(e) => {

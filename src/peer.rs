@@ -26,12 +26,15 @@ pub fn open_peer(
     };
     let label = opened.peer().label();
     if let Some(d) = opened.as_device() {
-        d.health_check().map_err(|e| {
-            CaseError::Skip(format!(
-                "{label} failed its known-answer check at worker start: {}",
-                e.into_outcome().reason()
-            ))
-        })?;
+        d.health_check().map_err(|e| unfit(&label, e))?;
     }
     Ok(opened)
+}
+
+/// A device that failed its known-answer check: the case is skipped, not run on it.
+pub fn unfit(label: &str, e: CaseError) -> CaseError {
+    CaseError::Skip(format!(
+        "{label} failed its known-answer check at worker start: {}",
+        e.into_outcome().reason()
+    ))
 }

@@ -10,6 +10,7 @@ use crate::runtimes::opencl::ClSession;
 use crate::sync::{self, Access};
 use crate::tolerance;
 
+use super::data::DataCache;
 use super::{Plant, consume_on_cl, device, produce_on_cl, take_output, with_shared};
 
 /// cpotrf on the peer over an HPD matrix OpenCL produced, factor read back through OpenCL;
@@ -18,16 +19,20 @@ pub(super) fn cholesky(
     session: &mut ClSession,
     peer: &mut dyn PeerRuntime,
     case: &Case,
-    seed: u64,
+    (seed, data): (u64, &mut DataCache),
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
     let ld = n;
-    let hpd = generate::hpd_matrix(seed, n, ld);
-    let (non_hpd, _) = generate::non_hpd_matrix(seed.wrapping_add(1), n, ld);
+    let inputs = data.get("cholesky inputs", seed, n, 2 * n * ld * 8, || {
+        let hpd = generate::hpd_matrix(seed, n, ld);
+        let (non_hpd, _) = generate::non_hpd_matrix(seed.wrapping_add(1), n, ld);
+        (hpd, non_hpd)
+    });
+    let (hpd, non_hpd) = &*inputs;
     device(peer, case)?;
     let (info, factor, bad_info) = with_shared(session, peer, case, n * ld, |s, peer, m| {
-        let ev = produce_on_cl(s, peer, m, case.sync, &hpd)?;
+        let ev = produce_on_cl(s, peer, m, case.sync, hpd)?;
         let pa = take_output(s, peer, m, case.sync, Some(&ev), Access::ReadWrite, plant)?;
         let peer_noop = plant == Some(Plant::PeerNoop);
         let info = if peer_noop {
@@ -38,7 +43,7 @@ pub(super) fn cholesky(
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         let factor = consume_on_cl(s, m, &ready)?.read::<Complex32>(s, n * ld)?;
         // The failure path through the same memory: OpenCL writes a non-HPD matrix.
-        let ev = produce_on_cl(s, peer, m, case.sync, &non_hpd)?;
+        let ev = produce_on_cl(s, peer, m, case.sync, non_hpd)?;
         sync::to_peer(s, peer, m, case.sync, Some(&ev), Access::ReadWrite)?;
         let bad_info = if peer_noop {
             0
@@ -53,7 +58,15 @@ pub(super) fn cholesky(
         info as i64,
         0,
     )?;
-    let want = reference::cholesky(Uplo::Lower, n, &hpd, ld).map_err(|info| {
+    let references = data.get("cholesky references", seed, n, n * ld * 16, || {
+        let non_hpd_info = match reference::cholesky(Uplo::Lower, n, non_hpd, ld) {
+            Err(info) => info,
+            Ok(_) => 0,
+        };
+        (reference::cholesky(Uplo::Lower, n, hpd, ld), non_hpd_info)
+    });
+    let (factored, want_info) = &*references;
+    let want = factored.as_ref().map_err(|&info| {
         CaseError::Broken(crate::model::ApiError {
             api: Api::Host,
             call: "reference::cholesky".into(),
@@ -63,15 +76,11 @@ pub(super) fn cholesky(
         })
     })?;
     let what = format!("cpotrf factor on {peer_name} read back through OpenCL");
-    let summary = tolerance::check_cholesky(&what, &factor, &want, Uplo::Lower, n, ld)?;
-    let want_info = match reference::cholesky(Uplo::Lower, n, &non_hpd, ld) {
-        Err(info) => info,
-        Ok(_) => 0,
-    };
+    let summary = tolerance::check_cholesky(&what, &factor, want, Uplo::Lower, n, ld)?;
     tolerance::check_info(
         &format!("cpotrf info on {peer_name} (non-HPD input)"),
         bad_info as i64,
-        want_info,
+        *want_info,
     )?;
     Ok(format!(
         "{summary}; non-HPD info {bad_info} as the reference"

@@ -9,6 +9,7 @@ use crate::runtimes::opencl::ClSession;
 use crate::sync::{self, Access};
 use crate::tolerance;
 
+use super::data::DataCache;
 use super::{Plant, peer_work, take_output, with_shared};
 
 /// The peer uploads a random vector; OpenCL transforms it in place; the peer reads the result,
@@ -18,10 +19,13 @@ pub(super) fn fft_op(
     fft: &mut FftCache,
     peer: &mut dyn PeerRuntime,
     case: &Case,
-    seed: u64,
+    (seed, data): (u64, &mut DataCache),
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
-    let input = generate::complex_vec(seed, case.n);
+    let n = case.n;
+    let input = data.get("fft input", seed, n, n * 8, || {
+        generate::complex_vec(seed, n)
+    });
     let got = with_shared(session, peer, case, case.n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer_work(plant, || peer.upload(m.peer, &input))?;
@@ -31,7 +35,9 @@ pub(super) fn fft_op(
         let out = take_output(s, peer, m, case.sync, Some(&done), Access::Read, plant)?;
         peer.download(out)
     })?;
-    let want = reference::fft_forward(&input);
+    let want = data.get("fft reference", seed, n, n * 16, || {
+        reference::fft_forward(&input)
+    });
     let what = format!("OpenCL FFT output read by {}", case.pair.peer.label());
     let summary = tolerance::check_fft(&what, &got, &want)?;
     Ok(summary.to_string())

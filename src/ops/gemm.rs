@@ -10,6 +10,7 @@ use crate::runtimes::opencl::ClSession;
 use crate::sync::{self, Access};
 use crate::tolerance;
 
+use super::data::DataCache;
 use super::{Plant, consume_on_cl, device, peer_work, produce_on_cl, take_output, with_shared};
 
 /// cgemm on the peer over matrices OpenCL produced, through the path; C read back through
@@ -18,22 +19,23 @@ pub(super) fn gemm(
     session: &mut ClSession,
     peer: &mut dyn PeerRuntime,
     case: &Case,
-    seed: u64,
+    (seed, data): (u64, &mut DataCache),
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
     let ld = n;
-    let a = generate::matrix(seed, n, n, ld);
-    let b = generate::matrix(seed.wrapping_add(1), n, n, ld);
-    let c = generate::matrix(seed.wrapping_add(2), n, n, ld);
+    let inputs = data.get("gemm inputs", seed, n, 3 * n * ld * 8, || {
+        [0, 1, 2].map(|k| generate::matrix(seed.wrapping_add(k), n, n, ld))
+    });
+    let [a, b, c] = &*inputs;
     let (alpha, beta) = (Complex32::new(1.0, 0.0), Complex32::new(-0.5, 0.25));
     device(peer, case)?;
     let got = with_shared(session, peer, case, n * ld, |s, peer, ma| {
         with_shared(s, peer, case, n * ld, |s, peer, mb| {
             with_shared(s, peer, case, n * ld, |s, peer, mc| {
-                let ea = produce_on_cl(s, peer, ma, case.sync, &a)?;
-                let eb = produce_on_cl(s, peer, mb, case.sync, &b)?;
-                let ec = produce_on_cl(s, peer, mc, case.sync, &c)?;
+                let ea = produce_on_cl(s, peer, ma, case.sync, a)?;
+                let eb = produce_on_cl(s, peer, mb, case.sync, b)?;
+                let ec = produce_on_cl(s, peer, mc, case.sync, c)?;
                 let pa = take_output(s, peer, ma, case.sync, Some(&ea), Access::Read, plant)?;
                 sync::to_peer(s, peer, mb, case.sync, Some(&eb), Access::Read)?;
                 sync::to_peer(s, peer, mc, case.sync, Some(&ec), Access::ReadWrite)?;
@@ -62,21 +64,23 @@ pub(super) fn gemm(
             })
         })
     })?;
-    let want = reference::cgemm(
-        Transpose::None,
-        Transpose::None,
-        n,
-        n,
-        n,
-        alpha,
-        &a,
-        ld,
-        &b,
-        ld,
-        beta,
-        &c,
-        ld,
-    );
+    let want = data.get("gemm reference", seed, n, n * ld * 16, || {
+        reference::cgemm(
+            Transpose::None,
+            Transpose::None,
+            n,
+            n,
+            n,
+            alpha,
+            a,
+            ld,
+            b,
+            ld,
+            beta,
+            c,
+            ld,
+        )
+    });
     let what = format!(
         "cgemm on {} read back through OpenCL",
         case.pair.peer.label()

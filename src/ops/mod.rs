@@ -8,6 +8,7 @@
 //! OpenCL's output over, OpenCL producing and consuming shared memory) is here.
 
 mod cholesky;
+pub mod data;
 mod fft;
 mod gemm;
 mod handoff;
@@ -25,6 +26,7 @@ pub use crate::peer::open_peer;
 use crate::runtimes::opencl::{self, ClArg, ClDevice, ClEvent, ClSession, SessionError};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::{self, Access};
+use data::DataCache;
 
 /// A deliberate error planted in a real case, to show that its checks catch it (test-only,
 /// through the hidden `--plant` flag). Each is applied at the moment the peer takes over
@@ -140,6 +142,11 @@ pub struct WorkerState {
     sessions: HashMap<String, Result<ClSession, CaseError>>,
     fft: FftCache,
     peers: HashMap<Peer, Result<Box<dyn PeerRuntime>, CaseError>>,
+    data: DataCache,
+    /// Peers opened by [`warm_up`], whose known-answer check is repeated at their first case:
+    /// a worker that waited while another one faulted the device must not trust a check it
+    /// passed before.
+    warmed: std::collections::HashSet<Peer>,
 }
 
 /// The case's peer, opened on first use in this worker. A device peer must first pass its
@@ -228,6 +235,41 @@ fn session<'a>(
     }
 }
 
+/// Opens `case`'s OpenCL session (building its program) and peer (loading its kernels and
+/// libraries), as the case itself would, without running it. Errors stay in the state, where
+/// the first case that needs the session or the peer meets them.
+pub fn warm_up(state: &mut WorkerState, case: &Case) {
+    let _ = session(&mut state.devices, &mut state.sessions, case);
+    if peer(
+        &mut state.peers,
+        &case.pair.peer,
+        state.rocm_path.as_deref(),
+    )
+    .is_ok()
+    {
+        state.warmed.insert(case.pair.peer.clone());
+    }
+}
+
+/// The known-answer check again, for a peer [`warm_up`] opened: a failure is the case's `skip`,
+/// as at a cold start, and stays with the peer for the worker's later cases.
+fn recheck_warmed(state: &mut WorkerState, want: &Peer) {
+    if !state.warmed.remove(want) {
+        return;
+    }
+    let Some(Ok(opened)) = state.peers.get_mut(want) else {
+        return;
+    };
+    let label = opened.peer().label();
+    if let Some(d) = opened.as_device()
+        && let Err(e) = d.health_check()
+    {
+        state
+            .peers
+            .insert(want.clone(), Err(crate::peer::unfit(&label, e)));
+    }
+}
+
 /// Run one case to its outcome. Never panics on a driver result; a crash or hang here is the
 /// worker's to contain.
 pub fn execute(state: &mut WorkerState, case: &Case, seed: u64) -> Outcome {
@@ -289,12 +331,15 @@ fn run(
     seed: u64,
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
+    recheck_warmed(state, &case.pair.peer);
     let WorkerState {
         rocm_path,
         devices,
         sessions,
         fft,
         peers,
+        data,
+        warmed: _,
     } = state;
     let session = session(devices, sessions, case)?;
     let peer = peer(peers, &case.pair.peer, rocm_path.as_deref())?;
@@ -302,10 +347,10 @@ fn run(
     session.skip_kernels = plant == Some(Plant::ClNoop);
     let result = match case.op {
         Op::Handoff => handoff::handoff(session, peer, case, seed, plant),
-        Op::Fft => fft::fft_op(session, fft, peer, case, seed, plant),
-        Op::Pipeline => pipeline::pipeline(session, fft, peer, case, seed, plant),
-        Op::Gemm => gemm::gemm(session, peer, case, seed, plant),
-        Op::Cholesky => cholesky::cholesky(session, peer, case, seed, plant),
+        Op::Fft => fft::fft_op(session, fft, peer, case, (seed, data), plant),
+        Op::Pipeline => pipeline::pipeline(session, fft, peer, case, (seed, data), plant),
+        Op::Gemm => gemm::gemm(session, peer, case, (seed, data), plant),
+        Op::Cholesky => cholesky::cholesky(session, peer, case, (seed, data), plant),
         Op::Placement => placement::placement(session, peer, case, seed, plant),
     };
     // What the case learned on the way (seed 001's refused tokens) is reported whatever the

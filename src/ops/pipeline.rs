@@ -12,6 +12,7 @@ use crate::runtimes::opencl::{ClArg, ClSession};
 use crate::sync::{self, Access};
 use crate::tolerance;
 
+use super::data::DataCache;
 use super::{Plant, peer_work, take_output, with_shared};
 
 /// Seed 000's pipeline: OpenCL add -> OpenCL FFT -> peer scale -> peer magnitude, read back
@@ -21,18 +22,20 @@ pub(super) fn pipeline(
     fft: &mut FftCache,
     peer: &mut dyn PeerRuntime,
     case: &Case,
-    seed: u64,
+    (seed, data): (u64, &mut DataCache),
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
-    let a = generate::complex_vec(seed, n);
-    let b = generate::complex_vec(seed.wrapping_add(1), n);
+    let inputs = data.get("pipeline inputs", seed, n, 2 * n * 8, || {
+        [0, 1].map(|k| generate::complex_vec(seed.wrapping_add(k), n))
+    });
+    let [a, b] = &*inputs;
     let scale = 1.0 / n as f32;
-    let b_buf = DeviceBuffer::with_data(session, &b)?;
+    let b_buf = DeviceBuffer::with_data(session, b)?;
     let out = DeviceBuffer::new(session, n * size_of::<Complex32>())?;
     with_shared(session, peer, case, n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
-        peer_work(plant, || peer.upload(m.peer, &a))?;
+        peer_work(plant, || peer.upload(m.peer, a))?;
         peer.synchronize()?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         let added = s
@@ -83,7 +86,9 @@ pub(super) fn pipeline(
         .iter()
         .map(|z| if z.im == 0.0 { z.re } else { f32::NAN })
         .collect();
-    let want = reference::pipeline(&a, &b, scale);
+    let want = data.get("pipeline reference", seed, n, n * 40, || {
+        reference::pipeline(a, b, scale)
+    });
     let what = format!(
         "pipeline magnitude (scaled on {}) read back through OpenCL",
         case.pair.peer.label()

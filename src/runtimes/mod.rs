@@ -12,6 +12,7 @@ pub mod device;
 pub mod gpu;
 pub mod hip;
 pub mod host;
+pub mod kernel_cache;
 pub mod locate;
 pub mod opencl;
 pub mod text;

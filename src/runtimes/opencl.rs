@@ -16,6 +16,7 @@ use opencl3::program::Program;
 use opencl3::types::{cl_device_id, cl_event, cl_mem, cl_platform_id};
 
 use crate::model::{Api, ApiError, ClDeviceRef};
+use crate::runtimes::kernel_cache::{CompileKey, KernelCache};
 
 pub use cl3::device as cl_device;
 pub use opencl3::types;
@@ -381,6 +382,46 @@ pub enum SessionError {
     Build(ApiError),
 }
 
+/// The session's program: from the kernel cache's binary when it has a valid one the device
+/// takes, else built from source (and its binary stored for the next worker).
+fn build_program(
+    context: &Context,
+    device: &ClDevice,
+    source: &str,
+) -> Result<Program, SessionError> {
+    let query = |param| device_string(device.id, param).unwrap_or_default();
+    let (driver, version) = (
+        query(cl3::device::CL_DRIVER_VERSION),
+        query(cl3::device::CL_DEVICE_VERSION),
+    );
+    let compiler = format!("{} ({version})", device.platform_name);
+    let key = CompileKey {
+        compiler: &compiler,
+        target: &device.name,
+        driver: &driver,
+        options: "",
+        source,
+    };
+    let cache = KernelCache::from_env();
+    if let Some(binary) = cache.lookup(&key) {
+        match Program::create_and_build_from_binary(context, &[&binary], "") {
+            Ok(program) => return Ok(program),
+            Err(_) => cache.forget(&key),
+        }
+    }
+    let program = Program::create_and_build_from_source(context, source, "").map_err(|log| {
+        let mut e = cl_error("clBuildProgram", cl3::error_codes::CL_BUILD_PROGRAM_FAILURE);
+        e.detail = log.chars().take(2000).collect();
+        SessionError::Build(e)
+    })?;
+    if let Ok(binaries) = program.get_binaries()
+        && let [binary] = binaries.as_slice()
+    {
+        cache.store(&key, binary);
+    }
+    Ok(program)
+}
+
 impl ClSession {
     pub fn open(device: ClDevice) -> Result<Self, SessionError> {
         let dev = Device::new(device.id);
@@ -397,12 +438,7 @@ impl ClSession {
             .iter()
             .map(|(name, text)| format!("// ---- kernels/{name} ----\n{text}\n"))
             .collect();
-        let program =
-            Program::create_and_build_from_source(&context, &source, "").map_err(|log| {
-                let mut e = cl_error("clBuildProgram", cl3::error_codes::CL_BUILD_PROGRAM_FAILURE);
-                e.detail = log.chars().take(2000).collect();
-                SessionError::Build(e)
-            })?;
+        let program = build_program(&context, &device, &source)?;
         let svm = SvmCaps::query(device.id).unwrap_or_default();
         let max_work_group = device_u64(device.id, cl3::device::CL_DEVICE_MAX_WORK_GROUP_SIZE)
             .map_err(SessionError::Api)? as usize;

@@ -9,6 +9,9 @@ use super::error::call;
 use crate::model::{CaseError, Phase};
 use crate::runtimes::text::c_buf_string;
 
+/// The options [`compile`] passes, for the kernel cache's key.
+pub(super) const OPTIONS: &str = "--gpu-architecture=<arch> --std=c++17";
+
 /// Compile `source` to a cubin for `arch` (`sm_90`). A cubin, not PTX: PTX from an NVRTC newer
 /// than the driver is refused at load (CUDA_ERROR_UNSUPPORTED_PTX_VERSION), and a cubin is what
 /// the device runs with no JIT in between.
@@ -41,6 +44,7 @@ fn compile_program(prog: rtc::nvrtcProgram, arch: &str) -> Result<Vec<u8>, CaseE
             .map_err(|_| CaseError::unsupported("arch name has a NUL"))?,
         c"--std=c++17".to_owned(),
     ];
+    debug_assert_eq!(OPTIONS, "--gpu-architecture=<arch> --std=c++17");
     let ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
     // SAFETY: `ptrs` holds `opts.len()` live NUL-terminated strings.
     let compiled = unsafe {

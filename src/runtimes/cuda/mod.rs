@@ -32,6 +32,7 @@ use crate::runtimes::device::{
     AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,
 };
 use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernel, Kernels, kernel_source};
+use crate::runtimes::kernel_cache::{CompileKey, KernelCache};
 
 mod blas;
 mod discover;
@@ -130,15 +131,31 @@ impl CudaPeer {
 
         peer._nvrtc = Some(VendorLib::open(&LIBNVRTC)?);
         let arch = peer.info.arch.clone();
-        let cubin = compile(&kernel_source(), &arch)?;
-        // SAFETY: `cubin` is a complete ELF image from NVRTC, alive for the call.
-        unsafe {
-            call!(
-                cu::cuModuleLoadData(&mut peer.module, cubin.as_ptr().cast()),
-                "{arch}"
-            )
+        let source = kernel_source();
+        let key = CompileKey {
+            compiler: &peer.info.compiler,
+            target: &arch,
+            driver: &peer.info.driver_version,
+            options: kernels::OPTIONS,
+            source: &source,
+        };
+        let cache = KernelCache::from_env();
+        let load = |module: &mut cu::CUmodule, cubin: &[u8]| {
+            // SAFETY: `cubin` is a complete ELF image from NVRTC, alive for the call.
+            unsafe {
+                call!(
+                    cu::cuModuleLoadData(module, cubin.as_ptr().cast()),
+                    "{arch}"
+                )
+            }
+        };
+        let cubin = cache.get_or_compile(&key, || compile(&source, &arch))?;
+        if load(&mut peer.module, &cubin).is_err() {
+            // A cached cubin the driver refuses (another driver's, say): compile afresh once.
+            cache.forget(&key);
+            let cubin = compile(&source, &arch)?;
+            load(&mut peer.module, &cubin).refused("loading the NVRTC-compiled module")?;
         }
-        .refused("loading the NVRTC-compiled module")?;
         let module = peer.module;
         let get = |name: &CStr| -> Result<cu::CUfunction, CaseError> {
             let mut f: cu::CUfunction = null_mut();

@@ -40,6 +40,7 @@ use crate::runtimes::device::{
     AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,
 };
 use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernel, Kernels, kernel_source};
+use crate::runtimes::kernel_cache::{CompileKey, KernelCache};
 
 use blas::BlasHandle;
 use discover::{describe, device_count};
@@ -178,18 +179,42 @@ impl HipPeer {
             ));
             return Ok(peer);
         }
-        let code = compile(&rtc, &kernel_source(), &arch);
+        let source = kernel_source();
+        let key = CompileKey {
+            compiler: &peer.info.compiler,
+            target: &arch,
+            driver: &peer.info.driver_version,
+            options: "--offload-arch=<arch>",
+            source: &source,
+        };
+        let cache = KernelCache::from_env();
+        let code = cache.get_or_compile(&key, || compile(&rtc, &source, &arch));
+        let hip = &peer.hip;
+        let load = |module: &mut hipModule_t, code: &[u8]| {
+            // SAFETY: `code` is a complete code object from hiprtc, alive for the call.
+            unsafe {
+                hip_call!(
+                    hip,
+                    hipModuleLoadData(module, code.as_ptr().cast()),
+                    "{arch}"
+                )
+            }
+        };
+        let mut module: hipModule_t = null_mut();
+        let loaded = match code {
+            Ok(code) if load(&mut module, &code).is_ok() => Ok(()),
+            Ok(_) => {
+                // A cached code object the runtime refuses (another ROCm's): compile once more.
+                cache.forget(&key);
+                compile(&rtc, &source, &arch).and_then(|code| {
+                    load(&mut module, &code).refused("loading the hiprtc-compiled module")
+                })
+            }
+            Err(e) => Err(e),
+        };
+        peer.module = module;
         peer._rtc = Some(rtc);
-        let code = code?;
-        // SAFETY: `code` is a complete code object from hiprtc, alive for the call.
-        unsafe {
-            hip_call!(
-                &peer.hip,
-                hipModuleLoadData(&mut peer.module, code.as_ptr().cast()),
-                "{arch}"
-            )
-        }
-        .refused("loading the hiprtc-compiled module")?;
+        loaded?;
         let (hip, module) = (&peer.hip, peer.module);
         let get = |name: &CStr| -> Result<hipFunction_t, CaseError> {
             let mut f: hipFunction_t = null_mut();

@@ -1,0 +1,320 @@
+//! The on-disk cache of compiled kernels: NVRTC cubins, hiprtc code objects and OpenCL program
+//! binaries. Every worker of a run (and every run on the machine) compiles the same sources for
+//! the same device; compiling once saves each fresh worker a compile (about 0.3 s for NVRTC).
+//!
+//! Safety over speed:
+//! - The key is the whole compile, written out in full: compiler (name, version and library),
+//!   target (arch or device), driver version, options and the source text's length and hash.
+//!   An entry is used only when its stored key equals the wanted key byte for byte, so a
+//!   hash collision of file names is a miss, never a wrong kernel.
+//! - The payload's own checksum is stored: a truncated or corrupted entry is a miss.
+//! - Entries are written to a temporary file and renamed: a reader never sees half an entry,
+//!   and two workers writing the same entry at once both leave a complete one.
+//! - A binary that the runtime then refuses to load is forgotten ([`KernelCache::forget`]) and
+//!   compiled again, so a cache from another driver install can only cost a compile.
+//!
+//! `CLHIP_KERNEL_CACHE` picks the directory; `off` (or an empty value) turns the cache off.
+//! The default is `$XDG_CACHE_HOME/clhip/kernels`, else `$HOME/.cache/clhip/kernels`.
+
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+/// Environment variable naming the cache directory, or `off`.
+pub const ENV: &str = "CLHIP_KERNEL_CACHE";
+
+const MAGIC: &[u8] = b"clhip-kernel-cache/1\n";
+
+/// What a compile depends on. Every field goes into the stored key verbatim.
+#[derive(Debug, Clone)]
+pub struct CompileKey<'a> {
+    /// `NVRTC 13.0 (/usr/local/cuda/.../libnvrtc.so.13.0.88)`, `hiprtc 6.3 (...)`, or the
+    /// OpenCL platform and device version.
+    pub compiler: &'a str,
+    /// `sm_90`, `gfx908:sramecc+:xnack-`, or the OpenCL device name.
+    pub target: &'a str,
+    pub driver: &'a str,
+    pub options: &'a str,
+    pub source: &'a str,
+}
+
+impl CompileKey<'_> {
+    fn text(&self) -> String {
+        format!(
+            "compiler: {}\ntarget: {}\ndriver: {}\noptions: {}\nsource: {} bytes, fnv1a64 {:016x}\n",
+            self.compiler,
+            self.target,
+            self.driver,
+            self.options,
+            self.source.len(),
+            fnv1a64(self.source.as_bytes())
+        )
+    }
+}
+
+/// A cache directory, or none (the cache is off).
+#[derive(Debug, Clone)]
+pub struct KernelCache {
+    dir: Option<PathBuf>,
+}
+
+impl KernelCache {
+    /// The cache the environment asks for (see the module's documentation).
+    pub fn from_env() -> Self {
+        let dir = match std::env::var_os(ENV) {
+            Some(v) if v.is_empty() || v == "off" => None,
+            Some(v) => Some(PathBuf::from(v)),
+            None => std::env::var_os("XDG_CACHE_HOME")
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
+                .map(|base| base.join("clhip").join("kernels")),
+        };
+        KernelCache { dir }
+    }
+
+    pub fn at(dir: impl Into<PathBuf>) -> Self {
+        KernelCache {
+            dir: Some(dir.into()),
+        }
+    }
+
+    pub fn off() -> Self {
+        KernelCache { dir: None }
+    }
+
+    fn entry(&self, key: &str) -> Option<PathBuf> {
+        let dir = self.dir.as_ref()?;
+        Some(dir.join(format!("{:016x}.bin", fnv1a64(key.as_bytes()))))
+    }
+
+    /// The cached binary for `key`, or `compile()`'s, which is then stored. Cache trouble of
+    /// any kind (unreadable, corrupt, a full disk) only means compiling: it never fails the
+    /// caller.
+    pub fn get_or_compile<E>(
+        &self,
+        key: &CompileKey<'_>,
+        compile: impl FnOnce() -> Result<Vec<u8>, E>,
+    ) -> Result<Vec<u8>, E> {
+        let text = key.text();
+        if let Some(hit) = self.read(&text) {
+            return Ok(hit);
+        }
+        let binary = compile()?;
+        self.write(&text, &binary);
+        Ok(binary)
+    }
+
+    /// The cached binary for `key`, if a valid one is stored.
+    pub fn lookup(&self, key: &CompileKey<'_>) -> Option<Vec<u8>> {
+        self.read(&key.text())
+    }
+
+    /// Stores `binary` as the result of compiling `key`.
+    pub fn store(&self, key: &CompileKey<'_>, binary: &[u8]) {
+        if !binary.is_empty() {
+            self.write(&key.text(), binary);
+        }
+    }
+
+    /// Drops the entry for `key`: its binary was refused by the runtime.
+    pub fn forget(&self, key: &CompileKey<'_>) {
+        if let Some(path) = self.entry(&key.text()) {
+            let _ = std::fs::remove_file(path);
+        }
+    }
+
+    fn read(&self, key: &str) -> Option<Vec<u8>> {
+        let bytes = std::fs::read(self.entry(key)?).ok()?;
+        decode(&bytes, key)
+    }
+
+    fn write(&self, key: &str, binary: &[u8]) {
+        let (Some(dir), Some(path)) = (&self.dir, self.entry(key)) else {
+            return;
+        };
+        let tmp = dir.join(format!(
+            ".{}-{}.tmp",
+            std::process::id(),
+            fnv1a64(key.as_bytes()) & 0xffff
+        ));
+        let written = std::fs::create_dir_all(dir)
+            .and_then(|()| std::fs::File::create(&tmp))
+            .and_then(|mut f| f.write_all(&encode(key, binary)))
+            .and_then(|()| std::fs::rename(&tmp, &path));
+        if written.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+    }
+}
+
+fn encode(key: &str, binary: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(MAGIC.len() + key.len() + binary.len() + 24);
+    out.extend_from_slice(MAGIC);
+    out.extend_from_slice(&(key.len() as u64).to_le_bytes());
+    out.extend_from_slice(key.as_bytes());
+    out.extend_from_slice(&(binary.len() as u64).to_le_bytes());
+    out.extend_from_slice(binary);
+    out.extend_from_slice(&fnv1a64(binary).to_le_bytes());
+    out
+}
+
+/// The payload of an entry whose stored key is `key` and whose checksum holds.
+fn decode(bytes: &[u8], key: &str) -> Option<Vec<u8>> {
+    let rest = bytes.strip_prefix(MAGIC)?;
+    let (key_len, rest) = take_u64(rest)?;
+    let (stored_key, rest) = rest.split_at_checked(usize::try_from(key_len).ok()?)?;
+    if stored_key != key.as_bytes() {
+        return None;
+    }
+    let (len, rest) = take_u64(rest)?;
+    let (payload, rest) = rest.split_at_checked(usize::try_from(len).ok()?)?;
+    let (sum, rest) = take_u64(rest)?;
+    (rest.is_empty() && sum == fnv1a64(payload) && !payload.is_empty()).then(|| payload.to_vec())
+}
+
+fn take_u64(bytes: &[u8]) -> Option<(u64, &[u8])> {
+    let (head, rest) = bytes.split_at_checked(8)?;
+    Some((u64::from_le_bytes(head.try_into().ok()?), rest))
+}
+
+fn fnv1a64(bytes: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for &b in bytes {
+        h ^= b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::cell::Cell;
+
+    fn key(source: &str) -> CompileKey<'_> {
+        CompileKey {
+            compiler: "NVRTC 13.0",
+            target: "sm_90",
+            driver: "580.159.04",
+            options: "--std=c++17",
+            source,
+        }
+    }
+
+    fn dir(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("clhip-kcache-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        d
+    }
+
+    #[test]
+    fn a_second_compile_of_the_same_key_is_a_hit() {
+        let cache = KernelCache::at(dir("hit"));
+        let compiles = Cell::new(0);
+        let compile = || -> Result<Vec<u8>, ()> {
+            compiles.set(compiles.get() + 1);
+            Ok(vec![1, 2, 3])
+        };
+        assert_eq!(cache.get_or_compile(&key("a"), compile), Ok(vec![1, 2, 3]));
+        assert_eq!(cache.get_or_compile(&key("a"), compile), Ok(vec![1, 2, 3]));
+        assert_eq!(compiles.get(), 1);
+    }
+
+    #[test]
+    fn any_change_of_source_target_driver_or_compiler_is_a_miss() {
+        let cache = KernelCache::at(dir("miss"));
+        let compiles = Cell::new(0);
+        let compile = || -> Result<Vec<u8>, ()> {
+            compiles.set(compiles.get() + 1);
+            Ok(vec![compiles.get() as u8])
+        };
+        let base = key("a");
+        let _ = cache.get_or_compile(&base, compile);
+        let variants = [
+            CompileKey {
+                source: "b",
+                ..base.clone()
+            },
+            CompileKey {
+                target: "sm_80",
+                ..base.clone()
+            },
+            CompileKey {
+                driver: "590.1",
+                ..base.clone()
+            },
+            CompileKey {
+                compiler: "NVRTC 13.1",
+                ..base.clone()
+            },
+            CompileKey {
+                options: "",
+                ..base.clone()
+            },
+        ];
+        for v in &variants {
+            let _ = cache.get_or_compile(v, compile);
+        }
+        assert_eq!(compiles.get(), 1 + variants.len());
+    }
+
+    #[test]
+    fn a_corrupt_truncated_or_foreign_entry_is_compiled_again() {
+        let d = dir("corrupt");
+        let cache = KernelCache::at(&d);
+        let k = key("src");
+        let _ = cache.get_or_compile(&k, || Ok::<_, ()>(vec![7; 64]));
+        let path = cache.entry(&k.text()).unwrap();
+        let good = std::fs::read(&path).unwrap();
+        let flipped = {
+            let mut b = good.clone();
+            let last = b.len() - 9; // a payload byte, not the checksum
+            b[last] ^= 1;
+            b
+        };
+        // The same file name holding another key's entry: what a name collision would look like.
+        let foreign = encode(&key("other").text(), &[7; 64]);
+        for bad in [
+            flipped,
+            good[..good.len() - 3].to_vec(),
+            foreign,
+            Vec::new(),
+        ] {
+            std::fs::write(&path, &bad).unwrap();
+            let got = cache.get_or_compile(&k, || Ok::<_, ()>(vec![9; 8]));
+            assert_eq!(got, Ok(vec![9; 8]));
+            std::fs::write(&path, &good).unwrap();
+        }
+        assert_eq!(
+            cache.get_or_compile(&k, || Ok::<_, ()>(vec![0])),
+            Ok(vec![7; 64])
+        );
+    }
+
+    #[test]
+    fn forget_and_a_failed_compile_leave_nothing_behind() {
+        let cache = KernelCache::at(dir("forget"));
+        let k = key("x");
+        assert_eq!(
+            cache.get_or_compile(&k, || Err::<Vec<u8>, _>("bad")),
+            Err("bad")
+        );
+        assert!(cache.read(&k.text()).is_none());
+        let _ = cache.get_or_compile(&k, || Ok::<_, ()>(vec![1]));
+        cache.forget(&k);
+        assert!(cache.read(&k.text()).is_none());
+    }
+
+    #[test]
+    fn off_always_compiles() {
+        let cache = KernelCache::off();
+        let compiles = Cell::new(0);
+        for _ in 0..2 {
+            let _ = cache.get_or_compile(&key("a"), || {
+                compiles.set(compiles.get() + 1);
+                Ok::<_, ()>(vec![1])
+            });
+        }
+        assert_eq!(compiles.get(), 2);
+    }
+}
