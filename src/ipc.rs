@@ -2,14 +2,9 @@
 //! from their own process, so the allocation under test is made by another clhip process (the
 //! exporter: `clhip __ipc-export`), which keeps it alive until the worker closes its stdin.
 //!
-//! Protocol: the worker writes the length to allocate (complex f32 elements) as one line on the
-//! exporter's stdin. The exporter writes one line to stdout, after [`PREFIX`]: an
-//! [`ExporterLine`], either the handle (128 hex digits) or the outcome that stopped it (a
-//! refusal, a fault). EOF on the exporter's stdin then means "done, free it and exit".
-//!
-//! The length comes on stdin, not on the command line, so that the next exporter can be
-//! started (and open its device, which costs a second on a GPU) while the current case runs:
-//! each exporter still serves exactly one allocation, as a fresh process.
+//! Protocol: the exporter writes one line to stdout, after [`PREFIX`]: an [`ExporterLine`],
+//! either the handle (128 hex digits) or the outcome that stopped it (a refusal, a fault). The
+//! worker answers nothing; EOF on the exporter's stdin means "done, free it and exit".
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::os::unix::process::ExitStatusExt;
@@ -17,7 +12,6 @@ use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{Api, ApiError, CaseError, Outcome};
@@ -71,65 +65,29 @@ pub fn decode(hex: &str) -> Result<IpcHandle, String> {
     Ok(out)
 }
 
-/// An exporter started ahead of its case, for the same executable and device.
-struct Started {
-    exe: PathBuf,
-    reopen_args: Vec<String>,
-    child: Child,
-}
-
-/// The next exporter of this worker, started when the previous one was taken.
-static NEXT: std::sync::Mutex<Option<Started>> = std::sync::Mutex::new(None);
-
-fn start(exe: &PathBuf, reopen_args: &[String]) -> Result<Child, CaseError> {
-    Command::new(exe)
-        .arg("__ipc-export")
-        .args(reopen_args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .map_err(|e| CaseError::Broken(exporter_error(format!("starting {}: {e}", exe.display()))))
-}
-
 impl Exporter {
-    /// Have `exe __ipc-export <reopen_args>` allocate `len` elements and read its handle. The
-    /// process is the one started ahead for this device if there is one, else a new one; the
-    /// next one is started before returning. A refusal in the exporter (no device, hipMalloc
-    /// refused) comes back as the case's own outcome; an exporter that dies is a crash of that
-    /// process.
+    /// Start `exe __ipc-export <reopen_args> --len <len>` and read its handle. A refusal in
+    /// the exporter (no device, hipMalloc refused) comes back as the case's own outcome; an
+    /// exporter that dies is a crash of that process.
     pub fn spawn(
         exe: PathBuf,
         reopen_args: &[String],
         len: usize,
     ) -> Result<(Exporter, IpcHandle), CaseError> {
-        let ahead = {
-            let mut next = NEXT.lock().unwrap_or_else(|e| e.into_inner());
-            next.take()
-        };
-        let mut child = match ahead {
-            Some(s) if s.exe == exe && s.reopen_args == reopen_args => s.child,
-            other => {
-                if let Some(mut stale) = other {
-                    let _ = stale.child.kill();
-                    let _ = stale.child.wait();
-                }
-                start(&exe, reopen_args)?
-            }
-        };
-        if let Ok(next) = start(&exe, reopen_args) {
-            *NEXT.lock().unwrap_or_else(|e| e.into_inner()) = Some(Started {
-                exe: exe.clone(),
-                reopen_args: reopen_args.to_vec(),
-                child: next,
-            });
-        }
-        let mut stdin = child.stdin.take();
+        let mut child = Command::new(&exe)
+            .arg("__ipc-export")
+            .args(reopen_args)
+            .arg("--len")
+            .arg(len.to_string())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .map_err(|e| {
+                CaseError::Broken(exporter_error(format!("starting {}: {e}", exe.display())))
+            })?;
+        let stdin = child.stdin.take();
         let stdout = child.stdout.take();
-        // A write error is the exporter having died, which reading its line finds out.
-        if let Some(s) = stdin.as_mut() {
-            let _ = writeln!(s, "{len}").and_then(|()| s.flush());
-        }
         let mut exporter = Exporter {
             child: Some(child),
             stdin,
@@ -282,11 +240,15 @@ fn from_exporter_outcome(outcome: Outcome) -> CaseError {
     }
 }
 
-/// The exporter's side (`clhip __ipc-export`): open the device, read the length to allocate
-/// from stdin, allocate, print the handle, hold the allocation until stdin closes.
-pub fn serve(api: Api, ordinal: usize, rocm_path: Option<PathBuf>) -> anyhow::Result<()> {
+/// The exporter's side (`clhip __ipc-export`): open the device, allocate `len` elements, print
+/// the handle, hold the allocation until stdin closes.
+pub fn serve(
+    api: Api,
+    ordinal: usize,
+    rocm_path: Option<PathBuf>,
+    len: usize,
+) -> anyhow::Result<()> {
     let mut stdout = std::io::stdout().lock();
-    let mut stdin = std::io::stdin().lock();
     let say = |out: &mut dyn Write, line: &ExporterLine| -> anyhow::Result<()> {
         writeln!(out, "{PREFIX}{}", serde_json::to_string(line)?)?;
         out.flush()?;
@@ -303,15 +265,6 @@ pub fn serve(api: Api, ordinal: usize, rocm_path: Option<PathBuf>) -> anyhow::Re
         let outcome = Outcome::unsupported(format!("{} has no device runtime", api.name()));
         return say(&mut stdout, &ExporterLine::Stopped { outcome });
     };
-    let mut line = String::new();
-    if stdin.read_line(&mut line)? == 0 {
-        // Started ahead for a case that never came: nothing to do.
-        return Ok(());
-    }
-    let len: usize = line
-        .trim()
-        .parse()
-        .with_context(|| format!("the length to allocate, from stdin: {line:?}"))?;
     let exported = dev
         .alloc(crate::runtimes::device::AllocKind::Device, len)
         .and_then(|a| match dev.ipc_handle(&a) {
@@ -337,7 +290,7 @@ pub fn serve(api: Api, ordinal: usize, rocm_path: Option<PathBuf>) -> anyhow::Re
         }
     };
     // Hold the allocation until the worker is done with it.
-    let _ = std::io::copy(&mut stdin, &mut std::io::sink());
+    let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
     dev.free(alloc);
     Ok(())
 }

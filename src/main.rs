@@ -127,6 +127,9 @@ enum Cmd {
         ordinal: usize,
         #[arg(long)]
         rocm_path: Option<PathBuf>,
+        /// Complex f32 elements.
+        #[arg(long)]
+        len: usize,
     },
 }
 
@@ -297,7 +300,8 @@ fn real_main() -> anyhow::Result<ExitCode> {
             api,
             ordinal,
             rocm_path,
-        } => clhip::ipc::serve(api, ordinal, rocm_path).map(|()| ExitCode::SUCCESS),
+            len,
+        } => clhip::ipc::serve(api, ordinal, rocm_path, len).map(|()| ExitCode::SUCCESS),
         Cmd::Probe { json, rocm_path } => {
             // Before any runtime is loaded: what a driver prints must not land in the JSON.
             let mut out = probe::take_stdout_for_protocol()?;

@@ -378,9 +378,7 @@ fn run_alone(items: &[Planned], opts: &RunOptions) -> anyhow::Result<Option<Case
     let mut results = Vec::new();
     let mut rest = items;
     while !rest.is_empty() && !opts.control.is_interrupted() {
-        let env = rest[0].env.clone();
-        let worker = WorkerProcess::spawn(opts, &env, None)?;
-        match run_batch(worker, rest, opts, &mut |_| {}, &mut results)? {
+        match run_batch(rest, opts, &mut |_| {}, &mut results)? {
             BatchEnd::Consumed(n) => rest = &rest[n..],
             BatchEnd::CouldNotStart(_) => break,
         }
@@ -420,9 +418,6 @@ fn run_workers(
             None => groups.push((p.gpu.clone(), VecDeque::from([p]))),
         }
     }
-    for (_, q) in &mut groups {
-        q.make_contiguous().sort_by_key(dispatch_order);
-    }
     let threads: Vec<usize> = groups
         .iter()
         .enumerate()
@@ -431,7 +426,6 @@ fn run_workers(
     let threads_of: Vec<usize> = (0..groups.len())
         .map(|g| threads.iter().filter(|&&t| t == g).count())
         .collect();
-    let opts = &with_reference_threads(opts, threads.len());
     let shared = Shared {
         threads_of,
         queues: groups.into_iter().map(|(_, q)| Mutex::new(q)).collect(),
@@ -484,32 +478,6 @@ fn run_workers(
     })
 }
 
-/// Heaviest (op, size) first, so that the longest cases do not start last and leave one job
-/// running while the others idle; then by (op, size), so that a worker's batch shares its data
-/// and references (see `ops::data`). Within one (op, size) the plan's order is kept (the sort
-/// is stable), and mock items, having no case, keep theirs.
-fn dispatch_order(p: &Planned) -> Option<(std::cmp::Reverse<u64>, &'static str, usize)> {
-    let c = p.work.case()?;
-    let bytes = crate::cases::case_bytes(c.op, c.n).map_or(0, |b| b.device);
-    Some((std::cmp::Reverse(bytes), c.op.name(), c.n))
-}
-
-/// The workers' CPU reference pools split the host's cores between the jobs: each worker's
-/// rayon pool sized to its share (at least 2), unless `RAYON_NUM_THREADS` is set already.
-/// With every worker sized to the whole host, 8 jobs ran 8 x 16 threads on 16 cores, and -j 8
-/// was no faster than -j 4.
-fn with_reference_threads(opts: &RunOptions, jobs: usize) -> RunOptions {
-    let mut opts = opts.clone();
-    let set = |k: &str| opts.worker_env.iter().any(|(key, _)| key == k);
-    if std::env::var_os("RAYON_NUM_THREADS").is_none() && !set("RAYON_NUM_THREADS") {
-        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-        let share = (cores / jobs.max(1)).max(2);
-        opts.worker_env
-            .push(("RAYON_NUM_THREADS".into(), share.to_string()));
-    }
-    opts
-}
-
 /// One runner thread: batch after batch from its GPU's queue until it is empty or the run
 /// stops.
 fn run_thread(
@@ -522,10 +490,6 @@ fn run_thread(
     let mut send = |e: &Event| {
         let _ = tx.send(e.clone());
     };
-    // A worker started (and warmed up on the queue's pair) while the current one works, so
-    // that the next batch, after a crash or fault above all, does not wait for runtime
-    // initialization and kernel builds.
-    let mut spare: Option<Spare> = None;
     loop {
         if lock(&shared.aborted).is_some() || opts.control.is_interrupted() {
             break;
@@ -546,21 +510,7 @@ fn run_thread(
         if batch.is_empty() {
             break;
         }
-        let env = batch[0].env.clone();
-        let worker = match spare.take() {
-            Some(s) if s.env == env && !s.spawned.0.has_exited()? => Some(s.spawned),
-            _ => None,
-        };
-        let worker = match worker {
-            Some(w) => w,
-            None => WorkerProcess::spawn(opts, &env, None)?,
-        };
-        let warm_on = batch[0].work.case().cloned();
-        spare = Some(Spare {
-            spawned: WorkerProcess::spawn(opts, &env, warm_on.as_ref())?,
-            env,
-        });
-        let end = run_batch(worker, &batch, opts, &mut send, &mut mine)?;
+        let end = run_batch(&batch, opts, &mut send, &mut mine)?;
         let (requeue_from, start_failure) = match end {
             BatchEnd::Consumed(done) => {
                 *lock(&shared.failed_starts_in_a_row) = 0;
@@ -630,24 +580,14 @@ enum Stop {
     Stalled,
 }
 
-/// A started worker, not yet given its batch.
-type Spawned = (WorkerProcess, ChildStdin, Receiver<Msg>);
-
-/// A pre-started worker for the next batch of a runner thread, for workers with `env`.
-struct Spare {
-    spawned: Spawned,
-    env: Vec<(String, String)>,
-}
-
 /// One worker process working through one batch.
 fn run_batch(
-    worker: Spawned,
     batch: &[Planned],
     opts: &RunOptions,
     on_event: &mut dyn FnMut(&Event),
     results: &mut Vec<CaseResult>,
 ) -> anyhow::Result<BatchEnd> {
-    let mut session = Session::start(worker, batch, opts)?;
+    let mut session = Session::start(batch, opts)?;
     let stop = session.pump(opts, on_event, results)?;
     session.finish(stop, opts, on_event, results)
 }
@@ -675,11 +615,9 @@ struct Session<'b> {
 }
 
 impl<'b> Session<'b> {
-    fn start(
-        (worker, stdin, rx): Spawned,
-        batch: &'b [Planned],
-        opts: &RunOptions,
-    ) -> anyhow::Result<Self> {
+    fn start(batch: &'b [Planned], opts: &RunOptions) -> anyhow::Result<Self> {
+        let env = batch.first().map_or(&[][..], |p| p.env.as_slice());
+        let (worker, stdin, rx) = WorkerProcess::spawn(opts, env)?;
         feed(stdin, batch)?;
         Ok(Session {
             batch,
@@ -1169,23 +1107,14 @@ struct WorkerProcess {
 }
 
 impl WorkerProcess {
-    /// Starts a worker. With `warm_on`, it opens that case's OpenCL session and peer (and
-    /// builds their kernels) before it reads its first item, so it is ready when its batch
-    /// comes; a warm-up that fails or crashes only means the batch meets that itself.
     fn spawn(
         opts: &RunOptions,
         env: &[(String, String)],
-        warm_on: Option<&Case>,
-    ) -> anyhow::Result<Spawned> {
-        let warm = match warm_on {
-            Some(c) => Some(serde_json::to_string(c).context("encoding the warm-up case")?),
-            None => None,
-        };
+    ) -> anyhow::Result<(Self, ChildStdin, Receiver<Msg>)> {
         let child = Command::new(&opts.worker_exe)
             .args(&opts.worker_args)
             .envs(opts.worker_env.iter().map(|(k, v)| (k, v)))
             .envs(env.iter().map(|(k, v)| (k, v)))
-            .envs(warm.iter().map(|w| (crate::worker::WARM_ENV, w)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -25,10 +25,6 @@ use serde::{Deserialize, Serialize};
 use crate::model::Outcome;
 use crate::runner::Work;
 
-/// Set by the runner on a pre-started worker: a case (JSON) whose OpenCL session and peer the
-/// worker opens before reading its first item.
-pub const WARM_ENV: &str = "CLHIP_WARM_ON";
-
 /// Marks the worker's protocol lines among anything else a driver prints.
 pub const PROTOCOL_PREFIX: &str = "@@clhip ";
 
@@ -94,14 +90,6 @@ pub fn worker_main(
     }));
     let mut state = crate::ops::WorkerState::default();
     state.rocm_path = rocm_path;
-    // Best effort: a warm-up that fails leaves the failure for the first case to meet and
-    // report as its own outcome.
-    if let Some(case) = std::env::var(WARM_ENV)
-        .ok()
-        .and_then(|json| serde_json::from_str::<crate::model::Case>(&json).ok())
-    {
-        crate::ops::warm_up(&mut state, &case);
-    }
 
     for line in std::io::stdin().lock().lines() {
         let line = line.context("reading work from stdin")?;

@@ -143,10 +143,6 @@ pub struct WorkerState {
     fft: FftCache,
     peers: HashMap<Peer, Result<Box<dyn PeerRuntime>, CaseError>>,
     data: DataCache,
-    /// Peers opened by [`warm_up`], whose known-answer check is repeated at their first case:
-    /// a worker that waited while another one faulted the device must not trust a check it
-    /// passed before.
-    warmed: std::collections::HashSet<Peer>,
 }
 
 /// The case's peer, opened on first use in this worker. A device peer must first pass its
@@ -235,41 +231,6 @@ fn session<'a>(
     }
 }
 
-/// Opens `case`'s OpenCL session (building its program) and peer (loading its kernels and
-/// libraries), as the case itself would, without running it. Errors stay in the state, where
-/// the first case that needs the session or the peer meets them.
-pub fn warm_up(state: &mut WorkerState, case: &Case) {
-    let _ = session(&mut state.devices, &mut state.sessions, case);
-    if peer(
-        &mut state.peers,
-        &case.pair.peer,
-        state.rocm_path.as_deref(),
-    )
-    .is_ok()
-    {
-        state.warmed.insert(case.pair.peer.clone());
-    }
-}
-
-/// The known-answer check again, for a peer [`warm_up`] opened: a failure is the case's `skip`,
-/// as at a cold start, and stays with the peer for the worker's later cases.
-fn recheck_warmed(state: &mut WorkerState, want: &Peer) {
-    if !state.warmed.remove(want) {
-        return;
-    }
-    let Some(Ok(opened)) = state.peers.get_mut(want) else {
-        return;
-    };
-    let label = opened.peer().label();
-    if let Some(d) = opened.as_device()
-        && let Err(e) = d.health_check()
-    {
-        state
-            .peers
-            .insert(want.clone(), Err(crate::peer::unfit(&label, e)));
-    }
-}
-
 /// Run one case to its outcome. Never panics on a driver result; a crash or hang here is the
 /// worker's to contain.
 pub fn execute(state: &mut WorkerState, case: &Case, seed: u64) -> Outcome {
@@ -331,7 +292,6 @@ fn run(
     seed: u64,
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
-    recheck_warmed(state, &case.pair.peer);
     let WorkerState {
         rocm_path,
         devices,
@@ -339,7 +299,6 @@ fn run(
         fft,
         peers,
         data,
-        warmed: _,
     } = state;
     let session = session(devices, sessions, case)?;
     let peer = peer(peers, &case.pair.peer, rocm_path.as_deref())?;
