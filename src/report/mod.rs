@@ -4,6 +4,7 @@
 
 mod console;
 mod diff;
+mod html;
 mod json;
 mod junit;
 mod markdown;
@@ -11,6 +12,7 @@ mod matrix;
 
 pub use console::ConsoleReporter;
 pub use diff::{Movement, RunDiff, diff, render_diff, render_diff_markdown};
+pub use html::{render_diff_html, render_html};
 pub use json::{
     Loaded, RunReport, RunStatus, SCHEMA, Summary, closing_line, journal_head, load, load_json,
     rfc3339_utc, write_json,
