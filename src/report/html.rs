@@ -123,13 +123,13 @@ pub fn render_html(report: &RunReport, problems: &[String]) -> String {
     kv_table(
         &mut out,
         &[
-            ("started", report.started_at.clone()),
-            ("clhip", report.clhip_version.clone()),
-            ("seed", report.seed.to_string()),
-            ("wall", format!("{:.1} s", report.wall_s)),
-            ("command", shell_words(&report.command)),
-            ("status", status),
-            ("result", closing_line(&report.summary)),
+            ("started".into(), report.started_at.clone()),
+            ("clhip".into(), report.clhip_version.clone()),
+            ("seed".into(), report.seed.to_string()),
+            ("wall".into(), format!("{:.1} s", report.wall_s)),
+            ("command".into(), shell_words(&report.command)),
+            ("status".into(), status),
+            ("result".into(), closing_line(&report.summary)),
         ],
     );
     if !problems.is_empty() {
@@ -140,20 +140,15 @@ pub fn render_html(report: &RunReport, problems: &[String]) -> String {
         out.push_str("</ul></div>\n");
     }
     out.push_str("</header>\n\n<section id=\"fingerprint\">\n<h2>Fingerprint</h2>\n");
+    // The Markdown report's rows: (component, value).
     let rows: Vec<(String, String)> = fingerprint_rows(&report.fingerprint)
         .into_iter()
-        .filter_map(|row| match <[String; 2]>::try_from(row) {
-            Ok([k, v]) => Some((k, v)),
-            Err(_) => None,
+        .map(|mut row| {
+            let value = row.pop().unwrap_or_default();
+            (row.join(" "), value)
         })
         .collect();
-    kv_table(
-        &mut out,
-        &rows
-            .iter()
-            .map(|(k, v)| (k.as_str(), v.clone()))
-            .collect::<Vec<_>>(),
-    );
+    kv_table(&mut out, &rows);
     out.push_str("</section>\n\n");
     legend(&mut out);
 
@@ -171,10 +166,7 @@ pub fn render_html(report: &RunReport, problems: &[String]) -> String {
                 esc(&r.id),
                 label(r),
                 label(r),
-                match mark(r) {
-                    "" => String::new(),
-                    m => format!(" {m}"),
-                },
+                pad(mark(r)),
                 esc(&r.outcome.reason())
             );
         }
@@ -561,9 +553,9 @@ pub fn render_diff_html(d: &RunDiff, old: (&str, &RunReport), new: (&str, &RunRe
     kv_table(
         &mut out,
         &[
-            ("old", side(old)),
-            ("new", side(new)),
-            ("moved", summary_line(d)),
+            ("old".into(), side(old)),
+            ("new".into(), side(new)),
+            ("moved".into(), summary_line(d)),
         ],
     );
     out.push_str("</header>\n\n<section id=\"fingerprint\">\n<h2>Fingerprint</h2>\n");
@@ -656,7 +648,7 @@ fn head(title: &str) -> String {
     )
 }
 
-fn kv_table(out: &mut String, rows: &[(&str, String)]) {
+fn kv_table(out: &mut String, rows: &[(String, String)]) {
     out.push_str("<table class=\"kv\">\n");
     for (k, v) in rows {
         let _ = writeln!(
@@ -923,6 +915,18 @@ mod tests {
         assert_eq!(dangling_notes(&html), Vec::<String>::new());
         let planted = html.replacen("<li id=\"note-2\">", "<li>", 1);
         assert_eq!(dangling_notes(&planted), ["#note-2 has no note"]);
+    }
+
+    #[test]
+    fn a_file_that_is_not_a_whole_run_says_so_on_the_page() {
+        let mut report = sample_report();
+        assert!(!render_html(&report, &[]).contains("class=\"problems\""));
+        report.status = RunStatus::Interrupted;
+        report.not_run = vec!["pocl0+host/copy/map/fft/n=64".into()];
+        let html = render_html(&report, &["run.json: incomplete: interrupted".into()]);
+        assert!(html.contains("<div class=\"problems\">"), "{html}");
+        assert!(html.contains("<li>run.json: incomplete: interrupted</li>"));
+        assert!(html.contains("incomplete: interrupted (1 cases not run)"));
     }
 
     #[test]

@@ -1,5 +1,6 @@
 //! What people and machines read after a run: the JSON results file (the record a matrix diff is
-//! made from), support matrices as text and Markdown, JUnit XML for CI, and the live console.
+//! made from), support matrices as text, Markdown and HTML, JUnit XML for CI, run diffs, and the
+//! live console.
 //! One file per format; everything public is re-exported here, so `crate::report::X` paths stay.
 
 mod console;
