@@ -66,11 +66,18 @@ enum Cmd {
     },
     /// Run the case matrix over every pair found and print the support matrix.
     Run(RunArgs),
-    /// Render a saved results file: the matrix, Markdown for reports/, or a baseline.
+    /// Render a saved results file: the matrix, Markdown or HTML for reports/, or a baseline.
     Report {
         file: PathBuf,
         #[arg(long)]
         markdown: bool,
+        /// The matrix as one self-contained HTML page: colour per outcome, and per cell the
+        /// reasons, the worst error against its bound and the kernel log.
+        #[arg(long, conflicts_with_all = ["markdown", "baseline", "expectations"])]
+        html: bool,
+        /// Write the rendering to this file instead of standard output.
+        #[arg(long, short = 'o')]
+        output: Option<PathBuf>,
         /// Print the run's non-passes as a baseline (`case-id,outcome` lines, for --baseline):
         /// what this driver is known to do, so the next run reports only changes.
         #[arg(long, conflicts_with = "markdown")]
@@ -88,6 +95,12 @@ enum Cmd {
         new: PathBuf,
         #[arg(long)]
         markdown: bool,
+        /// As one self-contained HTML page.
+        #[arg(long, conflicts_with = "markdown")]
+        html: bool,
+        /// Write the rendering to this file instead of standard output.
+        #[arg(long, short = 'o')]
+        output: Option<PathBuf>,
     },
     /// Join the results files of a partitioned run's shards (`run --partition`) into one.
     Merge {
@@ -284,6 +297,28 @@ fn write_quietly_on_closed_pipe(out: &mut impl std::io::Write, text: &str) -> an
     }
 }
 
+/// `-o PATH` of `report` and `diff`, checked before anything is read: never one of the inputs.
+fn checked_output(
+    output: Option<&Path>,
+    inputs: &[(&str, &PathBuf)],
+) -> anyhow::Result<Option<Target>> {
+    let Some(path) = output else {
+        return Ok(None);
+    };
+    let target = output::check("-o", path)?;
+    let inputs: Vec<(&str, &Path)> = inputs.iter().map(|(w, p)| (*w, p.as_path())).collect();
+    output::refuse_collisions(&[("-o", &target)], &inputs)?;
+    Ok(Some(target))
+}
+
+/// A rendering to its `-o` file, else to standard output.
+fn emit(text: &str, target: Option<&Target>) -> anyhow::Result<()> {
+    match target {
+        Some(t) => output::write(t, text.as_bytes()),
+        None => Stdout::new().write(text),
+    }
+}
+
 /// A line on stderr; a stderr that cannot take it is no reason to fail.
 fn note(line: &str) {
     let _ = writeln!(std::io::stderr(), "{line}");
@@ -367,12 +402,17 @@ fn real_main() -> anyhow::Result<ExitCode> {
         Cmd::Report {
             file,
             markdown,
+            html,
+            output,
             baseline,
             expectations,
         } => {
+            let target = checked_output(output.as_deref(), &[("results", &file)])?;
             let loaded = report::load(&file)?;
             let r = &loaded.report;
-            let text = if expectations {
+            let text = if html {
+                report::render_html(r, &loaded.problems)
+            } else if expectations {
                 Expectations::starting_file(&r.results, &r.fingerprint, &file.display().to_string())
             } else if baseline {
                 Baseline::from_results(&r.results, &file.display().to_string()).to_string()
@@ -385,7 +425,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
                     report::closing_line(&r.summary)
                 )
             };
-            Stdout::new().write(&text)?;
+            emit(&text, target.as_ref())?;
             for id in &r.stale_baseline {
                 note(&format!(
                     "clhip: baseline entry `{id}` matched no case of that run"
@@ -401,18 +441,31 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
-        Cmd::Diff { old, new, markdown } => {
+        Cmd::Diff {
+            old,
+            new,
+            markdown,
+            html,
+            output,
+        } => {
+            let target = checked_output(output.as_deref(), &[("old", &old), ("new", &new)])?;
             let (a, b) = (report::load(&old)?, report::load(&new)?);
             for p in a.problems.iter().chain(&b.problems) {
                 note(&format!("clhip: {p}"));
             }
             let d = report::diff(&a.report, &b.report);
-            let text = if markdown {
+            let text = if html {
+                report::render_diff_html(
+                    &d,
+                    (&old.display().to_string(), &a.report),
+                    (&new.display().to_string(), &b.report),
+                )
+            } else if markdown {
                 report::render_diff_markdown(&d)
             } else {
                 report::render_diff(&d)
             };
-            Stdout::new().write(&text)?;
+            emit(&text, target.as_ref())?;
             Ok(if d.regressions() > 0 {
                 ExitCode::from(1)
             } else {

@@ -29,7 +29,7 @@ pub enum Movement {
 }
 
 impl Movement {
-    fn name(self) -> &'static str {
+    pub(super) fn name(self) -> &'static str {
         match self {
             Movement::Regression => "regression",
             Movement::Change => "changed",
@@ -158,7 +158,7 @@ fn side(r: Option<&CaseResult>) -> (String, String) {
     }
 }
 
-fn summary_line(d: &RunDiff) -> String {
+pub(super) fn summary_line(d: &RunDiff) -> String {
     format!(
         "{} regressions, {} fixes, {} changed, {} new, {} removed, {} negative-control races",
         d.count(Movement::Regression),
@@ -245,8 +245,8 @@ pub fn render_diff_markdown(d: &RunDiff) -> String {
                     .into(),
                     m.movement.name().into(),
                     code(m.id),
-                    format!("{ok}: {or}"),
-                    format!("{nk}: {nr}"),
+                    with_reason(&ok, &or),
+                    with_reason(&nk, &nr),
                 ]
             })
             .collect();
@@ -255,7 +255,16 @@ pub fn render_diff_markdown(d: &RunDiff) -> String {
     out
 }
 
-fn grouped<'d, 'a>(d: &'d RunDiff<'a>) -> BTreeMap<String, Vec<&'d Moved<'a>>> {
+/// `fail: reason`, or the outcome alone when there is no reason (a pass without a note).
+fn with_reason(kind: &str, reason: &str) -> String {
+    if reason.is_empty() {
+        kind.to_string()
+    } else {
+        format!("{kind}: {reason}")
+    }
+}
+
+pub(super) fn grouped<'d, 'a>(d: &'d RunDiff<'a>) -> BTreeMap<String, Vec<&'d Moved<'a>>> {
     let mut by_path: BTreeMap<String, Vec<&Moved>> = BTreeMap::new();
     for m in &d.moved {
         by_path.entry(group(m)).or_default().push(m);

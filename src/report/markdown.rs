@@ -104,20 +104,20 @@ pub fn render_markdown(report: &RunReport) -> String {
     out
 }
 
-/// Passes whose note is a finding in itself, not only a summary of the check.
 fn measured(results: &[CaseResult]) -> Vec<&CaseResult> {
-    results
-        .iter()
-        .filter(|r| r.outcome.kind() == OutcomeKind::Pass)
-        .filter(|r| {
-            r.work
-                .case()
-                .is_some_and(|c| c.op == Op::Placement || c.path == PathKind::ClGpuVa)
-        })
-        .collect()
+    results.iter().filter(|r| is_measurement(r)).collect()
 }
 
-fn fingerprint_rows(f: &Fingerprint) -> Vec<Vec<String>> {
+/// A pass whose note is a finding in itself (a placement's bandwidths, where a device address
+/// came from), not only a summary of the check.
+pub(super) fn is_measurement(r: &CaseResult) -> bool {
+    r.outcome.kind() == OutcomeKind::Pass
+        && r.work
+            .case()
+            .is_some_and(|c| c.op == Op::Placement || c.path == PathKind::ClGpuVa)
+}
+
+pub(super) fn fingerprint_rows(f: &Fingerprint) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     for d in &f.opencl {
         rows.push(vec![
@@ -189,7 +189,7 @@ pub(super) fn code(s: &str) -> String {
 }
 
 /// The argv as one could paste it into a shell.
-fn shell_words(argv: &[String]) -> String {
+pub(super) fn shell_words(argv: &[String]) -> String {
     let quote = |a: &String| {
         if !a.is_empty()
             && a.chars()

@@ -28,7 +28,7 @@ pub fn render_matrix(results: &[CaseResult]) -> String {
 /// How bad a kind is, for the cell's "worst": wrong data is worse than any refusal or death,
 /// and a clean refusal is the best non-pass (DOMAIN).
 /// A harness error outranks them all in a cell: that cell says nothing about the driver.
-fn severity(kind: OutcomeKind) -> u8 {
+pub(super) fn severity(kind: OutcomeKind) -> u8 {
     match kind {
         OutcomeKind::Pass => 0,
         OutcomeKind::Skip => 1,
@@ -71,18 +71,26 @@ pub(super) fn is_problem(kind: OutcomeKind) -> bool {
     severity(kind) >= severity(OutcomeKind::Timeout)
 }
 
-/// One cell: every size of one (path, sync, op) on one pair.
+/// One cell: every size of one (path, sync, op) on one pair, summed up as its worst outcome.
 #[derive(Default)]
-struct Cell {
-    total: usize,
-    worst: Option<OutcomeKind>,
-    worst_label: &'static str,
-    worst_count: usize,
-    unexpected: bool,
-    unexpected_pass: bool,
+pub(super) struct Cell {
+    pub(super) total: usize,
+    pub(super) worst: Option<OutcomeKind>,
+    pub(super) worst_label: &'static str,
+    pub(super) worst_count: usize,
+    pub(super) unexpected: bool,
+    pub(super) unexpected_pass: bool,
 }
 
 impl Cell {
+    pub(super) fn of(results: &[&CaseResult]) -> Cell {
+        let mut cell = Cell::default();
+        for r in results {
+            cell.add(r);
+        }
+        cell
+    }
+
     fn add(&mut self, r: &CaseResult) {
         let kind = r.outcome.kind();
         self.total += 1;
@@ -99,7 +107,7 @@ impl Cell {
         }
     }
 
-    fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         match self.worst {
             None => "-".to_string(),
             Some(_) => format!(
@@ -114,21 +122,45 @@ impl Cell {
     }
 }
 
-/// Rows (path, sync) and columns (op) of one pair; the derived orders are the `ALL` orders.
+/// Rows (path, sync) and columns (op) of one pair, each cell holding its sizes' results in
+/// run order; the derived orders are the `ALL` orders. Every rendering of a matrix (text,
+/// Markdown, HTML) groups through this.
 #[derive(Default)]
-struct PairTable {
-    rows: BTreeMap<(PathKind, SyncMode), BTreeMap<Op, Cell>>,
+pub(super) struct PairTable<'a> {
+    pub(super) rows: BTreeMap<(PathKind, SyncMode), BTreeMap<Op, Vec<&'a CaseResult>>>,
 }
 
-/// The group a result is shown and reported under: its pair, or `mock`.
-pub(super) fn group_of(work: &Work) -> String {
-    match work {
-        Work::Case(case) => case.pair.id(),
-        Work::Mock(_) => "mock".to_string(),
+impl PairTable<'_> {
+    /// The columns: the ops some row has, in `Op::ALL` order.
+    pub(super) fn ops(&self) -> Vec<Op> {
+        Op::ALL
+            .iter()
+            .copied()
+            .filter(|op| self.rows.values().any(|cells| cells.contains_key(op)))
+            .collect()
+    }
+
+    pub(super) fn has_negative_control(&self) -> bool {
+        self.rows
+            .keys()
+            .any(|(path, sync)| is_negative_control(*path, *sync))
+    }
+
+    fn cells(&self) -> impl Iterator<Item = Cell> + '_ {
+        self.rows
+            .values()
+            .flat_map(|c| c.values())
+            .map(|results| Cell::of(results))
     }
 }
 
-pub(super) fn render_tables(results: &[CaseResult]) -> String {
+/// A run's results as matrices: one table per pair (by pair id), and the mocks apart.
+pub(super) struct Grouped<'a> {
+    pub(super) pairs: BTreeMap<String, PairTable<'a>>,
+    pub(super) mocks: Vec<&'a CaseResult>,
+}
+
+pub(super) fn group(results: &[CaseResult]) -> Grouped<'_> {
     let mut pairs: BTreeMap<String, PairTable> = BTreeMap::new();
     let mut mocks = Vec::new();
     for r in results {
@@ -141,10 +173,23 @@ pub(super) fn render_tables(results: &[CaseResult]) -> String {
                 .or_default()
                 .entry(case.op)
                 .or_default()
-                .add(r),
+                .push(r),
             Work::Mock(_) => mocks.push(r),
         }
     }
+    Grouped { pairs, mocks }
+}
+
+/// The group a result is shown and reported under: its pair, or `mock`.
+pub(super) fn group_of(work: &Work) -> String {
+    match work {
+        Work::Case(case) => case.pair.id(),
+        Work::Mock(_) => "mock".to_string(),
+    }
+}
+
+pub(super) fn render_tables(results: &[CaseResult]) -> String {
+    let Grouped { pairs, mocks } = group(results);
     let mut out = String::new();
     for (pair, table) in &pairs {
         out.push_str(&render_pair(pair, table));
@@ -158,11 +203,7 @@ pub(super) fn render_tables(results: &[CaseResult]) -> String {
 }
 
 fn render_pair(pair: &str, table: &PairTable) -> String {
-    let ops: Vec<Op> = Op::ALL
-        .iter()
-        .copied()
-        .filter(|op| table.rows.values().any(|cells| cells.contains_key(op)))
-        .collect();
+    let ops = table.ops();
     let mut grid = vec![
         ["path", "sync"]
             .into_iter()
@@ -179,36 +220,22 @@ fn render_pair(pair: &str, table: &PairTable) -> String {
         let mut row = vec![path.to_string(), sync_label];
         row.extend(
             ops.iter()
-                .map(|op| cells.get(op).map_or("-".into(), Cell::text)),
+                .map(|op| cells.get(op).map_or("-".into(), |c| Cell::of(c).text())),
         );
         grid.push(row);
     }
 
     let mut out = format!("{pair}\n");
     out.push_str(&align(&grid, "  "));
-    if table
-        .rows
-        .keys()
-        .any(|(path, sync)| is_negative_control(*path, *sync))
-    {
+    if table.has_negative_control() {
         out.push_str(
             "  * negative control (a required sync left out): `caught` means the check saw the stale read\n",
         );
     }
-    if table
-        .rows
-        .values()
-        .flat_map(|c| c.values())
-        .any(|c| c.unexpected)
-    {
+    if table.cells().any(|c| c.unexpected) {
         out.push_str("  ! an outcome in the cell is unexpected\n");
     }
-    if table
-        .rows
-        .values()
-        .flat_map(|c| c.values())
-        .any(|c| c.unexpected_pass)
-    {
+    if table.cells().any(|c| c.unexpected_pass) {
         out.push_str("  ? a known non-pass in the cell now passes: update the baseline\n");
     }
     out
@@ -277,7 +304,7 @@ pub(super) fn caught_line(results: &[CaseResult]) -> Option<String> {
     })
 }
 
-fn expectation_label(e: Expectation) -> &'static str {
+pub(super) fn expectation_label(e: Expectation) -> &'static str {
     match e {
         Expectation::Pass => "expected pass",
         Expectation::Unbaselined => "no baseline",
@@ -332,17 +359,8 @@ pub fn outcome_line(r: &CaseResult) -> String {
 /// What reruns, the bisection and the kernel log add to a result, as ` [..]` notes.
 pub(super) fn history(r: &CaseResult) -> String {
     let mut out = String::new();
-    if !r.reruns.is_empty() {
-        let kinds: Vec<&str> = r.reruns.iter().map(|o| o.kind().name()).collect();
-        let what = if r.verdict() == Verdict::Flaky {
-            "flaky"
-        } else {
-            "again"
-        };
-        let _ = write!(out, " [{what}: alone it came out {}]", kinds.join(", "));
-    }
-    if let Some(after) = &r.fails_only_after {
-        let _ = write!(out, " [fails only after {after}]");
+    for note in rerun_notes(r) {
+        let _ = write!(out, " [{note}]");
     }
     if let Some(first) = r.kernel_log.first() {
         let more = r.kernel_log.len() - 1;
@@ -357,6 +375,24 @@ pub(super) fn history(r: &CaseResult) -> String {
         );
     }
     out
+}
+
+/// What reruns and the bisection found: `flaky: alone it came out pass`, `fails only after X`.
+pub(super) fn rerun_notes(r: &CaseResult) -> Vec<String> {
+    let mut notes = Vec::new();
+    if !r.reruns.is_empty() {
+        let kinds: Vec<&str> = r.reruns.iter().map(|o| o.kind().name()).collect();
+        let what = if r.verdict() == Verdict::Flaky {
+            "flaky"
+        } else {
+            "again"
+        };
+        notes.push(format!("{what}: alone it came out {}", kinds.join(", ")));
+    }
+    if let Some(after) = &r.fails_only_after {
+        notes.push(format!("fails only after {after}"));
+    }
+    notes
 }
 
 pub(super) fn one_line(text: &str) -> String {

@@ -1,9 +1,11 @@
 //! What people and machines read after a run: the JSON results file (the record a matrix diff is
-//! made from), support matrices as text and Markdown, JUnit XML for CI, and the live console.
+//! made from), support matrices as text, Markdown and HTML, JUnit XML for CI, run diffs, and the
+//! live console.
 //! One file per format; everything public is re-exported here, so `crate::report::X` paths stay.
 
 mod console;
 mod diff;
+mod html;
 mod json;
 mod junit;
 mod markdown;
@@ -11,6 +13,7 @@ mod matrix;
 
 pub use console::ConsoleReporter;
 pub use diff::{Movement, RunDiff, diff, render_diff, render_diff_markdown};
+pub use html::{render_diff_html, render_html};
 pub use json::{
     Loaded, RunReport, RunStatus, SCHEMA, Summary, closing_line, journal_head, load, load_json,
     rfc3339_utc, write_json,

@@ -306,3 +306,97 @@ fn closing_line_counts_every_kind_and_the_unexpected() {
     assert_eq!(summary.caught, 1);
     assert_eq!(summary.fail, 1);
 }
+
+/// Two runs of the sample that differ in every way a diff tells apart: pass -> unsupported (a
+/// capability gone) and fault -> fail (a refusal become corruption) are regressions; a fail
+/// that passes is a fix; crash -> fault is a change; a negative control's stale read that
+/// passes is a race; one case only the old run has, one only the new; another HIP.
+pub(super) fn sample_diff_runs() -> (RunReport, RunReport) {
+    let old = sample_report();
+    let mut new = sample_report();
+    let pocl = pair("pocl0", Peer::HOST);
+    let find = |new: &mut RunReport, id: &str| -> usize {
+        new.results
+            .iter()
+            .position(|r| r.id == id)
+            .unwrap_or_else(|| panic!("the sample has no {id}"))
+    };
+    let set = |new: &mut RunReport, id: &str, outcome: Outcome| {
+        let i = find(new, id);
+        new.results[i].outcome = outcome;
+    };
+    set(
+        &mut new,
+        "pocl0+host/copy/finish/handoff/n=64",
+        Outcome::unsupported("clCreateBuffer: size < 1 page refused <since 7.0>"),
+    );
+    set(
+        &mut new,
+        "rocm0+hip0/cl-svm-coarse/map/gemm/n=256",
+        mismatch("gemm result read by OpenCL"),
+    );
+    set(
+        &mut new,
+        "pocl0+host/copy/finish/fft/n=4096",
+        Outcome::pass(),
+    );
+    set(
+        &mut new,
+        "pocl0+host/cl-svm-fine/map/pipeline/n=64",
+        Outcome::Fault {
+            error: api_error(Api::OpenCl, "clFinish", -5, "CL_OUT_OF_RESOURCES"),
+        },
+    );
+    set(
+        &mut new,
+        "pocl0+host/copy/none/handoff/n=64",
+        Outcome::pass(),
+    );
+    let gone = find(&mut new, "pocl0+host/use-host-ptr/map/handoff/n=64");
+    new.results.remove(gone);
+    new.results.push(result(
+        &pocl,
+        PathKind::ClSvmCoarse,
+        SyncMode::Finish,
+        Op::Handoff,
+        64,
+        Outcome::pass(),
+    ));
+    new.fingerprint.runtimes[0].version = Some("7.0.51831".into());
+    new.fingerprint.runtimes[0].library = Some("libamdhip64.so.7".into());
+    new.started_at = "2026-03-22T09:12:44Z".into();
+    new.summary = Summary::of(&new.results);
+    (old, new)
+}
+
+#[test]
+fn html_snapshot() {
+    snapshot_settings().bind(|| {
+        insta::assert_snapshot!("html", render_html(&sample_report(), &[]));
+    });
+}
+
+#[test]
+fn diff_snapshots_terminal_markdown_html() {
+    let (old, new) = sample_diff_runs();
+    let d = diff(&old, &new);
+    // What the sample is built to show, so that the snapshots show it.
+    for (movement, count) in [
+        (Movement::Regression, 2),
+        (Movement::Fix, 1),
+        (Movement::Change, 1),
+        (Movement::New, 1),
+        (Movement::Removed, 1),
+        (Movement::Race, 1),
+    ] {
+        assert_eq!(d.count(movement), count, "{movement:?}");
+    }
+    snapshot_settings().bind(|| {
+        insta::assert_snapshot!("diff_terminal", render_diff(&d));
+        insta::assert_snapshot!("diff_markdown", render_diff_markdown(&d));
+        insta::assert_snapshot!(
+            "diff_html",
+            render_diff_html(&d, ("old.json", &old), ("new.json", &new))
+        );
+    });
+}
