@@ -821,3 +821,35 @@ impl Drop for DeviceBuffer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the runner decides from the probe and what a worker's allocation meets are this one
+    /// text, so a case decided without a worker reads as it would have from one.
+    #[test]
+    fn svm_refusal_names_the_missing_kind_for_svm_paths_only() {
+        let coarse_only = SvmCaps {
+            coarse_grain_buffer: true,
+            ..SvmCaps::default()
+        };
+        let refused = svm_refusal(PathKind::ClSvmFine, &coarse_only).unwrap();
+        assert_eq!(
+            refused,
+            "device lacks fine-grain buffer SVM (CL_DEVICE_SVM_CAPABILITIES: coarse buffer yes, fine buffer no, fine system no, atomics no)"
+        );
+        assert!(svm_refusal(PathKind::ClSvmFineMemcpy, &coarse_only).is_some());
+        assert!(svm_refusal(PathKind::ClSvmCoarse, &coarse_only).is_none());
+        assert!(svm_refusal(PathKind::ClSvmCoarseMemcpy, &coarse_only).is_none());
+        let none = SvmCaps::default();
+        assert!(
+            svm_refusal(PathKind::ClSvmCoarse, &none)
+                .unwrap()
+                .contains("coarse-grain")
+        );
+        for other in [PathKind::Copy, PathKind::UseHostPtr, PathKind::ClGpuVa] {
+            assert_eq!(svm_refusal(other, &none), None, "{other}");
+        }
+    }
+}
