@@ -1067,7 +1067,11 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
         header.fingerprint = repro::pair_fingerprint(&r.fingerprint.lines(), &case);
         header.fingerprint_from = format!("the results file {}", f.display());
     }
-    let needs_workers = seen.is_none() || !args.no_shrink;
+    // Workers run the case when no file says its outcome, and shrink anything but a pass.
+    let seen_pass = seen
+        .as_ref()
+        .is_some_and(|o| o.kind() == clhip::model::OutcomeKind::Pass);
+    let needs_workers = seen.is_none() || !(args.no_shrink || seen_pass);
     let mut emit_case = case.clone();
     if needs_workers {
         let probe = probe_child(args.rocm_path.as_deref())?;
@@ -1155,8 +1159,10 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
             }
             emit_case = shrunk.case;
         }
-    } else {
+    } else if args.no_shrink {
         header.shrink = "not shrunk (--no-shrink)".into();
+    } else {
+        header.shrink = format!("not shrunk: clhip saw a pass at n={}", case.n);
     }
     header.seen = seen.map(|o| (o.kind(), o.reason()));
     let reproducer = repro::generate(&emit_case, &header, args.plant)?;

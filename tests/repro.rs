@@ -338,6 +338,19 @@ fn every_host_case_builds_and_the_synced_ones_pass_on_pocl() {
             .unwrap()
             .write(&dir)
             .unwrap();
+        // Warning-free as well as built: no unused code, no implicit declaration.
+        cc(
+            &[
+                "-std=gnu11",
+                "-Wall",
+                "-Werror",
+                "-c",
+                "-o",
+                "/dev/null",
+                "repro.c",
+            ],
+            &dir,
+        );
         let (code, run) = build_and_run(&dir);
         // A negative control (no sync, USE_HOST_PTR without map) may see its race or not.
         let control = clhip::model::is_negative_control(case.path, case.sync);
@@ -484,7 +497,8 @@ fn every_cuda_case_compiles_against_the_cuda_api() {
             let file = dir.join("repro.c");
             std::fs::write(&file, &r.source).unwrap();
             let o = Command::new("cc")
-                .args(["-std=gnu11", "-fsyntax-only", "-Wall", "-Werror"])
+                // An object file, not -fsyntax-only: that skips the unused-function warning.
+                .args(["-std=gnu11", "-c", "-o", "/dev/null", "-Wall", "-Werror"])
                 .arg("-I")
                 .arg(&include)
                 .arg(&file)

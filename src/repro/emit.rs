@@ -680,14 +680,14 @@ pub(super) fn body(case: &ReproCase, seed: u64, skip_sync: bool) -> anyhow::Resu
     Ok(b)
 }
 
-/// Whether `name` occurs in `text` as a whole identifier.
+/// How often `name` occurs in `text` as a whole identifier (a trailing `(` may end it).
 fn occurrences(text: &str, name: &str) -> usize {
     let ident = |c: char| c.is_alphanumeric() || c == '_';
     text.match_indices(name)
         .filter(|&(at, _)| {
             let before = text[..at].chars().next_back();
             let after = text[at + name.len()..].chars().next();
-            !before.is_some_and(ident) && !after.is_some_and(ident)
+            !before.is_some_and(ident) && (name.ends_with('(') || !after.is_some_and(ident))
         })
         .count()
 }
@@ -1113,12 +1113,73 @@ pub(super) fn assemble(case: &ReproCase, b: &Body, t: &Target) -> String {
     s.push_str(&t.peer);
     s.push('\n');
     s.push_str(&b.main);
+    let s = drop_unused_functions(&s);
     format!(
         "{}{}{}{s}",
         section(COMMON, "includes"),
         t.includes,
         used_declarations(section(COMMON, "cl_decls"), &s)
     )
+}
+
+/// `program` without the `static` functions nothing calls (a section holds a few; a case
+/// calls what its steps need), each with the comment above it, until none is left.
+fn drop_unused_functions(program: &str) -> String {
+    let mut lines: Vec<&str> = program.lines().collect();
+    loop {
+        let text = lines.join("\n");
+        let mut cut = None;
+        for (at, line) in lines.iter().enumerate() {
+            let Some(head) = line.strip_prefix("static ").filter(|l| l.contains('(')) else {
+                continue;
+            };
+            let before = head.split('(').next().unwrap_or_default();
+            let name = before
+                .rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
+                .next()
+                .unwrap_or_default();
+            // Called (or named, as `&f`) somewhere besides its own definition.
+            let calls =
+                occurrences(&text, &format!("{name}(")) + text.matches(&format!("&{name}")).count();
+            if name.is_empty() || calls > 1 {
+                continue;
+            }
+            // From its comment (the lines above, back to a blank line or the end of the last
+            // item) to its closing brace at the start of a line.
+            let mut start = at;
+            while start > 0 && {
+                let prev = lines[start - 1];
+                prev.starts_with("/*") || prev.starts_with("   ") && !prev.ends_with('}')
+            } {
+                start -= 1;
+            }
+            let end = if line.trim_end().ends_with('}') {
+                at
+            } else {
+                match lines[at..].iter().position(|l| *l == "}") {
+                    Some(k) => at + k,
+                    None => continue,
+                }
+            };
+            cut = Some((start, end));
+            break;
+        }
+        match cut {
+            Some((start, end)) => {
+                lines.drain(start..=end);
+                if lines.get(start).is_some_and(|l| l.is_empty())
+                    && start > 0
+                    && lines[start - 1].is_empty()
+                {
+                    lines.remove(start);
+                }
+            }
+            None => break,
+        }
+    }
+    let mut out = lines.join("\n");
+    out.push('\n');
+    out
 }
 
 /// The declarations of `decls` that `program` uses: each function prototype whose name
