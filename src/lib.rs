@@ -28,6 +28,7 @@ pub mod probe;
 pub mod process;
 pub mod reference;
 pub mod report;
+pub mod repro;
 pub mod runner;
 pub mod runtimes;
 pub mod sync;

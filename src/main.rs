@@ -111,6 +111,11 @@ enum Cmd {
         #[arg(long, short = 'o')]
         output: PathBuf,
     },
+    /// Write a standalone reproducer for one case (C, the vendor APIs only, with build.sh and a
+    /// README): the case's data from the seed, clhip's calls in clhip's order, clhip's bound.
+    /// The case is first shrunk to the smallest size that gives the same outcome through clhip's
+    /// workers.
+    Repro(ReproArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -227,6 +232,34 @@ struct RunArgs {
     /// Test-only: run these mock actions (segfault,abort,hang,fault,...) instead of the matrix.
     #[arg(long, hide = true)]
     mock_cases: Option<String>,
+}
+
+#[derive(clap::Args)]
+struct ReproArgs {
+    /// The case id (`clhip list` prints them), e.g. `pocl0+host/use-host-ptr/map/handoff/n=4097`.
+    case: String,
+    /// The run seed the case's data come from (default: a results file's, else the run's default).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// The directory to write repro.c, build.sh and README.md into.
+    #[arg(long, short = 'o')]
+    output: PathBuf,
+    /// A results file that holds the case: its outcome, seed and driver fingerprint go into the
+    /// header (without it, the case is run once here, and the fingerprint probed).
+    #[arg(long)]
+    from: Option<PathBuf>,
+    /// Emit the case at its own size, without looking for a smaller one.
+    #[arg(long)]
+    no_shrink: bool,
+    /// `skip-sync`: leave out the sync where the peer takes OpenCL's output, so that the
+    /// reproducer shows it catches a stale read.
+    #[arg(long)]
+    plant: Option<clhip::ops::Plant>,
+    /// Per-case time limit in seconds for the runs that shrink.
+    #[arg(long, default_value_t = 120.0, value_parser = parse_timeout)]
+    timeout: f64,
+    #[arg(long, value_parser = existing_dir)]
+    rocm_path: Option<PathBuf>,
 }
 
 /// Longest per-case limit: a week is already more than any nightly job waits.
@@ -399,6 +432,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Run(args) => run(args),
+        Cmd::Repro(args) => repro(args),
         Cmd::Report {
             file,
             markdown,
@@ -1052,4 +1086,159 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         _ if report.summary.unexpected == 0 => ExitCode::SUCCESS,
         _ => ExitCode::from(1),
     })
+}
+
+/// `clhip repro`: check the case and the plant first (no run for an id the generator cannot
+/// emit), learn the outcome (the results file's, or a run here), shrink through the workers,
+/// then write the reproducer.
+fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
+    use clhip::model::Outcome;
+    use clhip::repro::{self, Header, ReproCase};
+    let case = ReproCase::parse(&args.case)?;
+    repro::check_covered(&case)?;
+    if let Some(p) = args.plant
+        && p != clhip::ops::Plant::SkipSync
+    {
+        bail!("--plant: only skip-sync has a reproducer, not {p:?}");
+    }
+    if args.output.exists() && !args.output.is_dir() {
+        bail!("-o {}: not a directory", args.output.display());
+    }
+    let from = args
+        .from
+        .as_deref()
+        .map(|f| report::load(f).map(|l| (f, l.report)))
+        .transpose()?;
+    let seed = match (&from, args.seed) {
+        (Some((f, r)), Some(s)) if r.seed != s => bail!(
+            "--seed {s}, but {} was run with seed {}: its outcome is for that seed's data",
+            f.display(),
+            r.seed
+        ),
+        (Some((_, r)), _) => r.seed,
+        (None, s) => s.unwrap_or(DEFAULT_SEED),
+    };
+    let mut header = Header {
+        seed,
+        ..Header::default()
+    };
+    let mut seen: Option<Outcome> = None;
+    if let Some((f, r)) = &from {
+        let id = case.to_string();
+        let found = r.results.iter().find(|x| x.id == id).with_context(|| {
+            format!(
+                "{}: no result for case `{id}` in this results file",
+                f.display()
+            )
+        })?;
+        seen = Some(found.outcome.clone());
+        header.seen_from = format!("{}", f.display());
+        header.fingerprint = repro::pair_fingerprint(&r.fingerprint.lines(), &case);
+        header.fingerprint_from = format!("the results file {}", f.display());
+    }
+    // Workers run the case when no file says its outcome, and shrink anything but a pass.
+    let seen_pass = seen
+        .as_ref()
+        .is_some_and(|o| o.kind() == clhip::model::OutcomeKind::Pass);
+    let needs_workers = seen.is_none() || !(args.no_shrink || seen_pass);
+    let mut emit_case = case.clone();
+    if needs_workers {
+        let probe = probe_child(args.rocm_path.as_deref())?;
+        if from.is_none() {
+            header.fingerprint = repro::pair_fingerprint(&probe.fingerprint().lines(), &case);
+            header.fingerprint_from = "probed on this machine".into();
+        }
+        let pairs = pairs::from_probe(&probe);
+        let Some(pair) = pairs.iter().find(|p| p.id() == case.pair_id()).cloned() else {
+            let found: Vec<String> = pairs.iter().map(|p| p.id()).collect();
+            bail!(
+                "pair {} is not on this machine (pairs found: {}); give --from RUN.json --no-shrink to emit the reproducer without running it",
+                case.pair_id(),
+                if found.is_empty() {
+                    "none".into()
+                } else {
+                    found.join(", ")
+                }
+            );
+        };
+        let (exe, _pinned) = pinned_executable()?;
+        let mut opts = RunOptions::new(exe, seed);
+        opts.timeout = Duration::from_secs_f64(args.timeout);
+        opts.startup_timeout = opts.timeout;
+        if let Some(p) = &args.rocm_path {
+            opts.worker_args
+                .extend(["--rocm-path".to_string(), p.display().to_string()]);
+        }
+        let env = worker_env(&probe, &pair.opencl.label);
+        // Runs repro cases through the workers, as `run` does, and returns their outcomes in
+        // order.
+        let mut run_cases = |cases: &[ReproCase]| -> anyhow::Result<Vec<Outcome>> {
+            let plan: Vec<Planned> = cases
+                .iter()
+                .map(|c| {
+                    let real = clhip::model::Case {
+                        pair: pair.clone(),
+                        path: c.path,
+                        sync: c.sync,
+                        op: c.op,
+                        n: c.n,
+                    };
+                    let e = Baseline::unbaselined(&real);
+                    let mut p = Planned::case(real, e);
+                    p.env = env.clone();
+                    p
+                })
+                .collect();
+            let ids: Vec<String> = plan.iter().map(|p| p.id.clone()).collect();
+            note(&format!("clhip: running {}", ids.join(", ")));
+            let end = runner::run(plan, &opts, &mut |_| {})?;
+            ids.iter()
+                .map(|id| {
+                    end.results
+                        .iter()
+                        .find(|r| &r.id == id)
+                        .map(|r| r.outcome.clone())
+                        .with_context(|| format!("no result came back for {id}"))
+                })
+                .collect()
+        };
+        let outcome = match seen.clone() {
+            Some(o) => o,
+            None => {
+                let o = run_cases(std::slice::from_ref(&case))?.remove(0);
+                header.seen_from = "a run of this build on this machine".into();
+                seen = Some(o.clone());
+                o
+            }
+        };
+        let kind = outcome.kind();
+        if args.no_shrink {
+            header.shrink = "not shrunk (--no-shrink)".into();
+        } else if kind == clhip::model::OutcomeKind::Pass {
+            header.shrink = format!("not shrunk: clhip saw a pass at n={}", case.n);
+        } else {
+            let shrunk = repro::shrink(&case, kind, outcome, &mut run_cases)?;
+            header.shrink = shrunk.note(case.n, kind);
+            if shrunk.case.n != case.n {
+                header.seen_from = format!(
+                    "{} at n={}; at n={} through clhip's workers here",
+                    header.seen_from, case.n, shrunk.case.n
+                );
+                seen = Some(shrunk.outcome.clone());
+            }
+            emit_case = shrunk.case;
+        }
+    } else if args.no_shrink {
+        header.shrink = "not shrunk (--no-shrink)".into();
+    } else {
+        header.shrink = format!("not shrunk: clhip saw a pass at n={}", case.n);
+    }
+    header.seen = seen.map(|o| (o.kind(), o.reason()));
+    let reproducer = repro::generate(&emit_case, &header, args.plant)?;
+    reproducer.write(&args.output)?;
+    note(&format!(
+        "clhip: wrote the reproducer of {emit_case} to {} (repro.c, build.sh, README.md)",
+        args.output.display()
+    ));
+    Ok(ExitCode::SUCCESS)
 }

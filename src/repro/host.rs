@@ -1,0 +1,45 @@
+//! Host pairs: OpenCL alone; the host CPU is the peer (runtimes/host.rs), built with `cc`.
+
+use crate::model::{Op, PathKind};
+
+use super::ReproCase;
+use super::emit::{Body, Target, assemble, section};
+
+const HOST: &str = include_str!("templates/host.c");
+
+/// The host pairs' paths the generator covers: every one clhip has.
+pub(super) const PATHS: &[PathKind] = &[
+    PathKind::Copy,
+    PathKind::ClSvmCoarse,
+    PathKind::ClSvmFine,
+    PathKind::UseHostPtr,
+];
+
+/// The host's ops: every one clhip runs on a host pair.
+pub(super) const OPS: &[Op] = &[Op::Handoff, Op::Fft, Op::Pipeline];
+
+/// The program and its build script.
+pub(super) fn program(case: &ReproCase, b: &Body) -> (String, String) {
+    let mut peer = section(HOST, "host_peer").to_string();
+    if case.op == Op::Handoff {
+        peer.push_str(section(HOST, "host_pattern"));
+    }
+    if case.op == Op::Pipeline {
+        peer.push_str(section(HOST, "host_elementwise"));
+    }
+    let target = Target {
+        includes: String::new(),
+        check: section(HOST, "check").to_string(),
+        constants: String::new(),
+        peer,
+        cuda: false,
+    };
+    let build = "#!/bin/sh\n\
+                 # OpenCL alone: the program declares what it uses of CL/cl.h itself, so only the\n\
+                 # ICD loader is needed (Debian: ocl-icd-opencl-dev for libOpenCL.so).\n\
+                 set -e\n\
+                 cd \"$(dirname \"$0\")\"\n\
+                 ${CC:-cc} -O2 -std=gnu11 -o repro repro.c -lOpenCL -lm\n"
+        .to_string();
+    (assemble(case, b, &target), build)
+}

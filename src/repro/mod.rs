@@ -1,0 +1,361 @@
+//! `clhip repro`: one case as a standalone C program a driver engineer can attach to a bug.
+//!
+//! The program uses the vendor APIs alone (OpenCL for host pairs; CUDA's driver API, NVRTC,
+//! cuBLAS and cuSOLVER beside OpenCL for cuda pairs), makes the case's input in-file with
+//! clhip's own generator from the data seed (bit-identical: `tests/repro.rs` compiles the C
+//! generator and compares it word for word with `generate`), runs the path's and the sync's
+//! calls in clhip's order with clhip's kernels, and holds the result to clhip's bound, written
+//! in the file as a formula with its source. Its exit code says the outcome.
+//!
+//! One file per concern: `emit` (the case's steps as C: paths, syncs, ops), `host` and `cuda`
+//! (each target API's preamble and build script), `shrink` (the smallest size that still gives
+//! the outcome, found by running the case through clhip's workers), `kernels` (clhip's kernel
+//! sources, trimmed to what a case launches). The C text lives in `templates/`.
+
+mod cuda;
+mod emit;
+mod host;
+mod kernels;
+mod shrink;
+
+use std::fmt;
+use std::path::Path;
+
+use anyhow::{Context, bail};
+
+use crate::model::{Api, Op, OutcomeKind, PathKind, Peer, SyncMode};
+use crate::ops::{Plant, data_seed};
+
+pub use shrink::{Shrunk, candidates, shrink};
+
+/// A case as its id names it: the OpenCL device by its label, the peer, path, sync, op and
+/// size. The reproducer needs no more (it finds the device by the label rule).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReproCase {
+    /// `pocl0`, `nvidia0`.
+    pub cl_label: String,
+    pub peer: Peer,
+    pub path: PathKind,
+    pub sync: SyncMode,
+    pub op: Op,
+    pub n: usize,
+}
+
+impl fmt::Display for ReproCase {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}+{}/{}/{}/{}/n={}",
+            self.cl_label,
+            self.peer.label(),
+            self.path,
+            self.sync,
+            self.op,
+            self.n
+        )
+    }
+}
+
+impl ReproCase {
+    /// Parse `pair/path/sync/op/n=N`, e.g. `pocl0+host/use-host-ptr/map/handoff/n=4097`, and
+    /// check that the combination is one clhip runs.
+    pub fn parse(id: &str) -> anyhow::Result<Self> {
+        let usage = "a case id reads `<opencl label>+<peer>/<path>/<sync>/<op>/n=<size>`, \
+                     e.g. `pocl0+host/use-host-ptr/map/handoff/n=4097` (`clhip list` prints them)";
+        let parts: Vec<&str> = id.split('/').collect();
+        let [pair, path, sync, op, size] = parts[..] else {
+            bail!("case id `{id}`: {usage}");
+        };
+        let (cl_label, peer) = pair
+            .split_once('+')
+            .with_context(|| format!("case id `{id}`: no `+` in the pair `{pair}`; {usage}"))?;
+        label_parts(cl_label).with_context(|| {
+            format!("case id `{id}`: `{cl_label}` is no OpenCL label (a family and an index, e.g. pocl0)")
+        })?;
+        let peer = parse_peer(peer).with_context(|| format!("case id `{id}`"))?;
+        let path: PathKind = path
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("case id `{id}`: {e}"))?;
+        let sync: SyncMode = sync
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("case id `{id}`: {e}"))?;
+        let op: Op = op
+            .parse()
+            .map_err(|e: String| anyhow::anyhow!("case id `{id}`: {e}"))?;
+        let n: usize = size
+            .strip_prefix("n=")
+            .and_then(|n| n.parse().ok())
+            .with_context(|| format!("case id `{id}`: `{size}` is not `n=<size>`"))?;
+        let case = ReproCase {
+            cl_label: cl_label.to_string(),
+            peer,
+            path,
+            sync,
+            op,
+            n,
+        };
+        case.validate()
+            .with_context(|| format!("case id `{id}` names no case clhip runs"))?;
+        Ok(case)
+    }
+
+    /// The same case at another size.
+    pub fn with_n(&self, n: usize) -> Self {
+        ReproCase { n, ..self.clone() }
+    }
+
+    /// `pocl0+host`.
+    pub fn pair_id(&self) -> String {
+        format!("{}+{}", self.cl_label, self.peer.label())
+    }
+
+    fn validate(&self) -> anyhow::Result<()> {
+        let api = self.peer.api;
+        if !self.path.applies_to(api) {
+            bail!("path {} has no {} peer", self.path, api.name());
+        }
+        if !self.path.syncs(api).contains(&self.sync) {
+            let takes: Vec<&str> = self.path.syncs(api).iter().map(|s| s.name()).collect();
+            bail!(
+                "path {} with a {} peer takes sync {}, not {}",
+                self.path,
+                api.name(),
+                takes.join(", "),
+                self.sync
+            );
+        }
+        if !self.op.applies_to(api) {
+            bail!("op {} needs a device peer, not {}", self.op, api.name());
+        }
+        if self.n == 0 {
+            bail!("n = 0 is no case");
+        }
+        if matches!(self.op, Op::Fft | Op::Pipeline)
+            && !(crate::fft::supports(self.n) && self.n > 1)
+        {
+            bail!(
+                "the {} op takes powers of two from 2 to {}, not {}",
+                self.op,
+                crate::fft::MAX_N,
+                self.n
+            );
+        }
+        Ok(())
+    }
+}
+
+/// `pocl0` -> (`pocl`, 0).
+fn label_parts(label: &str) -> Option<(&str, u32)> {
+    let at = label.find(|c: char| c.is_ascii_digit())?;
+    let (family, index) = label.split_at(at);
+    if family.is_empty() || !family.chars().all(|c| c.is_ascii_lowercase()) {
+        return None;
+    }
+    Some((family, index.parse().ok()?))
+}
+
+fn parse_peer(s: &str) -> anyhow::Result<Peer> {
+    if s == "host" {
+        return Ok(Peer::HOST);
+    }
+    let digits = s.find(|c: char| c.is_ascii_digit()).unwrap_or(s.len());
+    let (api, ordinal) = s.split_at(digits);
+    let api: Api = api.parse().map_err(anyhow::Error::msg)?;
+    let ordinal: usize = ordinal
+        .parse()
+        .with_context(|| format!("peer `{s}`: expected host, cuda<N> or hip<N>"))?;
+    if matches!(api, Api::Host | Api::OpenCl) {
+        bail!("peer `{s}`: expected host, cuda<N> or hip<N>");
+    }
+    Ok(Peer { api, ordinal })
+}
+
+/// What the reproducer generator covers; anything else is refused by name, never emitted
+/// wrong.
+pub fn check_covered(case: &ReproCase) -> anyhow::Result<()> {
+    let (paths, ops): (&[PathKind], &[Op]) = match case.peer.api {
+        Api::Host => (host::PATHS, host::OPS),
+        Api::Cuda => (cuda::PATHS, cuda::OPS),
+        Api::Hip => bail!(
+            "{case}: reproducers for hip pairs are not written yet (HIP, hiprtc, rocBLAS and \
+             rocSOLVER calls); host and cuda pairs are covered"
+        ),
+        Api::OpenCl => bail!("{case}: OpenCL is no peer"),
+    };
+    let names = |xs: Vec<&str>| xs.join(", ");
+    if !paths.contains(&case.path) {
+        bail!(
+            "{case}: the reproducer generator does not cover path {} on {} pairs yet (it covers {})",
+            case.path,
+            case.peer.api.name(),
+            names(paths.iter().map(|p| p.name()).collect())
+        );
+    }
+    if !ops.contains(&case.op) {
+        bail!(
+            "{case}: the reproducer generator does not cover op {} on {} pairs yet (it covers {})",
+            case.op,
+            case.peer.api.name(),
+            names(ops.iter().map(|o| o.name()).collect())
+        );
+    }
+    if matches!(case.sync, SyncMode::AcquireRelease | SyncMode::Semaphore) {
+        bail!(
+            "{case}: the reproducer generator does not cover sync {} yet",
+            case.sync
+        );
+    }
+    Ok(())
+}
+
+/// What the header says beside the case: what clhip saw, where from, and what was shrunk.
+#[derive(Debug, Clone, Default)]
+pub struct Header {
+    /// The run seed (`--seed`).
+    pub seed: u64,
+    /// The outcome clhip saw for the case as emitted, with its reason.
+    pub seen: Option<(OutcomeKind, String)>,
+    /// Where that outcome comes from: a results file, or a run of this build.
+    pub seen_from: String,
+    /// One line on shrinking: from what to what, or why not.
+    pub shrink: String,
+    /// The driver fingerprint's lines that concern the pair.
+    pub fingerprint: Vec<String>,
+    /// Where the fingerprint comes from.
+    pub fingerprint_from: String,
+}
+
+/// A reproducer: its C source and the files beside it.
+#[derive(Debug, Clone)]
+pub struct Reproducer {
+    pub source: String,
+    pub build_sh: String,
+    pub readme: String,
+}
+
+impl Reproducer {
+    /// Writes `repro.c`, `build.sh` (executable) and `README.md` into `dir`, creating it.
+    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
+        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+        for (name, text) in [
+            ("repro.c", &self.source),
+            ("build.sh", &self.build_sh),
+            ("README.md", &self.readme),
+        ] {
+            let path = dir.join(name);
+            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
+        }
+        let build = dir.join("build.sh");
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&build, std::fs::Permissions::from_mode(0o755))
+            .with_context(|| format!("making {} executable", build.display()))?;
+        Ok(())
+    }
+}
+
+/// The reproducer of `case` under run seed `header.seed`; with `plant` (only `skip-sync`), the
+/// sync clhip runs where the peer takes OpenCL's output is left out.
+pub fn generate(
+    case: &ReproCase,
+    header: &Header,
+    plant: Option<Plant>,
+) -> anyhow::Result<Reproducer> {
+    check_covered(case)?;
+    match plant {
+        None | Some(Plant::SkipSync) => {}
+        Some(p) => bail!("only the skip-sync plant has a reproducer, not {p:?}"),
+    }
+    let seed = data_seed(header.seed, case.op, case.n);
+    let body = emit::body(case, seed, plant == Some(Plant::SkipSync))?;
+    let (source, build_sh) = match case.peer.api {
+        Api::Cuda => cuda::program(case, &body),
+        _ => host::program(case, &body),
+    };
+    let text = header_text(case, header, seed, plant);
+    let source = format!("{}{source}", c_comment(&text));
+    let readme = format!(
+        "# Reproducer: {case}\n\n```\n{text}\n```\n\nBuild with `./build.sh`, run `./repro`.\n"
+    );
+    Ok(Reproducer {
+        source,
+        build_sh,
+        readme,
+    })
+}
+
+/// The header's lines (without comment markers).
+fn header_text(case: &ReproCase, h: &Header, seed: u64, plant: Option<Plant>) -> String {
+    let mut t = format!("clhip reproducer for {case}\n\n");
+    match &h.seen {
+        Some((kind, reason)) => {
+            t.push_str(&format!("Outcome clhip saw ({}): {kind}", h.seen_from));
+            if !reason.is_empty() {
+                t.push_str(&format!(": {reason}"));
+            }
+            t.push('\n');
+        }
+        None => t.push_str("Outcome clhip saw: not run\n"),
+    }
+    t.push_str(&format!("Shrinking: {}\n", h.shrink));
+    t.push_str(&format!(
+        "Data: run seed {} -> data seed {seed:#018x} = ops::data_seed(run seed, {}, {})\n  \
+         (FNV-1a 64 over \"{}/n={}\", xor run seed * 0x9E3779B97F4A7C15), then clhip's generator\n",
+        h.seed, case.op, case.n, case.op, case.n
+    ));
+    if plant == Some(Plant::SkipSync) {
+        t.push_str(
+            "PLANTED: the sync clhip runs where the peer takes OpenCL's output is left out \
+             (--plant skip-sync): this program should see a stale read and exit non-zero.\n",
+        );
+    }
+    t.push_str(&format!("Driver fingerprint ({}):\n", h.fingerprint_from));
+    for l in &h.fingerprint {
+        t.push_str(&format!("  {l}\n"));
+    }
+    t.push_str(
+        "Build: ./build.sh    Run: ./repro\n\
+         Exit: 0 pass; 1 wrong data (clhip: fail); 2 an API call refused (clhip: unsupported);\n  \
+         3 a device memory fault (clhip: fault); killed by a signal (clhip: crash).\n",
+    );
+    t
+}
+
+fn c_comment(text: &str) -> String {
+    let mut out = String::from("/*\n");
+    for l in text.lines() {
+        out.push_str(format!(" * {l}").trim_end());
+        out.push('\n');
+    }
+    out.push_str(" */\n");
+    out
+}
+
+/// The fingerprint lines that concern `case`'s pair: its OpenCL device, its peer's runtime,
+/// the kernel modules, the host.
+pub fn pair_fingerprint(lines: &[String], case: &ReproCase) -> Vec<String> {
+    let cl = format!("opencl {} ", case.cl_label);
+    let peer = format!("{} ", case.peer.api.name());
+    lines
+        .iter()
+        .filter(|l| {
+            l.starts_with(&cl)
+                || (case.peer.api != Api::Host && l.starts_with(&peer))
+                || l.starts_with("kernel module")
+                || l.starts_with("host cpu")
+                || l.starts_with("os kernel")
+        })
+        .cloned()
+        .collect()
+}
+
+/// The C generator alone (ChaCha20 and every stream's conversion), for the test that compares
+/// it word for word with `generate`.
+pub fn generator_source() -> String {
+    emit::generator_source()
+}
+
+/// The OpenCL declarations every reproducer carries (types, constants, prototypes), for the
+/// test that holds them to the installed CL/cl.h.
+pub fn cl_declarations() -> &'static str {
+    emit::section(emit::COMMON, "cl_decls")
+}

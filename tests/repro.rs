@@ -1,0 +1,762 @@
+//! `clhip repro`: the C generator is clhip's generator bit for bit, the embedded OpenCL
+//! declarations are Khronos's, a host-pair reproducer passes on PoCL and its planted twin (the
+//! sync left out) sees the stale read, every covered case builds (cuda ones against stand-in
+//! headers of the CUDA API), shrinking runs smaller sizes through clhip's workers, and what the
+//! generator does not cover is refused by name.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use clhip::model::{Api, Op, PathKind};
+use clhip::repro::{self, Header, ReproCase};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("clhip-repro-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status,
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+/// `cc` over `args`, panicking with its output on failure.
+fn cc(args: &[&str], dir: &Path) {
+    let o = Command::new("cc")
+        .args(args)
+        .current_dir(dir)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "cc {args:?}\n{}", text(&o));
+}
+
+fn clhip(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_clhip"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn header() -> Header {
+    Header {
+        seed: 0x5EED,
+        shrink: "not shrunk (test)".into(),
+        ..Header::default()
+    }
+}
+
+#[test]
+fn the_c_generator_is_clhips_generator_bit_for_bit() {
+    use clhip::generate;
+    let dir = scratch("generator");
+    let mut main = String::from(
+        "static void dump(const float *v, size_t n)\n{\n    for (size_t i = 0; i < n; i++) {\n        uint32_t w;\n        memcpy(&w, &v[i], 4);\n        printf(\"%08x\\n\", w);\n    }\n}\n\nint main(void)\n{\n    size_t info;\n",
+    );
+    let mut want: Vec<u32> = Vec::new();
+    let mut hpd_words: Vec<std::ops::Range<usize>> = Vec::new();
+    let words = |v: &[num_complex::Complex32]| -> Vec<u32> {
+        v.iter()
+            .flat_map(|z| [z.re.to_bits(), z.im.to_bits()])
+            .collect()
+    };
+    // Seeds as the runs make them (a data seed uses all 64 bits), sizes across the keystream's
+    // 64-byte blocks and generate's 4096-element fills.
+    let seeds = [0u64, 7, 0xdc04_292b_62c5_3b42, u64::MAX];
+    for &seed in &seeds {
+        for n in [1usize, 2, 5, 4097, 70_001] {
+            main.push_str(&format!(
+                "    dump(complex_vec({seed}ull, {n}), {});\n",
+                2 * n
+            ));
+            want.extend(words(&generate::complex_vec(seed, n)));
+        }
+        for n in [1usize, 3, 33] {
+            main.push_str(&format!(
+                "    dump(matrix({seed}ull, {n}), {});\n",
+                2 * n * n
+            ));
+            want.extend(words(&generate::matrix(seed, n, n, n)));
+            main.push_str(&format!(
+                "    dump(hpd_matrix({seed}ull, {n}), {});\n",
+                2 * n * n
+            ));
+            hpd_words.push(want.len()..want.len() + 2 * n * n);
+            want.extend(words(&generate::hpd_matrix(seed, n, n)));
+            main.push_str(&format!(
+                "    dump(non_hpd_matrix({seed}ull, {n}, &info), {});\n    printf(\"%08x\\n\", (unsigned)info);\n",
+                2 * n * n
+            ));
+            let (m, info) = generate::non_hpd_matrix(seed, n, n);
+            hpd_words.push(want.len()..want.len() + 2 * n * n);
+            want.extend(words(&m));
+            want.push(info as u32);
+        }
+        let s = seed as u32;
+        for i in [0u32, 1, 12345, u32::MAX] {
+            main.push_str(&format!(
+                "    printf(\"%08x\\n\", pattern_word({s}u, {i}u));\n"
+            ));
+            want.push(generate::pattern_word(s, i));
+        }
+    }
+    main.push_str("    return 0;\n}\n");
+    let source = format!("{}\n{main}", repro::generator_source());
+    std::fs::write(dir.join("gen.c"), source).unwrap();
+    cc(
+        &[
+            "-O2",
+            "-std=gnu11",
+            "-Wall",
+            "-Werror",
+            "-o",
+            "gen",
+            "gen.c",
+            "-lm",
+        ],
+        &dir,
+    );
+    let out = Command::new(dir.join("gen")).output().unwrap();
+    assert!(out.status.success(), "{}", text(&out));
+    let got: Vec<u32> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| u32::from_str_radix(l, 16).unwrap())
+        .collect();
+    assert_eq!(got.len(), want.len());
+    // Bit for bit, but for the sign of a zero in the HPD streams: generate's B B^H is faer's
+    // matrix product, which negates some exact-zero imaginary parts (a zero's sign is not in
+    // its value; the C sums plainly and gets +0). Every other word, every NaN payload and
+    // every zero elsewhere is compared bit for bit.
+    let zeros_may_differ = |i: usize| hpd_words.iter().any(|r| r.contains(&i));
+    let same =
+        |i: usize, g: u32, w: u32| g == w || (zeros_may_differ(i) && (g | w) & 0x7FFF_FFFF == 0);
+    let signed_zeros = (0..got.len())
+        .filter(|&i| got[i] != want[i] && same(i, got[i], want[i]))
+        .count();
+    eprintln!(
+        "{signed_zeros} HPD zeros differ in sign only, of {} words",
+        got.len()
+    );
+    if let Some(i) = (0..got.len()).find(|&i| !same(i, got[i], want[i])) {
+        panic!(
+            "word {i} of {}: C {:#010x}, Rust {:#010x}",
+            want.len(),
+            got[i],
+            want[i]
+        );
+    }
+    // A non-HPD matrix's info varies with the seed (each stream's last draw is covered).
+    let infos: std::collections::BTreeSet<usize> = (0..20)
+        .map(|s| generate::non_hpd_matrix(s, 33, 33).1)
+        .collect();
+    assert!(infos.len() > 3, "{infos:?}");
+}
+
+/// Whether the Khronos header is here; under CLHIP_REQUIRE_OPENCL=1 (CI) it must be.
+fn khronos_header() -> bool {
+    let here = Path::new("/usr/include/CL/cl.h").exists();
+    let required = std::env::var("CLHIP_REQUIRE_OPENCL").is_ok_and(|v| v == "1");
+    assert!(
+        here || !required,
+        "CLHIP_REQUIRE_OPENCL=1 but /usr/include/CL/cl.h is missing (opencl-c-headers)"
+    );
+    if !here {
+        eprintln!("skipping: no /usr/include/CL/cl.h");
+    }
+    here
+}
+
+/// `1 << 3`, `0x0902`, `0`.
+fn c_value(v: &str) -> i64 {
+    let v = v.trim();
+    if let Some((a, b)) = v.split_once("<<") {
+        return c_value(a) << c_value(b);
+    }
+    match v.strip_prefix("0x") {
+        Some(h) => i64::from_str_radix(h, 16).unwrap(),
+        None => v.parse().unwrap(),
+    }
+}
+
+#[test]
+fn the_embedded_opencl_declarations_are_khronos_cl_h() {
+    if !khronos_header() {
+        return;
+    }
+    let dir = scratch("cl-decls");
+    let decls = repro::cl_declarations();
+    // Constants: the enum's and the one static const, each compared with the header's macro.
+    let start = decls.find("enum {").unwrap();
+    let end = start + decls[start..].find("};").unwrap();
+    let mut constants: Vec<(String, i64)> = decls[start + 6..end]
+        .split(',')
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.trim().to_string(), c_value(v)))
+        .collect();
+    constants.push(("CL_DEVICE_TYPE_ALL".into(), 0xFFFF_FFFF));
+    assert!(constants.len() > 15, "{constants:?}");
+    let mut probe = String::from(
+        "#define CL_TARGET_OPENCL_VERSION 300\n#include <CL/cl.h>\n#include <stdio.h>\nint main(void)\n{\n",
+    );
+    for (k, _) in &constants {
+        probe.push_str(&format!("    printf(\"%lld\\n\", (long long)({k}));\n"));
+    }
+    probe.push_str("    return 0;\n}\n");
+    std::fs::write(dir.join("values.c"), probe).unwrap();
+    cc(&["-o", "values", "values.c"], &dir);
+    let out = Command::new(dir.join("values")).output().unwrap();
+    let values: Vec<i64> = String::from_utf8(out.stdout)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse().unwrap())
+        .collect();
+    for ((k, ours), theirs) in constants.iter().zip(&values) {
+        assert_eq!(ours, theirs, "{k}");
+    }
+    // Types and prototypes: redeclared after the header, any incompatibility is an error.
+    let without_constants: String = format!("{}{}", &decls[..start], &decls[end + 3..])
+        .lines()
+        .filter(|l| !l.starts_with("static const"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(without_constants.contains("clEnqueueSVMMap("));
+    std::fs::write(
+        dir.join("protos.c"),
+        format!(
+            "#define CL_TARGET_OPENCL_VERSION 300\n#define CL_USE_DEPRECATED_OPENCL_1_2_APIS\n#include <stdint.h>\n#include <stddef.h>\n#include <CL/cl.h>\n{without_constants}"
+        ),
+    )
+    .unwrap();
+    cc(&["-std=c11", "-fsyntax-only", "-Werror", "protos.c"], &dir);
+}
+
+/// Builds and runs the reproducer in `dir`; its exit code and output.
+fn build_and_run(dir: &Path) -> (i32, String) {
+    let b = Command::new("sh")
+        .arg(dir.join("build.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        b.status.success(),
+        "build.sh in {}\n{}",
+        dir.display(),
+        text(&b)
+    );
+    let r = Command::new(dir.join("repro")).output().unwrap();
+    let code = r.status.code().unwrap_or(-1);
+    (code, text(&r))
+}
+
+#[test]
+fn a_host_reproducer_passes_and_its_planted_twin_sees_the_stale_read() {
+    if clhip::runtimes::opencl::test_device().is_none() {
+        return;
+    }
+    let dir = scratch("host-pass");
+    // A 2^20-point FFT is many kernel passes: with the sync left out the host reads long
+    // before they are done (as tests/planted.rs's skip-sync plant on clhip itself shows).
+    let case = "pocl0+host/use-host-ptr/map/fft/n=1048576";
+    let out = clhip(&["repro", case, "-o", dir.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", text(&out));
+    let source = std::fs::read_to_string(dir.join("repro.c")).unwrap();
+    assert!(source.contains(&format!("clhip reproducer for {case}")));
+    assert!(source.contains("Outcome clhip saw (a run of this build on this machine): pass"));
+    assert!(source.contains("rocFFT clients shared/accuracy_test.h"));
+    assert!(source.contains("opencl pocl0 driver:"), "no fingerprint");
+    assert!(!source.contains("clhip::") && !source.contains("libclhip"));
+    let (code, run) = build_and_run(&dir);
+    assert_eq!(code, 0, "{run}");
+    assert!(run.contains("PASS"), "{run}");
+
+    let planted = scratch("host-planted");
+    let out = clhip(&[
+        "repro",
+        case,
+        "--no-shrink",
+        "--plant",
+        "skip-sync",
+        "-o",
+        planted.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let source = std::fs::read_to_string(planted.join("repro.c")).unwrap();
+    assert!(source.contains("PLANTED"), "{source}");
+    let (code, run) = build_and_run(&planted);
+    assert_eq!(code, 1, "a stale read is wrong data: {run}");
+    assert!(run.contains("FAIL:") && run.contains("first at ["), "{run}");
+}
+
+/// Every (path, sync) the generator covers for `api`, with an op.
+fn covered(cl: &str, api: Api, ops: &[Op], n: impl Fn(Op) -> usize) -> Vec<ReproCase> {
+    let peer = match api {
+        Api::Host => "host",
+        _ => "cuda0",
+    };
+    let mut out = Vec::new();
+    for &path in PathKind::ALL {
+        if !path.applies_to(api) {
+            continue;
+        }
+        for &sync in path.syncs(api) {
+            for &op in ops {
+                let id = format!("{cl}+{peer}/{path}/{sync}/{op}/n={}", n(op));
+                let case = ReproCase::parse(&id).unwrap();
+                if repro::check_covered(&case).is_ok() {
+                    out.push(case);
+                }
+            }
+        }
+    }
+    out
+}
+
+#[test]
+fn every_host_case_builds_and_the_synced_ones_pass_on_pocl() {
+    if clhip::runtimes::opencl::test_device().is_none() {
+        return;
+    }
+    let cases = covered(
+        "pocl0",
+        Api::Host,
+        &[Op::Handoff, Op::Fft, Op::Pipeline],
+        |op| {
+            if op == Op::Handoff { 1000 } else { 512 }
+        },
+    );
+    // Every host path and sync with every host op.
+    assert_eq!(cases.len(), 36, "{cases:?}");
+    let mut failures = Vec::new();
+    for case in &cases {
+        let dir = scratch(&case.to_string().replace(['/', '+', '='], "_"));
+        repro::generate(case, &header(), None)
+            .unwrap()
+            .write(&dir)
+            .unwrap();
+        // Warning-free as well as built: no unused code, no implicit declaration.
+        cc(
+            &[
+                "-std=gnu11",
+                "-Wall",
+                "-Werror",
+                "-c",
+                "-o",
+                "/dev/null",
+                "repro.c",
+            ],
+            &dir,
+        );
+        let (code, run) = build_and_run(&dir);
+        // A negative control (no sync, USE_HOST_PTR without map) may see its race or not.
+        let control = clhip::model::is_negative_control(case.path, case.sync);
+        if code != 0 && !(control && code == 1) {
+            failures.push(format!("{case}: exit {code}\n{run}"));
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
+}
+
+/// Stand-ins for the CUDA toolkit's headers, declaring what the reproducers call with the
+/// toolkit's signatures, so the emitted C is compile-checked where no toolkit is installed.
+const CUDA_STUBS: [(&str, &str); 4] = [
+    (
+        "cuda.h",
+        r#"#pragma once
+#include <stddef.h>
+typedef enum { CUDA_SUCCESS = 0 } CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef enum { CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76 } CUdevice_attribute;
+typedef enum { CU_EVENT_DISABLE_TIMING = 2 } CUevent_flags;
+typedef enum { CU_MEM_ATTACH_GLOBAL = 1 } CUmemAttach_flags;
+#define CU_MEMHOSTALLOC_PORTABLE 0x01
+#define CU_MEMHOSTALLOC_DEVICEMAP 0x02
+CUresult cuInit(unsigned int Flags);
+CUresult cuDeviceGet(CUdevice *device, int ordinal);
+CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
+CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
+CUresult cuCtxSetCurrent(CUcontext ctx);
+CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);
+CUresult cuStreamSynchronize(CUstream hStream);
+CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags);
+CUresult cuEventRecord(CUevent hEvent, CUstream hStream);
+CUresult cuEventSynchronize(CUevent hEvent);
+CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize);
+CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
+CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
+CUresult cuMemFree(CUdeviceptr dptr);
+CUresult cuMemFreeHost(void *p);
+CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
+CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream);
+CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream);
+CUresult cuModuleLoadData(CUmodule *module, const void *image);
+CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
+CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
+CUresult cuGetErrorName(CUresult error, const char **pStr);
+"#,
+    ),
+    (
+        "nvrtc.h",
+        r#"#pragma once
+#include <stddef.h>
+typedef enum { NVRTC_SUCCESS = 0 } nvrtcResult;
+typedef struct _nvrtcProgram *nvrtcProgram;
+const char *nvrtcGetErrorString(nvrtcResult result);
+nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, const char *name, int numHeaders, const char *const *headers, const char *const *includeNames);
+nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char *const *options);
+nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char *log);
+nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t *cubinSizeRet);
+nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin);
+"#,
+    ),
+    (
+        "cublas_v2.h",
+        r#"#pragma once
+#include "cublas_api.h"
+typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 } cublasOperation_t;
+typedef enum { CUBLAS_POINTER_MODE_HOST = 0 } cublasPointerMode_t;
+typedef struct cublasContext *cublasHandle_t;
+cublasStatus_t cublasCreate(cublasHandle_t *handle);
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t streamId);
+cublasStatus_t cublasSetPointerMode(cublasHandle_t handle, cublasPointerMode_t mode);
+cublasStatus_t cublasCgemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuComplex *alpha, const cuComplex *A, int lda, const cuComplex *B, int ldb, const cuComplex *beta, cuComplex *C, int ldc);
+const char *cublasGetStatusName(cublasStatus_t status);
+"#,
+    ),
+    (
+        "cusolverDn.h",
+        r#"#pragma once
+#include "cublas_api.h"
+typedef enum { CUSOLVER_STATUS_SUCCESS = 0 } cusolverStatus_t;
+typedef struct cusolverDnContext *cusolverDnHandle_t;
+cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t *handle);
+cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t handle, cudaStream_t streamId);
+cusolverStatus_t cusolverDnCpotrf_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex *A, int lda, int *Lwork);
+cusolverStatus_t cusolverDnCpotrf(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex *A, int lda, cuComplex *Workspace, int Lwork, int *devInfo);
+"#,
+    ),
+];
+
+/// What cublas_v2.h and cusolverDn.h share (cublas_api.h, cuComplex.h, driver_types.h).
+const CUBLAS_API_STUB: &str = r#"#pragma once
+typedef struct { float x, y; } cuComplex;
+typedef struct CUstream_st *cudaStream_t;
+typedef enum { CUBLAS_STATUS_SUCCESS = 0 } cublasStatus_t;
+typedef enum { CUBLAS_FILL_MODE_LOWER = 0, CUBLAS_FILL_MODE_UPPER = 1 } cublasFillMode_t;
+"#;
+
+#[test]
+fn every_cuda_case_compiles_against_the_cuda_api() {
+    let dir = scratch("cuda-stubs");
+    let include = dir.join("include");
+    std::fs::create_dir_all(&include).unwrap();
+    for (name, body) in CUDA_STUBS {
+        std::fs::write(include.join(name), body).unwrap();
+    }
+    std::fs::write(include.join("cublas_api.h"), CUBLAS_API_STUB).unwrap();
+    let ops = [Op::Handoff, Op::Fft, Op::Pipeline, Op::Gemm, Op::Cholesky];
+    let cases = covered("nvidia0", Api::Cuda, &ops, |op| match op {
+        Op::Gemm | Op::Cholesky => 33,
+        Op::Handoff => 4097,
+        _ => 4096,
+    });
+    // The brief's paths: copy, pinned+use-host-ptr, device+use-host-ptr, cl-svm-coarse,
+    // cl-svm-coarse+memcpy, device-ptr-as-cl-arg; each with every sync and op.
+    for path in [
+        PathKind::Copy,
+        PathKind::PinnedUseHostPtr,
+        PathKind::DeviceUseHostPtr,
+        PathKind::ClSvmCoarse,
+        PathKind::ClSvmCoarseMemcpy,
+        PathKind::DevicePtrAsClArg,
+    ] {
+        for op in ops {
+            assert!(
+                cases.iter().any(|c| c.path == path && c.op == op),
+                "{path} {op} not covered"
+            );
+        }
+    }
+    for case in &cases {
+        for plant in [None, Some(clhip::ops::Plant::SkipSync)] {
+            let r = repro::generate(case, &header(), plant).unwrap();
+            assert!(r.build_sh.contains("nvcc") && r.build_sh.contains("-lcuda"));
+            assert_eq!(r.build_sh.contains("-lcublas"), case.op == Op::Gemm);
+            assert_eq!(r.build_sh.contains("-lcusolver"), case.op == Op::Cholesky);
+            let file = dir.join("repro.c");
+            std::fs::write(&file, &r.source).unwrap();
+            let o = Command::new("cc")
+                // An object file, not -fsyntax-only: that skips the unused-function warning.
+                .args(["-std=gnu11", "-c", "-o", "/dev/null", "-Wall", "-Werror"])
+                .arg("-I")
+                .arg(&include)
+                .arg(&file)
+                .output()
+                .unwrap();
+            assert!(o.status.success(), "{case} ({plant:?}):\n{}", text(&o));
+        }
+    }
+    // The four the NVIDIA acceptance runs read as their clhip counterparts do.
+    let crash =
+        ReproCase::parse("nvidia0+cuda0/device+use-host-ptr/finish/handoff/n=4097").unwrap();
+    let src = repro::generate(&crash, &header(), None).unwrap().source;
+    let alloc = src.find("cuMemAlloc(&m_dev").unwrap();
+    let wrap = src
+        .find("CL_MEM_USE_HOST_PTR, 8 * N, (void *)(uintptr_t)m_dev")
+        .unwrap();
+    assert!(alloc < wrap, "cuMemAlloc, then USE_HOST_PTR over it");
+    let fault = ReproCase::parse("nvidia0+cuda0/cl-svm-coarse/finish/handoff/n=4097").unwrap();
+    let src = repro::generate(&fault, &header(), None).unwrap().source;
+    assert!(src.contains("m_peer = (uint64_t)(uintptr_t)m_svm;"));
+    assert!(src.contains("cuda_launch(\"clhip_pattern_fill\""));
+    let fail = ReproCase::parse("nvidia0+cuda0/cl-svm-coarse+memcpy/finish/fft/n=4096").unwrap();
+    let src = repro::generate(&fail, &header(), None).unwrap().source;
+    let to_svm = src
+        .find("cuMemcpy((CUdeviceptr)(uintptr_t)m_svm, m_dev")
+        .unwrap();
+    let fft = src.find("fft_forward(svm(m_svm), N").unwrap();
+    let from_svm = src
+        .find("cuMemcpy(m_dev, (CUdeviceptr)(uintptr_t)m_svm")
+        .unwrap();
+    assert!(
+        to_svm < fft && fft < from_svm,
+        "cuMemcpy in, FFT on the SVM, cuMemcpy out"
+    );
+}
+
+#[test]
+fn shrinking_runs_the_smaller_sizes_through_clhips_workers() {
+    if clhip::runtimes::opencl::test_device().is_none() {
+        return;
+    }
+    let dir = scratch("shrink");
+    // A results file saying that a case which passes at every size here failed: shrinking
+    // must try every smaller size through the workers, see passes, and keep the size.
+    let case = "pocl0+host/copy/finish/handoff/n=8";
+    let json = dir.join("run.json");
+    let cases = dir.join("cases.toml");
+    std::fs::write(
+        &cases,
+        "version = 1\n[[group]]\npaths = [\"copy\"]\nsyncs = [\"finish\"]\nops = [\"handoff\"]\nsizes = [8]\n",
+    )
+    .unwrap();
+    let out = clhip(&[
+        "run",
+        case,
+        "--cases",
+        cases.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let mut report = clhip::report::load_json(&json).unwrap();
+    report.results[0].outcome = clhip::model::Outcome::Unsupported {
+        reason: "as recorded elsewhere".into(),
+        error: None,
+    };
+    std::fs::write(&json, serde_json::to_string(&report).unwrap()).unwrap();
+    let out_dir = dir.join("repro");
+    let out = clhip(&[
+        "repro",
+        case,
+        "--from",
+        json.to_str().unwrap(),
+        "-o",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("running pocl0+host/copy/finish/handoff/n=1, pocl0+host/copy/finish/handoff/n=2, pocl0+host/copy/finish/handoff/n=4"),
+        "{stderr}"
+    );
+    let source = std::fs::read_to_string(out_dir.join("repro.c")).unwrap();
+    assert!(
+        source.contains("kept n=8: no smaller size gave `unsupported` through clhip's workers (tried n=1 pass, n=2 pass, n=4 pass)"),
+        "{source}"
+    );
+    assert!(source.contains(&format!(
+        "Outcome clhip saw ({}): unsupported: as recorded elsewhere",
+        json.display()
+    )));
+    // The run's seed and fingerprint come from the file.
+    assert!(source.contains(&format!("run seed {}", report.seed)));
+    assert!(source.contains("Driver fingerprint (the results file"));
+}
+
+#[test]
+fn bad_ids_uncovered_cases_and_other_plants_are_refused_by_name() {
+    let dir = scratch("refused");
+    let o = dir.to_str().unwrap();
+    for (args, says) in [
+        (vec!["pocl0+host/copy/finish/handoff"], "a case id reads"),
+        (
+            vec!["pocl0+host/copy/finish/handoff/n=x"],
+            "is not `n=<size>`",
+        ),
+        (
+            vec!["pocl0+host/warp-drive/finish/handoff/n=8"],
+            "unknown PathKind `warp-drive`",
+        ),
+        (
+            vec!["pocl0+host/copy/map/handoff/n=8"],
+            "takes sync finish, event, none, not map",
+        ),
+        (
+            vec!["pocl0+host/copy/finish/gemm/n=8"],
+            "op gemm needs a device peer",
+        ),
+        (vec!["pocl0+host/copy/finish/fft/n=12"], "powers of two"),
+        (
+            vec!["nvidia0+cuda0/vmm-fd+cl-import/acquire-release/handoff/n=4097"],
+            "does not cover path vmm-fd+cl-import on cuda pairs",
+        ),
+        (
+            vec!["nvidia0+cuda0/copy/finish/placement/n=4096"],
+            "does not cover op placement on cuda pairs",
+        ),
+        (
+            vec!["rocm0+hip0/copy/finish/handoff/n=8"],
+            "hip pairs are not written yet",
+        ),
+        (
+            vec![
+                "pocl0+host/copy/finish/handoff/n=8",
+                "--plant",
+                "flip-element",
+            ],
+            "only skip-sync has a reproducer",
+        ),
+        // A well-formed id of a pair this machine does not have, with nothing to read it from.
+        (
+            vec!["nvidia7+cuda7/copy/finish/handoff/n=8", "--no-shrink"],
+            "pair nvidia7+cuda7 is not on this machine",
+        ),
+    ] {
+        let mut all = vec!["repro"];
+        all.extend(&args);
+        all.extend(["-o", o]);
+        let out = clhip(&all);
+        assert_eq!(out.status.code(), Some(2), "{args:?}\n{}", text(&out));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(err.contains(says), "{args:?}: {err}");
+        assert!(
+            !dir.join("repro.c").exists(),
+            "{args:?}: a refused case must write nothing"
+        );
+    }
+    // An id a results file does not hold.
+    let json = dir.join("empty.json");
+    let out = clhip(&[
+        "repro",
+        "pocl0+host/copy/finish/handoff/n=8",
+        "--from",
+        json.to_str().unwrap(),
+        "-o",
+        o,
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("empty.json"));
+}
+
+#[test]
+fn the_sync_under_test_is_the_one_the_plant_leaves_out() {
+    // Copy path, finish: clhip reads the buffer into staging and waits with clFinish before
+    // the host looks; planted, the read is enqueued and nothing waits for it.
+    let case = ReproCase::parse("pocl0+host/copy/finish/fft/n=4096").unwrap();
+    let main = |plant| {
+        let src = repro::generate(&case, &header(), plant).unwrap().source;
+        src[src.find("int main(void)").unwrap()..].to_string()
+    };
+    let synced = main(None);
+    let planted = main(Some(clhip::ops::Plant::SkipSync));
+    let after_fft = |s: &str| {
+        let at = s.find("done = fft_forward").unwrap();
+        let end = s[at..].find("peer_download").unwrap();
+        s[at..at + end].to_string()
+    };
+    assert!(
+        after_fft(&synced).contains("CHECK(CL, clFinish(queue));"),
+        "{synced}"
+    );
+    assert!(!after_fft(&planted).contains("clFinish"), "{planted}");
+    assert!(after_fft(&planted).contains("PLANTED (skip-sync): clhip runs sync finish here"));
+    // Everything else is the same program.
+    assert_eq!(
+        synced.lines().filter(|l| l.contains("clFinish")).count(),
+        planted.lines().filter(|l| l.contains("clFinish")).count() + 1
+    );
+}
+
+/// The text of C string literal `name` in `source` (one literal per line, as emitted).
+fn c_literal(source: &str, name: &str) -> String {
+    let start = source
+        .find(&format!("static const char *{name} =\n"))
+        .unwrap_or_else(|| panic!("no {name} in the source"));
+    let mut out = String::new();
+    for line in source[start..].lines().skip(1) {
+        let line = line.trim();
+        if line == ";" {
+            break;
+        }
+        let inner = &line[1..line.len() - 1];
+        let inner = inner.strip_suffix("\\n").unwrap_or(inner);
+        out.push_str(&inner.replace("\\\"", "\"").replace("\\\\", "\\"));
+        out.push('\n');
+    }
+    out
+}
+
+/// What NVRTC gives kernels without an include, for a host C++ compiler's syntax check.
+const NVRTC_STANDINS: &str = r#"#define __CUDACC_RTC__
+#define __global__
+#define __device__
+struct float2 { float x, y; };
+struct uint3 { unsigned x, y, z; };
+extern uint3 blockIdx, blockDim, threadIdx;
+unsigned long long atomicAdd(unsigned long long *, unsigned long long);
+unsigned long long atomicMin(unsigned long long *, unsigned long long);
+float sqrtf(float);
+"#;
+
+#[test]
+fn the_cuda_kernels_a_reproducer_embeds_compile() {
+    let dir = scratch("cuda-kernels");
+    for (op, kernels) in [
+        (
+            "handoff/n=4097",
+            &["clhip_pattern_fill", "clhip_pattern_check"][..],
+        ),
+        ("pipeline/n=64", &["clhip_cscale", "clhip_cmagnitude"][..]),
+        ("gemm/n=33", &[][..]),
+    ] {
+        let case = ReproCase::parse(&format!("nvidia0+cuda0/copy/finish/{op}")).unwrap();
+        let source = repro::generate(&case, &header(), None).unwrap().source;
+        let kernels_text = c_literal(&source, "CUDA_SOURCE");
+        for k in kernels {
+            assert!(
+                kernels_text.contains(&format!("CLHIP_KERNEL void {k}(")),
+                "{op}: {k}"
+            );
+        }
+        let file = dir.join("kernels.cpp");
+        std::fs::write(&file, format!("{NVRTC_STANDINS}{kernels_text}")).unwrap();
+        let o = Command::new("c++")
+            .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Werror"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{op}:\n{kernels_text}\n{}", text(&o));
+    }
+}
