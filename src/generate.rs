@@ -451,7 +451,9 @@ fn hpd_fill(rng: &mut TestRng, n: usize, lda: usize) -> Matrix {
         m.data[j + j * lda] = Complex32::new((bbh[(j, j)].re + shift) as f32, 0.0);
         for i in j + 1..n {
             let z = bbh[(i, j)];
-            let z = Complex32::new(z.re as f32, z.im as f32);
+            // An exact zero sum may come out -0 or +0 depending on the order faer summed in;
+            // adding +0 makes it +0 either way, so the bits do not depend on the thread count.
+            let z = Complex32::new(z.re as f32 + 0.0, z.im as f32 + 0.0);
             m.data[i + j * lda] = z;
             m.data[j + i * lda] = z.conj();
         }
