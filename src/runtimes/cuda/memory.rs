@@ -501,25 +501,16 @@ mod tests {
         if gpu_or_skip(TEST).is_none() {
             return;
         }
-        let exe = std::env::current_exe().expect("test binary path");
-        let out = std::process::Command::new(exe)
-            .args([
-                "--exact",
-                &format!("runtimes::cuda::memory::tests::{TEST}"),
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("CLHIP_CUDA_MEMCPY_CHILD", "1")
-            .output()
-            .expect("run the child");
-        let text = String::from_utf8_lossy(&out.stderr).into_owned()
-            + &String::from_utf8_lossy(&out.stdout);
-        eprintln!("child: {:?}\n{text}", out.status);
+        let (status, text) = crate::runtimes::run_test_in_child(
+            &format!("runtimes::cuda::memory::tests::{TEST}"),
+            "CLHIP_CUDA_MEMCPY_CHILD",
+        );
+        eprintln!("child: {status:?}\n{text}");
         assert!(text.contains("copying from 0x8"), "{text}");
         // Either the driver refused (the child passed) or the CPU copy faulted: both are
         // honest; a copy that "succeeded" fails the child's assertion and this one.
-        let refused = out.status.success() && text.contains("memcpy from 0x8 -> Err");
-        let crashed = std::os::unix::process::ExitStatusExt::signal(&out.status).is_some();
+        let refused = status.success() && text.contains("memcpy from 0x8 -> Err");
+        let crashed = std::os::unix::process::ExitStatusExt::signal(&status).is_some();
         assert!(refused || crashed, "{text}");
     }
 }

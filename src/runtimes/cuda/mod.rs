@@ -559,21 +559,12 @@ mod tests {
         if gpu_or_skip("device_illegal_address_is_a_fault").is_none() {
             return;
         }
-        let exe = std::env::current_exe().expect("test binary path");
-        let out = std::process::Command::new(exe)
-            .args([
-                "--exact",
-                "runtimes::cuda::tests::device_illegal_address_is_a_fault",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("CLHIP_CUDA_FAULT_CHILD", "1")
-            .output()
-            .expect("run the child");
-        let text = String::from_utf8_lossy(&out.stderr).into_owned()
-            + &String::from_utf8_lossy(&out.stdout);
+        let (status, text) = crate::runtimes::run_test_in_child(
+            "runtimes::cuda::tests::device_illegal_address_is_a_fault",
+            "CLHIP_CUDA_FAULT_CHILD",
+        );
         eprintln!("{text}");
-        assert!(out.status.success(), "child failed: {text}");
+        assert!(status.success(), "child failed: {text}");
         assert!(text.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{text}");
     }
 }
