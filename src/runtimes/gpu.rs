@@ -105,17 +105,52 @@ pub fn grid(name: &str, threads: u64) -> Result<u32, CaseError> {
 
 /// What a GPU runtime supplies for the shared operations.
 pub(crate) trait GpuCore {
+    /// A loaded kernel's handle (`CUfunction`, `hipFunction_t`).
+    type Function: Copy;
     /// Make the device (context) current on the calling thread: per thread in both APIs.
     fn bind(&self) -> Result<(), CaseError>;
-    /// Launch `k` over `threads` threads (none for zero); `args` points at each kernel argument
-    /// in order. Only the launch is checked: a fault surfaces at the next synchronizing call.
-    fn launch(&self, k: Kernel, threads: u64, args: &mut [*mut c_void]) -> Result<(), CaseError>;
+    /// The loaded module's kernels, or why there are none.
+    fn kernels(&self) -> Result<&Kernels<Self::Function>, CaseError>;
+    /// Launch on the peer's stream. Only the launch is checked: a fault surfaces at the next
+    /// synchronizing call.
+    fn launch_blocks(&self, launch: Launch<Self::Function>) -> Result<(), CaseError>;
     /// Host -> any device-usable address the path hands over, then wait.
     fn copy_in(&self, dst: usize, src: *const c_void, bytes: usize) -> Result<(), CaseError>;
     /// Any device-usable address -> host, then wait.
     fn copy_out(&self, dst: *mut c_void, src: usize, bytes: usize) -> Result<(), CaseError>;
     /// [`SCRATCH_BYTES`] of device memory for a kernel's result words.
     fn scratch(&self) -> u64;
+}
+
+/// One kernel launch: `grid` blocks of [`BLOCK`] threads running `f`, the kernel `name`, with
+/// `params` pointing at each kernel argument in order (the launch APIs' `kernelParams`).
+pub(crate) struct Launch<F> {
+    pub f: F,
+    pub name: &'static str,
+    pub grid: u32,
+    pub params: *mut *mut c_void,
+}
+
+/// Launch `k` over `threads` threads (none for zero); `args` points at each kernel argument in
+/// order.
+pub(crate) fn launch(
+    g: &impl GpuCore,
+    k: Kernel,
+    threads: u64,
+    args: &mut [*mut c_void],
+) -> Result<(), CaseError> {
+    if threads == 0 {
+        return Ok(());
+    }
+    let (name, f) = (k.name(), g.kernels()?.get(k));
+    let grid = grid(name, threads)?;
+    let params = args.as_mut_ptr();
+    g.launch_blocks(Launch {
+        f,
+        name,
+        grid,
+        params,
+    })
 }
 
 /// Device scratch per peer: pattern_check's count, first index and ran-marker (3 x u64), or
@@ -130,7 +165,7 @@ pub(crate) fn fill_pattern(g: &impl GpuCore, ptr: PeerPtr, seed: u32) -> Result<
         (&raw mut seed).cast(),
         (&raw mut words).cast(),
     ];
-    g.launch(Kernel::Fill, words, &mut args)
+    launch(g, Kernel::Fill, words, &mut args)
 }
 
 pub(crate) fn check_pattern(
@@ -151,7 +186,7 @@ pub(crate) fn check_pattern(
         (&raw mut words).cast(),
         (&raw mut out).cast(),
     ];
-    g.launch(Kernel::Check, words, &mut args)?;
+    launch(g, Kernel::Check, words, &mut args)?;
     g.copy_out(
         result.as_mut_ptr().cast(),
         g.scratch() as usize,
@@ -199,14 +234,14 @@ pub(crate) fn scale(g: &impl GpuCore, ptr: PeerPtr, s: f32) -> Result<(), CaseEr
         (&raw mut s).cast(),
         (&raw mut n).cast(),
     ];
-    g.launch(Kernel::Scale, n, &mut args)
+    launch(g, Kernel::Scale, n, &mut args)
 }
 
 pub(crate) fn magnitude(g: &impl GpuCore, ptr: PeerPtr) -> Result<(), CaseError> {
     g.bind()?;
     let (mut x, mut n) = (ptr.addr as u64, ptr.len as u64);
     let mut args = [(&raw mut x).cast(), (&raw mut n).cast()];
-    g.launch(Kernel::Magnitude, n, &mut args)
+    launch(g, Kernel::Magnitude, n, &mut args)
 }
 
 pub(crate) fn flip_bit(
@@ -223,7 +258,7 @@ pub(crate) fn flip_bit(
         (&raw mut word).cast(),
         (&raw mut mask).cast(),
     ];
-    g.launch(Kernel::Flip, 1, &mut args)
+    launch(g, Kernel::Flip, 1, &mut args)
 }
 
 /// Words of the known-answer check.

@@ -31,7 +31,7 @@ use crate::runtimes::PeerPtr;
 use crate::runtimes::device::{
     AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,
 };
-use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernel, Kernels, kernel_source};
+use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernels, Launch, kernel_source};
 use crate::runtimes::kernel_cache::{CompileKey, KernelCache};
 
 mod blas;
@@ -173,12 +173,6 @@ impl CudaPeer {
         Ok(peer)
     }
 
-    fn kernels(&self) -> Result<&Kernels<cu::CUfunction>, CaseError> {
-        self.kernels
-            .as_ref()
-            .ok_or_else(|| CaseError::unsupported("CUDA kernels not loaded"))
-    }
-
     fn sync(&self) -> Result<(), CaseError> {
         // SAFETY: the stream is live.
         unsafe { call!(cu::cuStreamSynchronize(self.stream)) }.running()
@@ -213,6 +207,8 @@ impl Drop for CudaPeer {
 }
 
 impl GpuCore for CudaPeer {
+    type Function = cu::CUfunction;
+
     /// Make the primary context current on the calling thread: contexts are per thread, and a
     /// test runner or worker may call from a thread other than the one that opened.
     fn bind(&self) -> Result<(), CaseError> {
@@ -220,20 +216,21 @@ impl GpuCore for CudaPeer {
         unsafe { call!(cu::cuCtxSetCurrent(self.ctx)) }.running()
     }
 
-    fn launch(&self, k: Kernel, threads: u64, args: &mut [*mut c_void]) -> Result<(), CaseError> {
-        if threads == 0 {
-            return Ok(());
-        }
-        let (name, f) = (k.name(), self.kernels()?.get(k));
-        let grid = gpu::grid(name, threads)?;
+    fn kernels(&self) -> Result<&Kernels<cu::CUfunction>, CaseError> {
+        self.kernels
+            .as_ref()
+            .ok_or_else(|| CaseError::unsupported("CUDA kernels not loaded"))
+    }
+
+    fn launch_blocks(&self, l: Launch<cu::CUfunction>) -> Result<(), CaseError> {
         let (s, b) = (self.stream, BLOCK as u32);
-        let params = args.as_mut_ptr();
-        // SAFETY: `f` is from the loaded module; each caller passes exactly its kernel's
+        // SAFETY: `l.f` is from the loaded module; each caller passes exactly its kernel's
         // parameters, which the driver copies during the call.
         unsafe {
             call!(
-                cu::cuLaunchKernel(f, grid, 1, 1, b, 1, 1, 0, s, params, null_mut()),
-                "{name}"
+                cu::cuLaunchKernel(l.f, l.grid, 1, 1, b, 1, 1, 0, s, l.params, null_mut()),
+                "{}",
+                l.name
             )
         }
         .running()

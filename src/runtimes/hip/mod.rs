@@ -39,7 +39,7 @@ use crate::runtimes::PeerPtr;
 use crate::runtimes::device::{
     AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,
 };
-use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernel, Kernels, kernel_source};
+use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernels, Launch, kernel_source};
 use crate::runtimes::kernel_cache::{CompileKey, KernelCache};
 
 use blas::BlasHandle;
@@ -234,10 +234,6 @@ impl HipPeer {
         Ok(peer)
     }
 
-    fn kernels(&self) -> Result<&Kernels<hipFunction_t>, CaseError> {
-        self.kernels.as_ref().map_err(Clone::clone)
-    }
-
     fn sync(&self) -> Result<(), CaseError> {
         // SAFETY: the stream is live.
         unsafe { hip_call!(&self.hip, hipStreamSynchronize(self.stream)) }.running()
@@ -273,6 +269,8 @@ impl Drop for HipPeer {
 }
 
 impl GpuCore for HipPeer {
+    type Function = hipFunction_t;
+
     /// Make the device current on the calling thread: HIP's current device is per thread, and a
     /// test runner or worker may call from a thread other than the one that opened.
     fn bind(&self) -> Result<(), CaseError> {
@@ -280,21 +278,20 @@ impl GpuCore for HipPeer {
         unsafe { hip_call!(&self.hip, hipSetDevice(self.dev)) }.running()
     }
 
-    fn launch(&self, k: Kernel, threads: u64, args: &mut [*mut c_void]) -> Result<(), CaseError> {
-        if threads == 0 {
-            return Ok(());
-        }
-        let (name, f) = (k.name(), self.kernels()?.get(k));
-        let grid = gpu::grid(name, threads)?;
+    fn kernels(&self) -> Result<&Kernels<hipFunction_t>, CaseError> {
+        self.kernels.as_ref().map_err(Clone::clone)
+    }
+
+    fn launch_blocks(&self, l: Launch<hipFunction_t>) -> Result<(), CaseError> {
         let (s, b) = (self.stream, BLOCK as c_uint);
-        let params = args.as_mut_ptr();
-        // SAFETY: `f` is from the loaded module; each caller passes exactly its kernel's
+        // SAFETY: `l.f` is from the loaded module; each caller passes exactly its kernel's
         // parameters, which the runtime copies during the call.
         unsafe {
             hip_call!(
                 &self.hip,
-                hipModuleLaunchKernel(f, grid, 1, 1, b, 1, 1, 0, s, params, null_mut()),
-                "{name}"
+                hipModuleLaunchKernel(l.f, l.grid, 1, 1, b, 1, 1, 0, s, l.params, null_mut()),
+                "{}",
+                l.name
             )
         }
         .running()
