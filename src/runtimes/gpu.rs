@@ -3,7 +3,14 @@
 //! on them. A backend (cuda, hip) supplies only [`GpuCore`]: make its device current, launch one
 //! of the kernels, copy synchronously, and a few bytes of scratch.
 //!
+//! Below it, the rest of the [`DeviceRuntime`] a GPU participant offers, written once over
+//! small traits of the backend's raw calls: `memory` (allocation kinds, export, IPC,
+//! semaphores), `blas` (cgemm and cpotrf arguments) and `device` (the trait impl itself). The
+//! backends implement those traits call by call, so each backend folder still shows every API
+//! call it makes, and neither backend imports the other.
+//!
 //! [`PeerRuntime`]: crate::runtimes::PeerRuntime
+//! [`DeviceRuntime`]: crate::runtimes::device::DeviceRuntime
 
 use std::ffi::{CStr, c_void};
 
@@ -13,6 +20,10 @@ use crate::generate::pattern;
 use crate::model::CaseError;
 use crate::runtimes::{PatternCheck, PeerPtr};
 use crate::tolerance::check_exact_u32;
+
+pub(crate) mod blas;
+pub(crate) mod device;
+pub(crate) mod memory;
 
 /// The prelude every `.hip` source is compiled behind (macros shared by NVRTC and hiprtc).
 pub const KERNEL_PRELUDE: &str = include_str!("../../kernels/prelude.hip");

@@ -16,21 +16,17 @@
 //! One file per concern: `load` (the libraries and their preflight), `error` (statuses and the
 //! `call!` macro), `discover` (devices and versions), `kernels` (NVRTC), `blas` (cuBLAS and
 //! cuSOLVER) and `memory` (allocation kinds, export, IPC, semaphores). This file holds the peer
-//! itself and its trait impls, which forward to those files.
+//! itself. What a GPU participant does around these calls is written once, in `runtimes/gpu`;
+//! the files here implement its traits with the driver's calls.
 
 use std::ffi::{CStr, c_void};
-use std::os::fd::{OwnedFd, RawFd};
 use std::ptr::null_mut;
 
 use cudarc::driver::sys as cu;
-use num_complex::Complex32;
 
 use crate::model::{Api, ApiError, CaseError, Phase};
-use crate::model::{Transpose, Uplo};
-use crate::runtimes::PeerPtr;
-use crate::runtimes::device::{
-    AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,
-};
+use crate::runtimes::device::DeviceInfo;
+use crate::runtimes::gpu::device::GpuDevice;
 use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernels, Launch, kernel_source};
 use crate::runtimes::kernel_cache::{CompileKey, KernelCache};
 
@@ -271,69 +267,16 @@ impl GpuCore for CudaPeer {
 
 gpu::gpu_peer_runtime!(CudaPeer, Api::Cuda);
 
-// One trait impl cannot span files: the memory, IPC, semaphore and BLAS methods forward to
-// `memory.rs` and `blas.rs`, where their bodies sit beside the helpers they share.
-impl DeviceRuntime for CudaPeer {
-    fn info(&self) -> &DeviceInfo {
+impl GpuDevice for CudaPeer {
+    fn device_info(&self) -> &DeviceInfo {
         &self.info
     }
 
-    fn alloc(&mut self, kind: AllocKind, len: usize) -> Result<DeviceAlloc, CaseError> {
-        self.allocate(kind, len)
-    }
-
-    fn free(&mut self, alloc: DeviceAlloc) {
-        self.release(alloc)
-    }
-
-    fn export_fd(&mut self, alloc: &DeviceAlloc) -> Result<OwnedFd, CaseError> {
-        self.export_posix_fd(alloc)
-    }
-
-    /// cuMemExportToShareableHandle with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: an opaque
-    /// fd, for cl_khr_external_memory_opaque_fd.
-    fn export_handle(&self) -> ExportHandle {
-        ExportHandle::OpaqueFd
-    }
-
-    fn memcpy(&mut self, dst: usize, src: usize, bytes: usize) -> Result<(), CaseError> {
-        self.unified_memcpy(dst, src, bytes)
-    }
-
-    fn import_cl_memory(
-        &mut self,
-        _addr: usize,
-        _bytes: usize,
-        _len: usize,
-    ) -> Result<DeviceAlloc, CaseError> {
-        Err(CaseError::unsupported(
-            "no export of OpenCL memory reaches CUDA: the dma-buf export \
-             (hsa_amd_portable_export_dmabuf) is ROCm's HSA runtime",
-        ))
-    }
-
-    fn ipc_handle(&mut self, alloc: &DeviceAlloc) -> Result<IpcHandle, CaseError> {
-        self.ipc_get_handle(alloc)
-    }
-
-    fn ipc_open(&mut self, handle: &IpcHandle, len: usize) -> Result<DeviceAlloc, CaseError> {
-        self.ipc_open_handle(handle, len)
-    }
-
-    fn import_semaphore_fd(&mut self, fd: RawFd) -> Result<u64, CaseError> {
-        self.import_opaque_fd_semaphore(fd)
-    }
-
-    fn destroy_semaphore(&mut self, sem: u64) {
-        self.destroy_external_semaphore(sem)
-    }
-
-    fn reopen_args(&self) -> Vec<String> {
+    fn reopen_arguments(&self) -> Vec<String> {
         reopen_args(self.ordinal)
     }
 
-    fn record_and_wait_event(&mut self) -> Result<(), CaseError> {
-        self.bind()?;
+    fn record_event_and_wait(&self) -> Result<(), CaseError> {
         // SAFETY: event and stream are live, in the current context.
         unsafe {
             call!(cu::cuEventRecord(self.event, self.stream)).running()?;
@@ -341,43 +284,12 @@ impl DeviceRuntime for CudaPeer {
         }
     }
 
-    fn cgemm(
-        &mut self,
-        op_a: Transpose,
-        op_b: Transpose,
-        m: usize,
-        n: usize,
-        k: usize,
-        alpha: Complex32,
-        a: PeerPtr,
-        lda: usize,
-        b: PeerPtr,
-        ldb: usize,
-        beta: Complex32,
-        c: PeerPtr,
-        ldc: usize,
-    ) -> Result<(), CaseError> {
-        self.cublas_cgemm(op_a, op_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-    }
-
-    fn cpotrf(&mut self, uplo: Uplo, n: usize, a: PeerPtr, lda: usize) -> Result<i32, CaseError> {
-        self.cusolver_cpotrf(uplo, n, a, lda)
-    }
-
-    fn sticky_fault(&mut self) -> Option<ApiError> {
-        if self.bind().is_err() {
-            return None;
-        }
+    fn synchronize_device(&self) -> Result<(), ApiError> {
         // SAFETY: the context is current; cuCtxSynchronize only waits and reports.
-        let r = unsafe { call!(cu::cuCtxSynchronize(), "after the case") };
-        match r {
-            Err(e) if e.is_device_fault() => Some(e),
-            _ => None,
-        }
+        unsafe { call!(cu::cuCtxSynchronize(), "after the case") }
     }
 
-    fn health_check(&mut self) -> Result<(), CaseError> {
-        self.bind()?;
+    fn known_answer_check(&self) -> Result<(), CaseError> {
         let buf = DeviceBuffer::new(gpu::HEALTH_WORDS * 4, "health-check buffer")?;
         gpu::known_answer(self, buf.0 as usize, "cuda health check")
     }
@@ -385,11 +297,14 @@ impl DeviceRuntime for CudaPeer {
 
 #[cfg(test)]
 mod tests {
+    use num_complex::Complex32;
+
     use super::*;
     use crate::generate::pattern;
+    use crate::runtimes::device::{AllocKind, DeviceRuntime};
     use crate::runtimes::locate::open_first;
     use crate::runtimes::text::normalise_pci_bus_id;
-    use crate::runtimes::{PatternCheck, PeerRuntime};
+    use crate::runtimes::{PatternCheck, PeerPtr, PeerRuntime};
 
     /// Whether this machine has a CUDA driver at all. Device tests are skipped without one
     /// (CI), unless CLHIP_REQUIRE_CUDA=1 says a GPU is expected (the device machine).
