@@ -17,7 +17,7 @@ use std::ffi::{CStr, c_void};
 use num_complex::Complex32;
 
 use crate::generate::pattern;
-use crate::model::CaseError;
+use crate::model::{ApiError, CaseError};
 use crate::runtimes::{PatternCheck, PeerPtr};
 use crate::tolerance::check_exact_u32;
 
@@ -45,6 +45,29 @@ pub fn kernel_source() -> String {
         s.push_str(&format!("#line 1 \"{name}\"\n{text}\n"));
     }
     s
+}
+
+/// A run-time compiler's (`NVRTC`, `hiprtc`) refusal of `kernels/*.hip`, with the first lines of
+/// its log in the error's detail. A compiler that does not know the target refuses the option
+/// (`unknown_target`): the platform cannot run here. Anything else is a bug in kernels/*.hip
+/// and must be loud.
+pub(crate) fn compile_refused(
+    mut e: ApiError,
+    compiler: &str,
+    arch: &str,
+    log: &str,
+    unknown_target: bool,
+) -> CaseError {
+    let head: Vec<&str> = log.lines().take(12).collect();
+    e.detail = format!("{arch}: {}", head.join(" | "));
+    if unknown_target {
+        CaseError::Unsupported {
+            reason: format!("{compiler} cannot compile for {arch}"),
+            error: Some(e),
+        }
+    } else {
+        CaseError::Broken(e)
+    }
 }
 
 /// A kernel of `kernels/*.hip`, by what it does.
@@ -398,6 +421,33 @@ mod tests {
                 "{} missing from kernels/*.hip",
                 k.name()
             );
+        }
+    }
+
+    #[test]
+    fn an_unknown_target_is_unsupported_and_any_other_compile_error_broken() {
+        let e = ApiError {
+            api: crate::model::Api::Cuda,
+            call: "nvrtcCompileProgram".into(),
+            code: 5,
+            name: "NVRTC_ERROR_INVALID_OPTION".into(),
+            detail: String::new(),
+        };
+        let log: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+        match compile_refused(e.clone(), "NVRTC", "sm_90", &log, true) {
+            CaseError::Unsupported {
+                reason,
+                error: Some(err),
+            } => {
+                assert_eq!(reason, "NVRTC cannot compile for sm_90");
+                assert!(err.detail.starts_with("sm_90: line 1 | line 2 | "));
+                assert!(err.detail.ends_with(" | line 12"), "{}", err.detail);
+            }
+            other => panic!("{other:?}"),
+        }
+        match compile_refused(e, "NVRTC", "sm_90", "", false) {
+            CaseError::Broken(err) => assert_eq!(err.detail, "sm_90: "),
+            other => panic!("{other:?}"),
         }
     }
 
