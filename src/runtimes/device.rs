@@ -102,6 +102,18 @@ pub struct DeviceInfo {
     pub compiler: String,
 }
 
+/// Why discovery lists no devices (or not one of them), in one line: the refused call and its
+/// code where there is one, else the reason.
+pub fn discovery_failure(e: CaseError) -> String {
+    match e {
+        CaseError::Unsupported {
+            error: Some(err), ..
+        } => err.to_string(),
+        CaseError::Unsupported { reason, .. } => reason,
+        other => format!("{other:?}"),
+    }
+}
+
 /// A GPU participant. Asynchronous work goes on one stream; `synchronize` (from
 /// [`PeerRuntime`]) waits for all of it, `record_and_wait_event` only for what was enqueued so
 /// far, through an event (the `event` sync mode's peer half).

@@ -3,16 +3,27 @@
 //! on them. A backend (cuda, hip) supplies only [`GpuCore`]: make its device current, launch one
 //! of the kernels, copy synchronously, and a few bytes of scratch.
 //!
+//! Below it, the rest of the [`DeviceRuntime`] a GPU participant offers, written once over
+//! small traits of the backend's raw calls: `memory` (allocation kinds, export, IPC,
+//! semaphores), `blas` (cgemm and cpotrf arguments) and `device` (the trait impl itself). The
+//! backends implement those traits call by call, so each backend folder still shows every API
+//! call it makes, and neither backend imports the other.
+//!
 //! [`PeerRuntime`]: crate::runtimes::PeerRuntime
+//! [`DeviceRuntime`]: crate::runtimes::device::DeviceRuntime
 
 use std::ffi::{CStr, c_void};
 
 use num_complex::Complex32;
 
 use crate::generate::pattern;
-use crate::model::CaseError;
+use crate::model::{ApiError, CaseError};
 use crate::runtimes::{PatternCheck, PeerPtr};
 use crate::tolerance::check_exact_u32;
+
+pub(crate) mod blas;
+pub(crate) mod device;
+pub(crate) mod memory;
 
 /// The prelude every `.hip` source is compiled behind (macros shared by NVRTC and hiprtc).
 pub const KERNEL_PRELUDE: &str = include_str!("../../kernels/prelude.hip");
@@ -34,6 +45,29 @@ pub fn kernel_source() -> String {
         s.push_str(&format!("#line 1 \"{name}\"\n{text}\n"));
     }
     s
+}
+
+/// A run-time compiler's (`NVRTC`, `hiprtc`) refusal of `kernels/*.hip`, with the first lines of
+/// its log in the error's detail. A compiler that does not know the target refuses the option
+/// (`unknown_target`): the platform cannot run here. Anything else is a bug in kernels/*.hip
+/// and must be loud.
+pub(crate) fn compile_refused(
+    mut e: ApiError,
+    compiler: &str,
+    arch: &str,
+    log: &str,
+    unknown_target: bool,
+) -> CaseError {
+    let head: Vec<&str> = log.lines().take(12).collect();
+    e.detail = format!("{arch}: {}", head.join(" | "));
+    if unknown_target {
+        CaseError::Unsupported {
+            reason: format!("{compiler} cannot compile for {arch}"),
+            error: Some(e),
+        }
+    } else {
+        CaseError::Broken(e)
+    }
 }
 
 /// A kernel of `kernels/*.hip`, by what it does.
@@ -105,17 +139,52 @@ pub fn grid(name: &str, threads: u64) -> Result<u32, CaseError> {
 
 /// What a GPU runtime supplies for the shared operations.
 pub(crate) trait GpuCore {
+    /// A loaded kernel's handle (`CUfunction`, `hipFunction_t`).
+    type Function: Copy;
     /// Make the device (context) current on the calling thread: per thread in both APIs.
     fn bind(&self) -> Result<(), CaseError>;
-    /// Launch `k` over `threads` threads (none for zero); `args` points at each kernel argument
-    /// in order. Only the launch is checked: a fault surfaces at the next synchronizing call.
-    fn launch(&self, k: Kernel, threads: u64, args: &mut [*mut c_void]) -> Result<(), CaseError>;
+    /// The loaded module's kernels, or why there are none.
+    fn kernels(&self) -> Result<&Kernels<Self::Function>, CaseError>;
+    /// Launch on the peer's stream. Only the launch is checked: a fault surfaces at the next
+    /// synchronizing call.
+    fn launch_blocks(&self, launch: Launch<Self::Function>) -> Result<(), CaseError>;
     /// Host -> any device-usable address the path hands over, then wait.
     fn copy_in(&self, dst: usize, src: *const c_void, bytes: usize) -> Result<(), CaseError>;
     /// Any device-usable address -> host, then wait.
     fn copy_out(&self, dst: *mut c_void, src: usize, bytes: usize) -> Result<(), CaseError>;
     /// [`SCRATCH_BYTES`] of device memory for a kernel's result words.
     fn scratch(&self) -> u64;
+}
+
+/// One kernel launch: `grid` blocks of [`BLOCK`] threads running `f`, the kernel `name`, with
+/// `params` pointing at each kernel argument in order (the launch APIs' `kernelParams`).
+pub(crate) struct Launch<F> {
+    pub f: F,
+    pub name: &'static str,
+    pub grid: u32,
+    pub params: *mut *mut c_void,
+}
+
+/// Launch `k` over `threads` threads (none for zero); `args` points at each kernel argument in
+/// order.
+pub(crate) fn launch(
+    g: &impl GpuCore,
+    k: Kernel,
+    threads: u64,
+    args: &mut [*mut c_void],
+) -> Result<(), CaseError> {
+    if threads == 0 {
+        return Ok(());
+    }
+    let (name, f) = (k.name(), g.kernels()?.get(k));
+    let grid = grid(name, threads)?;
+    let params = args.as_mut_ptr();
+    g.launch_blocks(Launch {
+        f,
+        name,
+        grid,
+        params,
+    })
 }
 
 /// Device scratch per peer: pattern_check's count, first index and ran-marker (3 x u64), or
@@ -130,7 +199,7 @@ pub(crate) fn fill_pattern(g: &impl GpuCore, ptr: PeerPtr, seed: u32) -> Result<
         (&raw mut seed).cast(),
         (&raw mut words).cast(),
     ];
-    g.launch(Kernel::Fill, words, &mut args)
+    launch(g, Kernel::Fill, words, &mut args)
 }
 
 pub(crate) fn check_pattern(
@@ -151,7 +220,7 @@ pub(crate) fn check_pattern(
         (&raw mut words).cast(),
         (&raw mut out).cast(),
     ];
-    g.launch(Kernel::Check, words, &mut args)?;
+    launch(g, Kernel::Check, words, &mut args)?;
     g.copy_out(
         result.as_mut_ptr().cast(),
         g.scratch() as usize,
@@ -199,14 +268,14 @@ pub(crate) fn scale(g: &impl GpuCore, ptr: PeerPtr, s: f32) -> Result<(), CaseEr
         (&raw mut s).cast(),
         (&raw mut n).cast(),
     ];
-    g.launch(Kernel::Scale, n, &mut args)
+    launch(g, Kernel::Scale, n, &mut args)
 }
 
 pub(crate) fn magnitude(g: &impl GpuCore, ptr: PeerPtr) -> Result<(), CaseError> {
     g.bind()?;
     let (mut x, mut n) = (ptr.addr as u64, ptr.len as u64);
     let mut args = [(&raw mut x).cast(), (&raw mut n).cast()];
-    g.launch(Kernel::Magnitude, n, &mut args)
+    launch(g, Kernel::Magnitude, n, &mut args)
 }
 
 pub(crate) fn flip_bit(
@@ -223,7 +292,7 @@ pub(crate) fn flip_bit(
         (&raw mut word).cast(),
         (&raw mut mask).cast(),
     ];
-    g.launch(Kernel::Flip, 1, &mut args)
+    launch(g, Kernel::Flip, 1, &mut args)
 }
 
 /// Words of the known-answer check.
@@ -352,6 +421,33 @@ mod tests {
                 "{} missing from kernels/*.hip",
                 k.name()
             );
+        }
+    }
+
+    #[test]
+    fn an_unknown_target_is_unsupported_and_any_other_compile_error_broken() {
+        let e = ApiError {
+            api: crate::model::Api::Cuda,
+            call: "nvrtcCompileProgram".into(),
+            code: 5,
+            name: "NVRTC_ERROR_INVALID_OPTION".into(),
+            detail: String::new(),
+        };
+        let log: String = (1..=20).map(|i| format!("line {i}\n")).collect();
+        match compile_refused(e.clone(), "NVRTC", "sm_90", &log, true) {
+            CaseError::Unsupported {
+                reason,
+                error: Some(err),
+            } => {
+                assert_eq!(reason, "NVRTC cannot compile for sm_90");
+                assert!(err.detail.starts_with("sm_90: line 1 | line 2 | "));
+                assert!(err.detail.ends_with(" | line 12"), "{}", err.detail);
+            }
+            other => panic!("{other:?}"),
+        }
+        match compile_refused(e, "NVRTC", "sm_90", "", false) {
+            CaseError::Broken(err) => assert_eq!(err.detail, "sm_90: "),
+            other => panic!("{other:?}"),
         }
     }
 

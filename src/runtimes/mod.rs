@@ -74,6 +74,22 @@ pub fn check_self_consistent(
     }
 }
 
+/// Runs the test at `path` of this test binary again in a child process with `env` set to 1,
+/// for what must not happen in this one (a context poisoned for the whole process, a crash).
+/// Returns how the child ended and its stderr, then its stdout.
+#[cfg(test)]
+pub(crate) fn run_test_in_child(path: &str, env: &str) -> (std::process::ExitStatus, String) {
+    let exe = std::env::current_exe().expect("test binary path");
+    let out = std::process::Command::new(exe)
+        .args(["--exact", path, "--nocapture", "--test-threads=1"])
+        .env(env, "1")
+        .output()
+        .expect("run the child");
+    let text =
+        String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
+    (out.status, text)
+}
+
 /// The peer side of a pair. Every method acts on memory that a path made reachable; the caller
 /// has already passed ownership with the case's sync mode. Work may be asynchronous on a device
 /// peer; `synchronize` waits for all of it.

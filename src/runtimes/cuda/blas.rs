@@ -14,13 +14,10 @@ use super::load::{LIBCUBLAS, LIBCUSOLVER, VendorLib};
 use super::memory::DeviceBuffer;
 use crate::model::{CaseError, Phase};
 use crate::model::{Transpose, Uplo};
-use crate::runtimes::PeerPtr;
-use crate::runtimes::gpu::GpuCore;
+use crate::runtimes::gpu::blas::{Cgemm, Cpotrf, GpuBlas, read_info};
 
-/// A size the 32-bit BLAS/LAPACK interfaces cannot take: the combination is refused up front.
-fn int_arg(what: &str, v: usize) -> Result<c_int, CaseError> {
-    c_int::try_from(v)
-        .map_err(|_| CaseError::unsupported(format!("{what} = {v} exceeds the 32-bit int API")))
+fn cu_complex(z: Complex32) -> blas::cuComplex {
+    blas::cuComplex { x: z.re, y: z.im }
 }
 
 /// A cuBLAS handle on the peer's stream. Created on the first cgemm: a machine without cuBLAS
@@ -101,73 +98,45 @@ impl CudaPeer {
             Err(e) => Err(e.clone()),
         }
     }
+}
 
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn cublas_cgemm(
-        &mut self,
-        op_a: Transpose,
-        op_b: Transpose,
-        m: usize,
-        n: usize,
-        k: usize,
-        alpha: Complex32,
-        a: PeerPtr,
-        lda: usize,
-        b: PeerPtr,
-        ldb: usize,
-        beta: Complex32,
-        c: PeerPtr,
-        ldc: usize,
-    ) -> Result<(), CaseError> {
-        self.bind()?;
+impl GpuBlas for CudaPeer {
+    fn cgemm_on_stream(&mut self, gemm: &Cgemm) -> Result<(), CaseError> {
         let op = |t: Transpose| match t {
             Transpose::None => blas::cublasOperation_t::CUBLAS_OP_N,
             Transpose::Trans => blas::cublasOperation_t::CUBLAS_OP_T,
             Transpose::ConjTrans => blas::cublasOperation_t::CUBLAS_OP_C,
         };
-        let (ta, tb) = (op(op_a), op(op_b));
-        let (m, n, k) = (int_arg("m", m)?, int_arg("n", n)?, int_arg("k", k)?);
-        let (lda, ldb, ldc) = (
-            int_arg("lda", lda)?,
-            int_arg("ldb", ldb)?,
-            int_arg("ldc", ldc)?,
-        );
+        let (m, n, k) = (gemm.m, gemm.n, gemm.k);
+        let (lda, ldb, ldc) = (gemm.lda, gemm.ldb, gemm.ldc);
+        let (ta, tb) = (op(gemm.op_a), op(gemm.op_b));
         let h = self.blas()?;
-        let alpha = blas::cuComplex {
-            x: alpha.re,
-            y: alpha.im,
-        };
-        let beta = blas::cuComplex {
-            x: beta.re,
-            y: beta.im,
-        };
-        let (a, b, c) = (a.addr as *const _, b.addr as *const _, c.addr as *mut _);
+        let (alpha, beta) = (cu_complex(gemm.alpha), cu_complex(gemm.beta));
+        let (a, b, c) = (
+            gemm.a.addr as *const _,
+            gemm.b.addr as *const _,
+            gemm.c.addr as *mut _,
+        );
         // SAFETY: column-major operands at the addresses the path handed over; with host
         // pointer mode cuBLAS reads alpha and beta before returning.
         unsafe {
             call!(
                 blas::cublasCgemm_v2(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc),
-                "m={m} n={n} k={k} {op_a:?} {op_b:?}"
+                "{}",
+                gemm.detail()
             )
         }
         .running()
     }
 
-    pub(super) fn cusolver_cpotrf(
-        &mut self,
-        uplo: Uplo,
-        n: usize,
-        a: PeerPtr,
-        lda: usize,
-    ) -> Result<i32, CaseError> {
-        self.bind()?;
-        let fill = match uplo {
+    fn cpotrf_on_stream(&mut self, potrf: &Cpotrf) -> Result<i32, CaseError> {
+        let fill = match potrf.uplo {
             Uplo::Lower => solver::cublasFillMode_t::CUBLAS_FILL_MODE_LOWER,
             Uplo::Upper => solver::cublasFillMode_t::CUBLAS_FILL_MODE_UPPER,
         };
-        let (n, lda) = (int_arg("cpotrf n", n)?, int_arg("cpotrf lda", lda)?);
+        let Cpotrf { n, lda, .. } = *potrf;
         let h = self.solver()?;
-        let a = a.addr as *mut solver::cuComplex;
+        let a = potrf.a.addr as *mut solver::cuComplex;
         let mut lwork: c_int = 0;
         // SAFETY: live out-parameter; `a` is only looked at for its shape.
         unsafe {
@@ -183,14 +152,13 @@ impl CudaPeer {
         unsafe {
             call!(
                 solver::cusolverDnCpotrf(h, fill, n, a, lda, w, lwork, info_at),
-                "n={n} lda={lda} {uplo:?}"
+                "{}",
+                potrf.detail()
             )
         }
         .running()?;
-        // Ordered after the factorization on the stream; the copy waits for it.
-        let mut info: c_int = 0;
-        self.copy_out((&raw mut info).cast(), self.scratch as usize, 4)?;
-        Ok(info)
+        // `work` is freed when this returns, after the read-back has waited for the factorization.
+        read_info(self)
     }
 }
 

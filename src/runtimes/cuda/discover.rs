@@ -8,7 +8,7 @@ use cudarc::driver::sys as cu;
 use super::error::{Status, api_error, call};
 use super::load::{LIBCUBLAS, LIBCUDA, LIBCUSOLVER, LIBNVRTC, VendorLib, library_version};
 use crate::model::{ApiError, CaseError, Phase};
-use crate::runtimes::device::DeviceInfo;
+use crate::runtimes::device::{DeviceInfo, discovery_failure};
 use crate::runtimes::locate::cuda_version;
 use crate::runtimes::text::{c_buf_string, normalise_pci_bus_id, uuid_string};
 
@@ -128,15 +128,8 @@ pub(super) fn describe(
 /// Every CUDA device with what the probe and the fingerprint record. `Err` says why none can
 /// be listed (library absent, cuInit refused, a query failed). Never panics.
 pub fn discover() -> Result<Vec<DeviceInfo>, String> {
-    let reason = |e: CaseError| match e {
-        CaseError::Unsupported {
-            error: Some(err), ..
-        } => err.to_string(),
-        CaseError::Unsupported { reason, .. } => reason,
-        other => format!("{other:?}"),
-    };
-    let driver = VendorLib::open(&LIBCUDA).map_err(reason)?;
-    let count = init_driver().map_err(reason)?;
+    let driver = VendorLib::open(&LIBCUDA).map_err(discovery_failure)?;
+    let count = init_driver().map_err(discovery_failure)?;
     let versions = Versions::read().map_err(|e| e.to_string())?;
     (0..count)
         .map(|i| {

@@ -7,6 +7,7 @@ use cudarc::nvrtc::sys as rtc;
 
 use super::error::call;
 use crate::model::{CaseError, Phase};
+use crate::runtimes::gpu::compile_refused;
 use crate::runtimes::text::c_buf_string;
 
 /// The options [`compile`] passes, for the kernel cache's key.
@@ -54,22 +55,10 @@ fn compile_program(prog: rtc::nvrtcProgram, arch: &str) -> Result<Vec<u8>, CaseE
             ptrs.as_ptr()
         ))
     };
-    if let Err(mut e) = compiled {
+    if let Err(e) = compiled {
+        let unknown_target = e.name == "NVRTC_ERROR_INVALID_OPTION";
         let log = program_log(prog);
-        e.detail = format!(
-            "{arch}: {}",
-            log.lines().take(12).collect::<Vec<_>>().join(" | ")
-        );
-        // An NVRTC that does not know this architecture refuses the option: the platform cannot
-        // run here. Anything else is a bug in kernels/*.hip and must be loud.
-        return Err(if e.name == "NVRTC_ERROR_INVALID_OPTION" {
-            CaseError::Unsupported {
-                reason: format!("NVRTC cannot compile for {arch}"),
-                error: Some(e),
-            }
-        } else {
-            CaseError::Broken(e)
-        });
+        return Err(compile_refused(e, "NVRTC", arch, &log, unknown_target));
     }
     let mut size = 0usize;
     // SAFETY: live out-parameter.

@@ -1,21 +1,19 @@
-//! The peer's memory: every allocation kind and how each is freed, the POSIX-fd export of VMM
-//! allocations, IPC handles, cuMemcpy between any two addresses, and external semaphores. The
-//! `DeviceRuntime` impl in `mod.rs` forwards its memory methods here.
+//! The peer's memory calls: every allocation kind and its release, the POSIX-fd export of VMM
+//! allocations, IPC handles, cuMemcpy between any two addresses, and external semaphores. What
+//! is checked around them, and in which order they are made, is `runtimes/gpu/memory`.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::ptr::null_mut;
 
 use cudarc::driver::sys as cu;
-use num_complex::Complex32;
 
 use super::CudaPeer;
 use super::discover::attribute;
 use super::error::call;
-use crate::model::{CaseError, Phase};
-use crate::runtimes::PeerPtr;
-use crate::runtimes::device::{AllocKind, DeviceAlloc, IpcHandle};
-use crate::runtimes::gpu::GpuCore;
+use crate::model::{ApiError, CaseError, Phase};
+use crate::runtimes::device::{DeviceAlloc, ExportHandle, IpcHandle};
+use crate::runtimes::gpu::memory::{GpuMemory, map_exportable};
 
 /// A temporary device allocation, freed on every path out of the scope that made it.
 pub(super) struct DeviceBuffer(pub(super) cu::CUdeviceptr);
@@ -37,9 +35,71 @@ impl Drop for DeviceBuffer {
 }
 
 impl CudaPeer {
-    /// cuMemCreate with a POSIX-fd shareable handle, then reserve, map and open for read/write
-    /// by this device. Any step refused undoes the ones before it.
-    fn alloc_exportable(&mut self, bytes: usize, len: usize) -> Result<DeviceAlloc, CaseError> {
+    /// This device, for VMM allocation properties and access descriptors.
+    fn location(&self) -> cu::CUmemLocation {
+        cu::CUmemLocation {
+            type_: cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
+            id: self.dev,
+        }
+    }
+}
+
+impl GpuMemory for CudaPeer {
+    /// cuMemExportToShareableHandle with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: an opaque
+    /// fd, for cl_khr_external_memory_opaque_fd.
+    const EXPORT_HANDLE: ExportHandle = ExportHandle::OpaqueFd;
+    const EXPORT_CALL: &'static str = "cuMemExportToShareableHandle";
+    const IPC_GET_CALL: &'static str = "cuIpcGetMemHandle";
+
+    fn alloc_device(&self, bytes: usize) -> Result<usize, CaseError> {
+        let mut p: cu::CUdeviceptr = 0;
+        // SAFETY: live out-parameter.
+        unsafe { call!(cu::cuMemAlloc_v2(&mut p, bytes), "{bytes} bytes") }
+            .refused("cuMemAlloc")?;
+        Ok(p as usize)
+    }
+
+    fn alloc_pinned(&self, bytes: usize) -> Result<usize, CaseError> {
+        // PORTABLE: pinned for every context; DEVICEMAP: mapped into the device's address space
+        // (implied under UVA; said so the intent is explicit).
+        let flags = cu::CU_MEMHOSTALLOC_PORTABLE | cu::CU_MEMHOSTALLOC_DEVICEMAP;
+        let mut p: *mut c_void = null_mut();
+        // SAFETY: live out-parameter.
+        unsafe { call!(cu::cuMemHostAlloc(&mut p, bytes, flags), "{bytes} bytes") }
+            .refused("cuMemHostAlloc")?;
+        Ok(p as usize)
+    }
+
+    fn has_managed_memory(&self) -> Result<bool, CaseError> {
+        let attr = cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY;
+        Ok(attribute(self.dev, attr).refused("managed memory query")? != 0)
+    }
+
+    fn free_device_memory(&self) -> Result<usize, CaseError> {
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: live out-parameters.
+        unsafe { call!(cu::cuMemGetInfo_v2(&mut free, &mut total)) }
+            .refused("device memory query")?;
+        Ok(free)
+    }
+
+    fn alloc_managed(&self, bytes: usize) -> Result<usize, CaseError> {
+        let global = cu::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32;
+        let mut p: cu::CUdeviceptr = 0;
+        // SAFETY: live out-parameter.
+        unsafe {
+            call!(
+                cu::cuMemAllocManaged(&mut p, bytes, global),
+                "{bytes} bytes"
+            )
+        }
+        .refused("cuMemAllocManaged")?;
+        Ok(p as usize)
+    }
+
+    /// cuMemCreate with a POSIX-fd shareable handle, then reserved, mapped and opened for
+    /// read/write by this device.
+    fn alloc_exportable(&self, bytes: usize, len: usize) -> Result<DeviceAlloc, CaseError> {
         use cu::CUdevice_attribute as A;
         let vmm = attribute(
             self.dev,
@@ -51,15 +111,11 @@ impl CudaPeer {
                 "device has no virtual memory management",
             ));
         }
-        let location = cu::CUmemLocation {
-            type_: cu::CUmemLocationType::CU_MEM_LOCATION_TYPE_DEVICE,
-            id: self.dev,
-        };
         let prop = cu::CUmemAllocationProp {
             type_: cu::CUmemAllocationType::CU_MEM_ALLOCATION_TYPE_PINNED,
             requestedHandleTypes:
                 cu::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
-            location,
+            location: self.location(),
             win32HandleMetaData: null_mut(),
             allocFlags: cu::CUmemAllocationProp_st__bindgen_ty_1 {
                 compressionType: 0,
@@ -67,10 +123,6 @@ impl CudaPeer {
                 usage: 0,
                 reserved: [0; 4],
             },
-        };
-        let access = cu::CUmemAccessDesc {
-            location,
-            flags: cu::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
         };
         let minimum = cu::CUmemAllocationGranularity_flags::CU_MEM_ALLOC_GRANULARITY_MINIMUM;
         let mut gran = 0usize;
@@ -82,207 +134,96 @@ impl CudaPeer {
         // SAFETY: live out-parameter and property struct.
         unsafe { call!(cu::cuMemCreate(&mut handle, size, &prop, 0), "{size} bytes") }
             .refused("cuMemCreate with a POSIX fd handle type")?;
-        let (mut va, mut reserved, mut mapped): (cu::CUdeviceptr, bool, bool) = (0, false, false);
-        // SAFETY: each step works on what the previous one made: a reservation of `size`
-        // bytes at any address, the `size`-byte allocation mapped at its start, one access
-        // descriptor over the mapping.
-        let made = unsafe {
+        map_exportable(self, size, handle, len).map_err(|e| CaseError::Unsupported {
+            reason: "mapping a cuMemCreate allocation".into(),
+            error: Some(e),
+        })
+    }
+
+    fn vmm_reserve(&self, size: usize) -> Result<usize, ApiError> {
+        let mut va: cu::CUdeviceptr = 0;
+        // SAFETY: live out-parameter; a reservation of `size` bytes at any address.
+        unsafe {
             call!(
                 cu::cuMemAddressReserve(&mut va, size, 0, 0, 0),
                 "{size} bytes"
             )
-            .inspect(|()| reserved = true)
-            .and_then(|()| call!(cu::cuMemMap(va, size, 0, handle, 0)))
-            .inspect(|()| mapped = true)
-            .and_then(|()| call!(cu::cuMemSetAccess(va, size, &access, 1)))
+        }?;
+        Ok(va as usize)
+    }
+
+    fn vmm_map(&self, va: usize, size: usize, handle: u64) -> Result<(), ApiError> {
+        // SAFETY: the `size`-byte allocation mapped at the start of a `size`-byte reservation.
+        unsafe { call!(cu::cuMemMap(va as cu::CUdeviceptr, size, 0, handle, 0)) }
+    }
+
+    fn vmm_set_access(&self, va: usize, size: usize) -> Result<(), ApiError> {
+        let access = cu::CUmemAccessDesc {
+            location: self.location(),
+            flags: cu::CUmemAccess_flags::CU_MEM_ACCESS_FLAGS_PROT_READWRITE,
         };
-        if let Err(e) = made {
-            // SAFETY: undo exactly the steps that succeeded, in reverse.
-            unsafe {
-                if mapped {
-                    cu::cuMemUnmap(va, size);
-                }
-                if reserved {
-                    cu::cuMemAddressFree(va, size);
-                }
-                cu::cuMemRelease(handle);
-            }
-            return Err(CaseError::Unsupported {
-                reason: "mapping a cuMemCreate allocation".into(),
-                error: Some(e),
-            });
-        }
-        Ok(DeviceAlloc {
-            kind: AllocKind::Exportable,
-            ptr: PeerPtr {
-                addr: va as usize,
-                len,
-            },
-            handle,
-            bytes: size,
-        })
+        // SAFETY: one live access descriptor over the mapping.
+        unsafe { call!(cu::cuMemSetAccess(va as cu::CUdeviceptr, size, &access, 1)) }
     }
 
-    pub(super) fn allocate(
-        &mut self,
-        kind: AllocKind,
-        len: usize,
-    ) -> Result<DeviceAlloc, CaseError> {
-        self.bind()?;
-        let bytes = len.max(1) * size_of::<Complex32>();
-        let plain = |addr: usize| DeviceAlloc::new(kind, addr, len, 0);
-        match kind {
-            AllocKind::Device => {
-                let mut p: cu::CUdeviceptr = 0;
-                // SAFETY: live out-parameter.
-                unsafe { call!(cu::cuMemAlloc_v2(&mut p, bytes), "{bytes} bytes") }
-                    .refused("cuMemAlloc")?;
-                Ok(plain(p as usize))
-            }
-            AllocKind::PinnedHost => {
-                // PORTABLE: pinned for every context; DEVICEMAP: mapped into the device's
-                // address space (implied under UVA; said so the intent is explicit).
-                let flags = cu::CU_MEMHOSTALLOC_PORTABLE | cu::CU_MEMHOSTALLOC_DEVICEMAP;
-                let mut p: *mut c_void = null_mut();
-                // SAFETY: live out-parameter.
-                unsafe { call!(cu::cuMemHostAlloc(&mut p, bytes, flags), "{bytes} bytes") }
-                    .refused("cuMemHostAlloc")?;
-                Ok(plain(p as usize))
-            }
-            AllocKind::Managed => {
-                let attr = cu::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY;
-                if attribute(self.dev, attr).refused("managed memory query")? == 0 {
-                    return Err(CaseError::unsupported("device has no managed memory"));
-                }
-                // Oversubscribed managed memory can hang the GPU, not only this process:
-                // never ask for more than is free on the device now.
-                let (mut free, mut total) = (0usize, 0usize);
-                // SAFETY: live out-parameters.
-                unsafe { call!(cu::cuMemGetInfo_v2(&mut free, &mut total)) }
-                    .refused("device memory query")?;
-                if bytes > free {
-                    return Err(CaseError::unsupported(format!(
-                        "managed allocation of {bytes} bytes exceeds the {free} bytes free"
-                    )));
-                }
-                let global = cu::CUmemAttach_flags::CU_MEM_ATTACH_GLOBAL as u32;
-                let mut p: cu::CUdeviceptr = 0;
-                // SAFETY: live out-parameter.
-                unsafe {
-                    call!(
-                        cu::cuMemAllocManaged(&mut p, bytes, global),
-                        "{bytes} bytes"
-                    )
-                }
-                .refused("cuMemAllocManaged")?;
-                Ok(plain(p as usize))
-            }
-            AllocKind::Exportable => self.alloc_exportable(bytes, len),
-            AllocKind::ImportedExternal | AllocKind::IpcOpened => {
-                Err(CaseError::unsupported(format!(
-                    "{kind:?} memory is not allocated: it comes from import_cl_memory or ipc_open"
-                )))
-            }
-        }
+    fn vmm_unmap(&self, va: usize, size: usize) -> Result<(), ApiError> {
+        // SAFETY: a mapping this peer made, unmapped once.
+        unsafe { call!(cu::cuMemUnmap(va as cu::CUdeviceptr, size)) }
     }
 
-    pub(super) fn release(&mut self, alloc: DeviceAlloc) {
-        if self.bind().is_err() {
-            return;
-        }
-        let (p, size) = (alloc.ptr.addr as cu::CUdeviceptr, alloc.bytes);
-        // SAFETY: each kind is released by the calls that pair with its allocation, once.
-        let freed = unsafe {
-            match alloc.kind {
-                AllocKind::Device | AllocKind::Managed => call!(cu::cuMemFree_v2(p)),
-                AllocKind::PinnedHost => call!(cu::cuMemFreeHost(alloc.ptr.addr as *mut c_void)),
-                AllocKind::Exportable => {
-                    let unmapped = call!(cu::cuMemUnmap(p, size));
-                    let unreserved = call!(cu::cuMemAddressFree(p, size));
-                    let released = call!(cu::cuMemRelease(alloc.handle));
-                    unmapped.and(unreserved).and(released)
-                }
-                AllocKind::IpcOpened => call!(cu::cuIpcCloseMemHandle(p)),
-                // Never made on CUDA today (import_cl_memory refuses), but freed the way
-                // cuExternalMemoryGetMappedBuffer's documentation says: the mapped buffer with
-                // cuMemFree, then the external-memory object.
-                AllocKind::ImportedExternal => {
-                    let unmapped = call!(cu::cuMemFree_v2(p));
-                    let ext = alloc.handle as usize as cu::CUexternalMemory;
-                    let destroyed = call!(cu::cuDestroyExternalMemory(ext));
-                    unmapped.and(destroyed)
-                }
-            }
-        };
-        // The trait gives free no error channel; a failing free is still worth a line in the
-        // worker's stderr (after a fault, every call fails with the sticky error).
-        if let Err(e) = freed {
-            eprintln!(
-                "clhip cuda{}: freeing {:?} at {p:#x}: {e}",
-                self.ordinal, alloc.kind
-            );
-        }
+    fn vmm_address_free(&self, va: usize, size: usize) -> Result<(), ApiError> {
+        // SAFETY: a reservation this peer made, freed once.
+        unsafe { call!(cu::cuMemAddressFree(va as cu::CUdeviceptr, size)) }
     }
 
-    pub(super) fn export_posix_fd(&mut self, alloc: &DeviceAlloc) -> Result<OwnedFd, CaseError> {
-        alloc.require(AllocKind::Exportable, "a shareable handle")?;
-        self.bind()?;
+    fn vmm_release(&self, handle: u64) -> Result<(), ApiError> {
+        // SAFETY: a cuMemCreate handle, released once.
+        unsafe { call!(cu::cuMemRelease(handle)) }
+    }
+
+    fn free_device(&self, addr: usize) -> Result<(), ApiError> {
+        // SAFETY: a cuMemAlloc, cuMemAllocManaged or mapped external buffer, freed once.
+        unsafe { call!(cu::cuMemFree_v2(addr as cu::CUdeviceptr)) }
+    }
+
+    fn free_pinned(&self, addr: usize) -> Result<(), ApiError> {
+        // SAFETY: a cuMemHostAlloc allocation, freed once.
+        unsafe { call!(cu::cuMemFreeHost(addr as *mut c_void)) }
+    }
+
+    fn ipc_close(&self, addr: usize) -> Result<(), ApiError> {
+        // SAFETY: an address cuIpcOpenMemHandle gave, closed once.
+        unsafe { call!(cu::cuIpcCloseMemHandle(addr as cu::CUdeviceptr)) }
+    }
+
+    /// Never needed on CUDA today (import_cl_memory refuses), but there for the release of an
+    /// imported buffer all the same.
+    fn destroy_external_memory(&self, handle: u64) -> Result<(), ApiError> {
+        let ext = handle as usize as cu::CUexternalMemory;
+        // SAFETY: an external-memory object, destroyed once, after its mapped buffer.
+        unsafe { call!(cu::cuDestroyExternalMemory(ext)) }
+    }
+
+    fn export_shareable_fd(&self, handle: u64) -> Result<RawFd, CaseError> {
         let ty = cu::CUmemAllocationHandleType::CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
         let mut fd: c_int = -1;
         // SAFETY: for the POSIX fd handle type the out-parameter is an int.
         let out = (&raw mut fd).cast();
-        unsafe { call!(cu::cuMemExportToShareableHandle(out, alloc.handle, ty, 0)) }
+        unsafe { call!(cu::cuMemExportToShareableHandle(out, handle, ty, 0)) }
             .refused("exporting a POSIX fd")?;
-        if fd < 0 {
-            return Err(CaseError::unsupported(
-                "cuMemExportToShareableHandle gave no fd",
-            ));
-        }
-        // SAFETY: a fresh fd from the driver, owned by the caller from now on.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        Ok(fd)
     }
 
-    /// cuMemcpy: with unified addressing the driver infers the direction from the pointers.
-    /// Synchronous, and ordered after the peer's stream, which is a blocking stream and so
-    /// waits for (and is waited for by) the legacy default stream cuMemcpy runs on.
-    ///
-    /// An address CUDA did not allocate, register or import is pageable host memory to the
-    /// driver, which copies it with the CPU: one the CPU cannot touch kills the process with
-    /// SIGSEGV (seen on an H100, driver 580.159.04, with 0x8), not an error code. Only
-    /// workers, whose death is an outcome, should hand it such an address.
-    pub(super) fn unified_memcpy(
-        &mut self,
-        dst: usize,
-        src: usize,
-        bytes: usize,
-    ) -> Result<(), CaseError> {
-        self.bind()?;
-        let (d, s) = (dst as cu::CUdeviceptr, src as cu::CUdeviceptr);
-        // SAFETY: none that Rust can give: an address the driver does not know (OpenCL's SVM,
-        // say) is accessed from the CPU as host memory. That behaviour is what is under test,
-        // in a worker process.
-        unsafe { call!(cu::cuMemcpy(d, s, bytes), "{bytes} B {s:#x} -> {d:#x}") }.refused(
-            "cuMemcpy refused the addresses (one may be memory CUDA did not allocate or map)",
-        )
-    }
-
-    pub(super) fn ipc_get_handle(&mut self, alloc: &DeviceAlloc) -> Result<IpcHandle, CaseError> {
-        alloc.require(AllocKind::Device, "an IPC handle (cuIpcGetMemHandle)")?;
-        self.bind()?;
+    fn ipc_get_handle(&self, addr: usize) -> Result<IpcHandle, CaseError> {
         let mut h = cu::CUipcMemHandle { reserved: [0; 64] };
-        let p = alloc.ptr.addr as cu::CUdeviceptr;
+        let p = addr as cu::CUdeviceptr;
         // SAFETY: live out-parameter; `p` is the base of a cuMemAlloc allocation.
         unsafe { call!(cu::cuIpcGetMemHandle(&mut h, p), "{p:#x}") }
             .refused("cuIpcGetMemHandle")?;
         Ok(h.reserved.map(|c| c as u8))
     }
 
-    pub(super) fn ipc_open_handle(
-        &mut self,
-        handle: &IpcHandle,
-        len: usize,
-    ) -> Result<DeviceAlloc, CaseError> {
-        self.bind()?;
+    fn ipc_open_handle(&self, handle: &IpcHandle) -> Result<usize, CaseError> {
         let h = cu::CUipcMemHandle {
             reserved: handle.map(|b| b as c_char),
         };
@@ -292,19 +233,12 @@ impl CudaPeer {
         // process is refused by the driver with an error, not undefined behaviour.
         unsafe { call!(cu::cuIpcOpenMemHandle_v2(&mut p, h, lazy)) }
             .refused("cuIpcOpenMemHandle refused the handle")?;
-        Ok(DeviceAlloc::new(AllocKind::IpcOpened, p as usize, len, 0))
+        Ok(p as usize)
     }
 
     /// cuImportExternalSemaphore with an opaque fd. On success the driver owns the fd (it
-    /// closes it when the semaphore is destroyed); on failure the fd stays the caller's. The
-    /// caller passes a dup of its own fd, so either way it closes only what it still owns.
-    pub(super) fn import_opaque_fd_semaphore(&mut self, fd: RawFd) -> Result<u64, CaseError> {
-        if fd < 0 {
-            return Err(CaseError::unsupported(format!(
-                "no fd to import as a semaphore ({fd})"
-            )));
-        }
-        self.bind()?;
+    /// closes it when the semaphore is destroyed); on failure the fd stays the caller's.
+    fn import_semaphore(&self, fd: RawFd) -> Result<u64, CaseError> {
         let desc = cu::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC {
             type_: cu::CUexternalSemaphoreHandleType::CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD,
             handle: cu::CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC_st__bindgen_ty_1 { fd },
@@ -319,28 +253,47 @@ impl CudaPeer {
         Ok(sem as usize as u64)
     }
 
-    pub(super) fn destroy_external_semaphore(&mut self, sem: u64) {
-        if sem == 0 || self.bind().is_err() {
-            return;
-        }
+    fn destroy_semaphore_handle(&self, sem: u64) -> Result<(), ApiError> {
         let s = sem as usize as cu::CUexternalSemaphore;
-        // SAFETY: a handle import_semaphore_fd returned, destroyed once.
-        if let Err(e) = unsafe { call!(cu::cuDestroyExternalSemaphore(s)) } {
-            eprintln!(
-                "clhip cuda{}: destroying semaphore {sem:#x}: {e}",
-                self.ordinal
-            );
-        }
+        // SAFETY: a handle import_semaphore returned, destroyed once.
+        unsafe { call!(cu::cuDestroyExternalSemaphore(s)) }
+    }
+
+    /// cuMemcpy: with unified addressing the driver infers the direction from the pointers.
+    /// Synchronous, and ordered after the peer's stream, which is a blocking stream and so
+    /// waits for (and is waited for by) the legacy default stream cuMemcpy runs on.
+    ///
+    /// An address CUDA did not allocate, register or import is pageable host memory to the
+    /// driver, which copies it with the CPU: one the CPU cannot touch kills the process with
+    /// SIGSEGV (seen on an H100, driver 580.159.04, with 0x8), not an error code. Only
+    /// workers, whose death is an outcome, should hand it such an address.
+    fn copy_inferred(&self, dst: usize, src: usize, bytes: usize) -> Result<(), CaseError> {
+        let (d, s) = (dst as cu::CUdeviceptr, src as cu::CUdeviceptr);
+        // SAFETY: none that Rust can give: an address the driver does not know (OpenCL's SVM,
+        // say) is accessed from the CPU as host memory. That behaviour is what is under test,
+        // in a worker process.
+        unsafe { call!(cu::cuMemcpy(d, s, bytes), "{bytes} B {s:#x} -> {d:#x}") }.refused(
+            "cuMemcpy refused the addresses (one may be memory CUDA did not allocate or map)",
+        )
+    }
+
+    fn import_cl(&mut self, _addr: usize, _bytes: usize) -> Result<(usize, u64), CaseError> {
+        Err(CaseError::unsupported(
+            "no export of OpenCL memory reaches CUDA: the dma-buf export \
+             (hsa_amd_portable_export_dmabuf) is ROCm's HSA runtime",
+        ))
     }
 }
 
 #[cfg(test)]
 mod tests {
+    use num_complex::Complex32;
+
     use super::*;
     use crate::generate::pattern;
     use crate::runtimes::PeerRuntime;
     use crate::runtimes::cuda::tests::{bits, gpu_or_skip};
-    use crate::runtimes::device::{DeviceRuntime, ExportHandle};
+    use crate::runtimes::device::{AllocKind, DeviceRuntime};
 
     #[test]
     fn device_allocs_of_every_kind_round_trip() {
@@ -501,25 +454,16 @@ mod tests {
         if gpu_or_skip(TEST).is_none() {
             return;
         }
-        let exe = std::env::current_exe().expect("test binary path");
-        let out = std::process::Command::new(exe)
-            .args([
-                "--exact",
-                &format!("runtimes::cuda::memory::tests::{TEST}"),
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("CLHIP_CUDA_MEMCPY_CHILD", "1")
-            .output()
-            .expect("run the child");
-        let text = String::from_utf8_lossy(&out.stderr).into_owned()
-            + &String::from_utf8_lossy(&out.stdout);
-        eprintln!("child: {:?}\n{text}", out.status);
+        let (status, text) = crate::runtimes::run_test_in_child(
+            &format!("runtimes::cuda::memory::tests::{TEST}"),
+            "CLHIP_CUDA_MEMCPY_CHILD",
+        );
+        eprintln!("child: {status:?}\n{text}");
         assert!(text.contains("copying from 0x8"), "{text}");
         // Either the driver refused (the child passed) or the CPU copy faulted: both are
         // honest; a copy that "succeeded" fails the child's assertion and this one.
-        let refused = out.status.success() && text.contains("memcpy from 0x8 -> Err");
-        let crashed = std::os::unix::process::ExitStatusExt::signal(&out.status).is_some();
+        let refused = status.success() && text.contains("memcpy from 0x8 -> Err");
+        let crashed = std::os::unix::process::ExitStatusExt::signal(&status).is_some();
         assert!(refused || crashed, "{text}");
     }
 }

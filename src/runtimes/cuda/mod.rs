@@ -16,22 +16,18 @@
 //! One file per concern: `load` (the libraries and their preflight), `error` (statuses and the
 //! `call!` macro), `discover` (devices and versions), `kernels` (NVRTC), `blas` (cuBLAS and
 //! cuSOLVER) and `memory` (allocation kinds, export, IPC, semaphores). This file holds the peer
-//! itself and its trait impls, which forward to those files.
+//! itself. What a GPU participant does around these calls is written once, in `runtimes/gpu`;
+//! the files here implement its traits with the driver's calls.
 
 use std::ffi::{CStr, c_void};
-use std::os::fd::{OwnedFd, RawFd};
 use std::ptr::null_mut;
 
 use cudarc::driver::sys as cu;
-use num_complex::Complex32;
 
 use crate::model::{Api, ApiError, CaseError, Phase};
-use crate::model::{Transpose, Uplo};
-use crate::runtimes::PeerPtr;
-use crate::runtimes::device::{
-    AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,
-};
-use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernel, Kernels, kernel_source};
+use crate::runtimes::device::DeviceInfo;
+use crate::runtimes::gpu::device::GpuDevice;
+use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernels, Launch, kernel_source};
 use crate::runtimes::kernel_cache::{CompileKey, KernelCache};
 
 mod blas;
@@ -173,12 +169,6 @@ impl CudaPeer {
         Ok(peer)
     }
 
-    fn kernels(&self) -> Result<&Kernels<cu::CUfunction>, CaseError> {
-        self.kernels
-            .as_ref()
-            .ok_or_else(|| CaseError::unsupported("CUDA kernels not loaded"))
-    }
-
     fn sync(&self) -> Result<(), CaseError> {
         // SAFETY: the stream is live.
         unsafe { call!(cu::cuStreamSynchronize(self.stream)) }.running()
@@ -213,6 +203,8 @@ impl Drop for CudaPeer {
 }
 
 impl GpuCore for CudaPeer {
+    type Function = cu::CUfunction;
+
     /// Make the primary context current on the calling thread: contexts are per thread, and a
     /// test runner or worker may call from a thread other than the one that opened.
     fn bind(&self) -> Result<(), CaseError> {
@@ -220,20 +212,21 @@ impl GpuCore for CudaPeer {
         unsafe { call!(cu::cuCtxSetCurrent(self.ctx)) }.running()
     }
 
-    fn launch(&self, k: Kernel, threads: u64, args: &mut [*mut c_void]) -> Result<(), CaseError> {
-        if threads == 0 {
-            return Ok(());
-        }
-        let (name, f) = (k.name(), self.kernels()?.get(k));
-        let grid = gpu::grid(name, threads)?;
+    fn kernels(&self) -> Result<&Kernels<cu::CUfunction>, CaseError> {
+        self.kernels
+            .as_ref()
+            .ok_or_else(|| CaseError::unsupported("CUDA kernels not loaded"))
+    }
+
+    fn launch_blocks(&self, l: Launch<cu::CUfunction>) -> Result<(), CaseError> {
         let (s, b) = (self.stream, BLOCK as u32);
-        let params = args.as_mut_ptr();
-        // SAFETY: `f` is from the loaded module; each caller passes exactly its kernel's
+        // SAFETY: `l.f` is from the loaded module; each caller passes exactly its kernel's
         // parameters, which the driver copies during the call.
         unsafe {
             call!(
-                cu::cuLaunchKernel(f, grid, 1, 1, b, 1, 1, 0, s, params, null_mut()),
-                "{name}"
+                cu::cuLaunchKernel(l.f, l.grid, 1, 1, b, 1, 1, 0, s, l.params, null_mut()),
+                "{}",
+                l.name
             )
         }
         .running()
@@ -274,69 +267,16 @@ impl GpuCore for CudaPeer {
 
 gpu::gpu_peer_runtime!(CudaPeer, Api::Cuda);
 
-// One trait impl cannot span files: the memory, IPC, semaphore and BLAS methods forward to
-// `memory.rs` and `blas.rs`, where their bodies sit beside the helpers they share.
-impl DeviceRuntime for CudaPeer {
-    fn info(&self) -> &DeviceInfo {
+impl GpuDevice for CudaPeer {
+    fn device_info(&self) -> &DeviceInfo {
         &self.info
     }
 
-    fn alloc(&mut self, kind: AllocKind, len: usize) -> Result<DeviceAlloc, CaseError> {
-        self.allocate(kind, len)
-    }
-
-    fn free(&mut self, alloc: DeviceAlloc) {
-        self.release(alloc)
-    }
-
-    fn export_fd(&mut self, alloc: &DeviceAlloc) -> Result<OwnedFd, CaseError> {
-        self.export_posix_fd(alloc)
-    }
-
-    /// cuMemExportToShareableHandle with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR: an opaque
-    /// fd, for cl_khr_external_memory_opaque_fd.
-    fn export_handle(&self) -> ExportHandle {
-        ExportHandle::OpaqueFd
-    }
-
-    fn memcpy(&mut self, dst: usize, src: usize, bytes: usize) -> Result<(), CaseError> {
-        self.unified_memcpy(dst, src, bytes)
-    }
-
-    fn import_cl_memory(
-        &mut self,
-        _addr: usize,
-        _bytes: usize,
-        _len: usize,
-    ) -> Result<DeviceAlloc, CaseError> {
-        Err(CaseError::unsupported(
-            "no export of OpenCL memory reaches CUDA: the dma-buf export \
-             (hsa_amd_portable_export_dmabuf) is ROCm's HSA runtime",
-        ))
-    }
-
-    fn ipc_handle(&mut self, alloc: &DeviceAlloc) -> Result<IpcHandle, CaseError> {
-        self.ipc_get_handle(alloc)
-    }
-
-    fn ipc_open(&mut self, handle: &IpcHandle, len: usize) -> Result<DeviceAlloc, CaseError> {
-        self.ipc_open_handle(handle, len)
-    }
-
-    fn import_semaphore_fd(&mut self, fd: RawFd) -> Result<u64, CaseError> {
-        self.import_opaque_fd_semaphore(fd)
-    }
-
-    fn destroy_semaphore(&mut self, sem: u64) {
-        self.destroy_external_semaphore(sem)
-    }
-
-    fn reopen_args(&self) -> Vec<String> {
+    fn reopen_arguments(&self) -> Vec<String> {
         reopen_args(self.ordinal)
     }
 
-    fn record_and_wait_event(&mut self) -> Result<(), CaseError> {
-        self.bind()?;
+    fn record_event_and_wait(&self) -> Result<(), CaseError> {
         // SAFETY: event and stream are live, in the current context.
         unsafe {
             call!(cu::cuEventRecord(self.event, self.stream)).running()?;
@@ -344,43 +284,12 @@ impl DeviceRuntime for CudaPeer {
         }
     }
 
-    fn cgemm(
-        &mut self,
-        op_a: Transpose,
-        op_b: Transpose,
-        m: usize,
-        n: usize,
-        k: usize,
-        alpha: Complex32,
-        a: PeerPtr,
-        lda: usize,
-        b: PeerPtr,
-        ldb: usize,
-        beta: Complex32,
-        c: PeerPtr,
-        ldc: usize,
-    ) -> Result<(), CaseError> {
-        self.cublas_cgemm(op_a, op_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-    }
-
-    fn cpotrf(&mut self, uplo: Uplo, n: usize, a: PeerPtr, lda: usize) -> Result<i32, CaseError> {
-        self.cusolver_cpotrf(uplo, n, a, lda)
-    }
-
-    fn sticky_fault(&mut self) -> Option<ApiError> {
-        if self.bind().is_err() {
-            return None;
-        }
+    fn synchronize_device(&self) -> Result<(), ApiError> {
         // SAFETY: the context is current; cuCtxSynchronize only waits and reports.
-        let r = unsafe { call!(cu::cuCtxSynchronize(), "after the case") };
-        match r {
-            Err(e) if e.is_device_fault() => Some(e),
-            _ => None,
-        }
+        unsafe { call!(cu::cuCtxSynchronize(), "after the case") }
     }
 
-    fn health_check(&mut self) -> Result<(), CaseError> {
-        self.bind()?;
+    fn known_answer_check(&self) -> Result<(), CaseError> {
         let buf = DeviceBuffer::new(gpu::HEALTH_WORDS * 4, "health-check buffer")?;
         gpu::known_answer(self, buf.0 as usize, "cuda health check")
     }
@@ -388,11 +297,14 @@ impl DeviceRuntime for CudaPeer {
 
 #[cfg(test)]
 mod tests {
+    use num_complex::Complex32;
+
     use super::*;
     use crate::generate::pattern;
+    use crate::runtimes::device::{AllocKind, DeviceRuntime};
     use crate::runtimes::locate::open_first;
     use crate::runtimes::text::normalise_pci_bus_id;
-    use crate::runtimes::{PatternCheck, PeerRuntime};
+    use crate::runtimes::{PatternCheck, PeerPtr, PeerRuntime};
 
     /// Whether this machine has a CUDA driver at all. Device tests are skipped without one
     /// (CI), unless CLHIP_REQUIRE_CUDA=1 says a GPU is expected (the device machine).
@@ -559,21 +471,12 @@ mod tests {
         if gpu_or_skip("device_illegal_address_is_a_fault").is_none() {
             return;
         }
-        let exe = std::env::current_exe().expect("test binary path");
-        let out = std::process::Command::new(exe)
-            .args([
-                "--exact",
-                "runtimes::cuda::tests::device_illegal_address_is_a_fault",
-                "--nocapture",
-                "--test-threads=1",
-            ])
-            .env("CLHIP_CUDA_FAULT_CHILD", "1")
-            .output()
-            .expect("run the child");
-        let text = String::from_utf8_lossy(&out.stderr).into_owned()
-            + &String::from_utf8_lossy(&out.stdout);
+        let (status, text) = crate::runtimes::run_test_in_child(
+            "runtimes::cuda::tests::device_illegal_address_is_a_fault",
+            "CLHIP_CUDA_FAULT_CHILD",
+        );
         eprintln!("{text}");
-        assert!(out.status.success(), "child failed: {text}");
+        assert!(status.success(), "child failed: {text}");
         assert!(text.contains("CUDA_ERROR_ILLEGAL_ADDRESS"), "{text}");
     }
 }

@@ -1,15 +1,13 @@
 //! rocBLAS cgemm and rocSOLVER cpotrf, through one rocBLAS handle on the peer's stream, created
 //! on first use.
 
-use std::ffi::c_int;
 use std::ptr::null_mut;
 
 use num_complex::Complex32;
 
 use crate::model::{Api, ApiError, CaseError, Phase};
 use crate::model::{Transpose, Uplo};
-use crate::runtimes::PeerPtr;
-use crate::runtimes::gpu::GpuCore;
+use crate::runtimes::gpu::blas::{Cgemm, Cpotrf, GpuBlas, read_info};
 
 use super::HipPeer;
 use super::ffi::{
@@ -67,10 +65,8 @@ fn blas_outcome(
     })
 }
 
-/// A size the 32-bit rocBLAS/rocSOLVER interfaces cannot take: refused up front.
-fn int_arg(what: &str, v: usize) -> Result<c_int, CaseError> {
-    c_int::try_from(v)
-        .map_err(|_| CaseError::unsupported(format!("{what} = {v} exceeds the 32-bit int API")))
+fn roc_complex(z: Complex32) -> rocblas_float_complex {
+    rocblas_float_complex { x: z.re, y: z.im }
 }
 
 /// A rocBLAS handle on the peer's stream. Created on the first cgemm or cpotrf (rocSOLVER works
@@ -160,86 +156,49 @@ impl HipPeer {
         };
         Ok((fns, self.blas()?.handle))
     }
+}
 
-    // DeviceRuntime::cgemm's arguments, handed on as they came.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn rocblas_cgemm(
-        &mut self,
-        op_a: Transpose,
-        op_b: Transpose,
-        m: usize,
-        n: usize,
-        k: usize,
-        alpha: Complex32,
-        a: PeerPtr,
-        lda: usize,
-        b: PeerPtr,
-        ldb: usize,
-        beta: Complex32,
-        c: PeerPtr,
-        ldc: usize,
-    ) -> Result<(), CaseError> {
-        self.bind()?;
+impl GpuBlas for HipPeer {
+    fn cgemm_on_stream(&mut self, gemm: &Cgemm) -> Result<(), CaseError> {
         let op = |t: Transpose| match t {
             Transpose::None => ffi::rocblas_operation_none,
             Transpose::Trans => ffi::rocblas_operation_transpose,
             Transpose::ConjTrans => ffi::rocblas_operation_conjugate_transpose,
         };
-        let (ta, tb) = (op(op_a), op(op_b));
-        let (m, n, k) = (int_arg("m", m)?, int_arg("n", n)?, int_arg("k", k)?);
-        let (lda, ldb, ldc) = (
-            int_arg("lda", lda)?,
-            int_arg("ldb", ldb)?,
-            int_arg("ldc", ldc)?,
-        );
+        let (ta, tb) = (op(gemm.op_a), op(gemm.op_b));
+        let (m, n, k) = (gemm.m, gemm.n, gemm.k);
+        let (lda, ldb, ldc) = (gemm.lda, gemm.ldb, gemm.ldc);
         let blas = self.blas()?;
         let h = blas.handle;
-        let gemm = need(blas.lib.fns.rocblas_cgemm, &blas.lib.path, "rocblas_cgemm")?;
-        let alpha = rocblas_float_complex {
-            x: alpha.re,
-            y: alpha.im,
-        };
-        let beta = rocblas_float_complex {
-            x: beta.re,
-            y: beta.im,
-        };
-        let (a, b, c) = (a.addr as *const _, b.addr as *const _, c.addr as *mut _);
+        let call = need(blas.lib.fns.rocblas_cgemm, &blas.lib.path, "rocblas_cgemm")?;
+        let (alpha, beta) = (roc_complex(gemm.alpha), roc_complex(gemm.beta));
+        let a = gemm.a.addr as *const rocblas_float_complex;
+        let b = gemm.b.addr as *const rocblas_float_complex;
+        let c = gemm.c.addr as *mut rocblas_float_complex;
         // SAFETY: column-major operands at the addresses the path handed over; with host
         // pointer mode rocBLAS reads alpha and beta before returning.
-        let s = unsafe { gemm(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc) };
-        blas_outcome("rocBLAS", "rocblas_cgemm", s, &self.info.arch, || {
-            format!("m={m} n={n} k={k} {op_a:?} {op_b:?}")
-        })
+        let s = unsafe { call(h, ta, tb, m, n, k, &alpha, a, lda, b, ldb, &beta, c, ldc) };
+        let arch = &self.info.arch;
+        blas_outcome("rocBLAS", "rocblas_cgemm", s, arch, || gemm.detail())
     }
 
-    pub(super) fn rocsolver_cpotrf(
-        &mut self,
-        uplo: Uplo,
-        n: usize,
-        a: PeerPtr,
-        lda: usize,
-    ) -> Result<i32, CaseError> {
-        self.bind()?;
-        let fill = match uplo {
+    fn cpotrf_on_stream(&mut self, potrf: &Cpotrf) -> Result<i32, CaseError> {
+        let fill = match potrf.uplo {
             Uplo::Lower => ffi::rocblas_fill_lower,
             Uplo::Upper => ffi::rocblas_fill_upper,
         };
-        let (n, lda) = (int_arg("cpotrf n", n)?, int_arg("cpotrf lda", lda)?);
         let (fns, h) = self.solver()?;
-        let potrf = need(fns.rocsolver_cpotrf, "librocsolver", "rocsolver_cpotrf")?;
-        let a = a.addr as *mut rocblas_float_complex;
+        let call = need(fns.rocsolver_cpotrf, "librocsolver", "rocsolver_cpotrf")?;
+        let Cpotrf { n, lda, .. } = *potrf;
+        let a = potrf.a.addr as *mut rocblas_float_complex;
         let info_at = self.scratch as *mut ffi::rocblas_int;
         // SAFETY: `a` is n x n column-major with leading dimension lda at the address the path
         // handed over; `info` goes to 4 device bytes of scratch. rocSOLVER allocates its
         // workspace through the rocBLAS handle, on the handle's stream.
-        let s = unsafe { potrf(h, fill, n, a, lda, info_at) };
-        blas_outcome("rocSOLVER", "rocsolver_cpotrf", s, &self.info.arch, || {
-            format!("n={n} lda={lda} {uplo:?}")
-        })?;
-        // Ordered after the factorization on the stream; the copy waits for it.
-        let mut info: c_int = 0;
-        self.copy_out((&raw mut info).cast(), self.scratch as usize, 4)?;
-        Ok(info)
+        let s = unsafe { call(h, fill, n, a, lda, info_at) };
+        let arch = &self.info.arch;
+        blas_outcome("rocSOLVER", "rocsolver_cpotrf", s, arch, || potrf.detail())?;
+        read_info(self)
     }
 }
 

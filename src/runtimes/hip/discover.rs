@@ -5,7 +5,7 @@ use std::ffi::c_char;
 use std::path::Path;
 
 use crate::model::{ApiError, CaseError};
-use crate::runtimes::device::DeviceInfo;
+use crate::runtimes::device::{DeviceInfo, discovery_failure};
 use crate::runtimes::locate::hip_version;
 use crate::runtimes::text::{normalise_pci_bus_id, uuid_string as uuid_text};
 
@@ -114,20 +114,13 @@ pub(super) fn describe(
 /// Every HIP device with what the probe and the fingerprint record, or why none can be listed
 /// (library absent, a core symbol absent, hipGetDeviceCount refused). Never panics.
 pub fn discover(rocm_path: Option<&Path>) -> Result<Vec<DeviceInfo>, String> {
-    let reason = |e: CaseError| match e {
-        CaseError::Unsupported {
-            error: Some(err), ..
-        } => err.to_string(),
-        CaseError::Unsupported { reason, .. } => reason,
-        other => format!("{other:?}"),
-    };
-    let hip = load(rocm_path).map_err(reason)?;
-    let count = device_count(&hip).map_err(reason)?;
+    let hip = load(rocm_path).map_err(discovery_failure)?;
+    let count = device_count(&hip).map_err(discovery_failure)?;
     let (blas, solver, compiler) = library_versions(&hip);
     (0..count)
         .map(|i| {
             describe(&hip, i, &blas, &solver, &compiler)
-                .map_err(|e| format!("device {i}: {}", reason(e)))
+                .map_err(|e| format!("device {i}: {}", discovery_failure(e)))
         })
         .collect()
 }

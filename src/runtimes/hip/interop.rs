@@ -5,8 +5,6 @@ use std::ffi::{c_int, c_void};
 use std::ptr::null_mut;
 
 use crate::model::{Api, ApiError, CaseError, Phase};
-use crate::runtimes::PeerPtr;
-use crate::runtimes::device::{AllocKind, DeviceAlloc};
 use crate::runtimes::gpu::GpuCore;
 
 use super::HipPeer;
@@ -190,12 +188,12 @@ impl HipPeer {
     /// (ROCR-Runtime Runtime::InteropMap) and does not close it; the GL interop path beside it
     /// closes its own fd right after mapping, and hsa_ext_amd.h says of the export "the handle
     /// is not required to remain open for the lifetime of imported mappings".
+    /// Returns the mapped address and the external-memory object.
     pub(super) fn import_cl_dmabuf(
         &mut self,
         addr: usize,
         bytes: usize,
-        len: usize,
-    ) -> Result<DeviceAlloc, CaseError> {
+    ) -> Result<(usize, u64), CaseError> {
         let missing = self.hip.missing_in(Group::ExternalMemory);
         if !missing.is_empty() {
             return Err(lacks(&self.hip, &missing.join(", ")));
@@ -228,12 +226,7 @@ impl HipPeer {
             eprintln!("clhip hip{}: closing the dma-buf: {e}", self.ordinal);
         }
         let (mapped, ext) = imported?;
-        Ok(DeviceAlloc {
-            kind: AllocKind::ImportedExternal,
-            ptr: PeerPtr { addr: mapped, len },
-            handle: ext as u64,
-            bytes,
-        })
+        Ok((mapped, ext as u64))
     }
 }
 

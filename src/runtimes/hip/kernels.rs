@@ -4,6 +4,7 @@ use std::ffi::{CString, c_char, c_int};
 use std::ptr::{null, null_mut};
 
 use crate::model::{Api, ApiError, CaseError, Phase};
+use crate::runtimes::gpu::compile_refused;
 
 use super::ffi::{self, OptLib, RtcFns, c_buf_string, hiprtcProgram, hiprtcResult};
 use super::status::need;
@@ -79,22 +80,10 @@ fn compile_program(
     let ptrs: Vec<*const c_char> = opts.iter().map(|o| o.as_ptr()).collect();
     // SAFETY: `ptrs` holds `opts.len()` live NUL-terminated strings.
     let r = unsafe { compile(prog, ptrs.len() as c_int, ptrs.as_ptr()) };
-    if let Err(mut e) = rtc_check(rtc, "hiprtcCompileProgram", r, String::new) {
+    if let Err(e) = rtc_check(rtc, "hiprtcCompileProgram", r, String::new) {
+        let unknown_target = r == ffi::HIPRTC_ERROR_INVALID_OPTION;
         let log = program_log(rtc, prog);
-        e.detail = format!(
-            "{arch}: {}",
-            log.lines().take(12).collect::<Vec<_>>().join(" | ")
-        );
-        // A hiprtc that does not know this target refuses the option: the platform cannot run
-        // here. Anything else is a bug in kernels/*.hip and must be loud.
-        return Err(if r == ffi::HIPRTC_ERROR_INVALID_OPTION {
-            CaseError::Unsupported {
-                reason: format!("hiprtc cannot compile for {arch}"),
-                error: Some(e),
-            }
-        } else {
-            CaseError::Broken(e)
-        });
+        return Err(compile_refused(e, "hiprtc", arch, &log, unknown_target));
     }
     let mut size = 0usize;
     // SAFETY: live out-parameter.

@@ -1,16 +1,14 @@
-//! Allocations of every kind, their release, export as a POSIX fd, hipMemcpy, IPC handles and
-//! external semaphores.
+//! The peer's memory calls: allocations of every kind and their release, export as a POSIX fd,
+//! hipMemcpy, IPC handles and external semaphores. What is checked around them, and in which
+//! order they are made, is `runtimes/gpu/memory`.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::RawFd;
 use std::ptr::null_mut;
 
-use num_complex::Complex32;
-
-use crate::model::{CaseError, Phase};
-use crate::runtimes::PeerPtr;
-use crate::runtimes::device::{AllocKind, DeviceAlloc, IpcHandle};
-use crate::runtimes::gpu::GpuCore;
+use crate::model::{ApiError, CaseError, Phase};
+use crate::runtimes::device::{DeviceAlloc, ExportHandle, IpcHandle};
+use crate::runtimes::gpu::memory::{GpuMemory, Optional, map_exportable};
 
 use super::HipPeer;
 use super::ffi::{self, Group, Hip, hipError_t};
@@ -42,37 +40,131 @@ impl Drop for DeviceBuffer {
 }
 
 impl HipPeer {
-    /// hipMemCreate with a POSIX-fd shareable handle (a dma-buf on ROCm), in the generation's
-    /// hipMemAllocationProp layout, then reserve, map and open for read/write by this device.
-    /// Any step refused undoes the ones before it.
-    fn alloc_exportable(&mut self, bytes: usize, len: usize) -> Result<DeviceAlloc, CaseError> {
-        let missing = self.hip.missing_in(Group::Vmm);
+    /// `Unsupported` naming what this libamdhip64 lacks of `group`, if anything.
+    fn require_group(&self, group: Group) -> Result<(), CaseError> {
+        let missing = self.hip.missing_in(group);
         if !missing.is_empty() {
             return Err(lacks(&self.hip, &missing.join(", ")));
         }
+        Ok(())
+    }
+
+    /// hipDeviceGetAttribute of this device; `name` (the attribute's, less its prefix) goes in
+    /// the error's detail.
+    fn attribute(&self, attr: c_int, name: &str) -> Result<c_int, ApiError> {
+        let mut v: c_int = 0;
+        // SAFETY: live out-parameter.
+        unsafe {
+            hip_call!(
+                &self.hip,
+                hipDeviceGetAttribute(&mut v, attr, self.dev),
+                "{name}"
+            )
+        }?;
+        Ok(v)
+    }
+
+    /// This device, for VMM allocation properties and access descriptors.
+    fn location(&self) -> ffi::hipMemLocation {
+        ffi::hipMemLocation {
+            type_: ffi::hipMemLocationTypeDevice,
+            id: self.dev,
+        }
+    }
+}
+
+impl GpuMemory for HipPeer {
+    /// hipMemExportToShareableHandle with hipMemHandleTypePosixFileDescriptor gives a dma-buf
+    /// fd on ROCm: for cl_khr_external_memory_dma_buf.
+    const EXPORT_HANDLE: ExportHandle = ExportHandle::DmaBuf;
+    const EXPORT_CALL: &'static str = "hipMemExportToShareableHandle";
+    const IPC_GET_CALL: &'static str = "hipIpcGetMemHandle";
+
+    fn require(&self, what: Optional) -> Result<(), CaseError> {
+        self.require_group(match what {
+            Optional::Ipc => Group::Ipc,
+            Optional::ExternalSemaphore => Group::ExternalSemaphore,
+        })
+    }
+
+    fn alloc_device(&self, bytes: usize) -> Result<usize, CaseError> {
+        let mut p: *mut c_void = null_mut();
+        // SAFETY: live out-parameter.
+        unsafe { hip_call!(&self.hip, hipMalloc(&mut p, bytes), "{bytes} bytes") }
+            .refused("hipMalloc")?;
+        Ok(p as usize)
+    }
+
+    /// Portable: pinned for every device; Mapped: mapped into the device's address space
+    /// (implied on ROCm; said so the intent is explicit). hipExtHostAlloc (optional: same flag
+    /// values) where this library exports it, else hipHostMalloc, which every released library
+    /// has.
+    fn alloc_pinned(&self, bytes: usize) -> Result<usize, CaseError> {
+        let hip = &self.hip;
+        let flags = ffi::hipHostMallocPortable | ffi::hipHostMallocMapped;
+        let mut p: *mut c_void = null_mut();
+        let ext = hip.fns.hipExtHostAlloc.is_some();
+        // SAFETY: live out-parameter.
+        let r = unsafe {
+            if ext {
+                hip_call!(hip, hipExtHostAlloc(&mut p, bytes, flags), "{bytes} bytes")
+            } else {
+                hip_call!(hip, hipHostMalloc(&mut p, bytes, flags), "{bytes} bytes")
+            }
+        };
+        r.refused(if ext {
+            "hipExtHostAlloc"
+        } else {
+            "hipHostMalloc"
+        })?;
+        Ok(p as usize)
+    }
+
+    fn has_managed_memory(&self) -> Result<bool, CaseError> {
+        let attr = ffi::hipDeviceAttributeManagedMemory;
+        let managed = self.attribute(attr, "ManagedMemory");
+        Ok(managed.refused("managed memory query")? != 0)
+    }
+
+    fn free_device_memory(&self) -> Result<usize, CaseError> {
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: live out-parameters.
+        unsafe { hip_call!(&self.hip, hipMemGetInfo(&mut free, &mut total)) }
+            .refused("device memory query")?;
+        Ok(free)
+    }
+
+    fn alloc_managed(&self, bytes: usize) -> Result<usize, CaseError> {
+        let global = ffi::hipMemAttachGlobal;
+        let mut p: *mut c_void = null_mut();
+        // SAFETY: live out-parameter.
+        unsafe {
+            hip_call!(
+                &self.hip,
+                hipMallocManaged(&mut p, bytes, global),
+                "{bytes} bytes"
+            )
+        }
+        .refused("hipMallocManaged")?;
+        Ok(p as usize)
+    }
+
+    /// hipMemCreate with a POSIX-fd shareable handle (a dma-buf on ROCm), in the generation's
+    /// hipMemAllocationProp layout, then reserved, mapped and opened for read/write by this
+    /// device.
+    fn alloc_exportable(&self, bytes: usize, len: usize) -> Result<DeviceAlloc, CaseError> {
+        self.require_group(Group::Vmm)?;
         if self.hip.version.has_vmm_attribute() {
             // 5.2 has no such attribute (it is 89 from rocm-5.3.0): there hipMemCreate says.
             let attr = ffi::hipDeviceAttributeVirtualMemoryManagementSupported;
-            let mut vmm: c_int = 0;
-            // SAFETY: live out-parameter.
-            unsafe {
-                hip_call!(
-                    &self.hip,
-                    hipDeviceGetAttribute(&mut vmm, attr, self.dev),
-                    "VirtualMemoryManagementSupported"
-                )
-            }
-            .refused("VMM support query")?;
-            if vmm == 0 {
+            let vmm = self.attribute(attr, "VirtualMemoryManagementSupported");
+            if vmm.refused("VMM support query")? == 0 {
                 return Err(CaseError::unsupported(
                     "device has no virtual memory management",
                 ));
             }
         }
-        let location = ffi::hipMemLocation {
-            type_: ffi::hipMemLocationTypeDevice,
-            id: self.dev,
-        };
+        let location = self.location();
         let prop = ffi::hipMemAllocationProp {
             type_: ffi::hipMemAllocationTypePinned,
             requestedHandleType: ffi::hipMemHandleTypePosixFileDescriptor,
@@ -93,10 +185,6 @@ impl HipPeer {
             (&raw const prop_v52).cast()
         } else {
             (&raw const prop).cast()
-        };
-        let access = ffi::hipMemAccessDesc {
-            location,
-            flags: ffi::hipMemAccessFlagsProtReadWrite,
         };
         let minimum = ffi::hipMemAllocationGranularityMinimum;
         let hip = &self.hip;
@@ -120,240 +208,97 @@ impl HipPeer {
             )
         }
         .refused("hipMemCreate with a POSIX fd handle type")?;
-        let (mut va, mut reserved, mut mapped): (*mut c_void, bool, bool) =
-            (null_mut(), false, false);
-        // SAFETY: each step works on what the previous one made: a reservation of `size`
-        // bytes at any address, the `size`-byte allocation mapped at its start, one access
-        // descriptor over the mapping.
-        let made = unsafe {
+        map_exportable(self, size, handle as u64, len).refused("mapping a hipMemCreate allocation")
+    }
+
+    fn vmm_reserve(&self, size: usize) -> Result<usize, ApiError> {
+        let mut va: *mut c_void = null_mut();
+        // SAFETY: live out-parameter; a reservation of `size` bytes at any address.
+        unsafe {
             hip_call!(
-                hip,
+                &self.hip,
                 hipMemAddressReserve(&mut va, size, 0, null_mut(), 0),
                 "{size} bytes"
             )
-            .inspect(|()| reserved = true)
-            .and_then(|()| hip_call!(hip, hipMemMap(va, size, 0, handle, 0)))
-            .inspect(|()| mapped = true)
-            .and_then(|()| hip_call!(hip, hipMemSetAccess(va, size, &access, 1)))
+        }?;
+        Ok(va as usize)
+    }
+
+    fn vmm_map(&self, va: usize, size: usize, handle: u64) -> Result<(), ApiError> {
+        let (va, handle) = (
+            va as *mut c_void,
+            handle as ffi::hipMemGenericAllocationHandle_t,
+        );
+        // SAFETY: the `size`-byte allocation mapped at the start of a `size`-byte reservation.
+        unsafe { hip_call!(&self.hip, hipMemMap(va, size, 0, handle, 0)) }
+    }
+
+    fn vmm_set_access(&self, va: usize, size: usize) -> Result<(), ApiError> {
+        let access = ffi::hipMemAccessDesc {
+            location: self.location(),
+            flags: ffi::hipMemAccessFlagsProtReadWrite,
         };
-        if let Err(e) = made {
-            // SAFETY: undo exactly the steps that succeeded, in reverse.
-            unsafe {
-                if mapped {
-                    let _ = hip_call!(hip, hipMemUnmap(va, size));
-                }
-                if reserved {
-                    let _ = hip_call!(hip, hipMemAddressFree(va, size));
-                }
-                let _ = hip_call!(hip, hipMemRelease(handle));
-            }
-            if e.is_device_fault() {
-                return Err(CaseError::Fault(e));
-            }
-            return Err(CaseError::Unsupported {
-                reason: "mapping a hipMemCreate allocation".into(),
-                error: Some(e),
-            });
-        }
-        Ok(DeviceAlloc {
-            kind: AllocKind::Exportable,
-            ptr: PeerPtr {
-                addr: va as usize,
-                len,
-            },
-            handle: handle as u64,
-            bytes: size,
-        })
+        let va = va as *mut c_void;
+        // SAFETY: one live access descriptor over the mapping.
+        unsafe { hip_call!(&self.hip, hipMemSetAccess(va, size, &access, 1)) }
     }
 
-    pub(super) fn allocate(
-        &mut self,
-        kind: AllocKind,
-        len: usize,
-    ) -> Result<DeviceAlloc, CaseError> {
-        self.bind()?;
-        let bytes = len.max(1) * size_of::<Complex32>();
-        let plain = |addr: usize| DeviceAlloc::new(kind, addr, len, 0);
-        let hip = &self.hip;
-        match kind {
-            AllocKind::Device => {
-                let mut p: *mut c_void = null_mut();
-                // SAFETY: live out-parameter.
-                unsafe { hip_call!(hip, hipMalloc(&mut p, bytes), "{bytes} bytes") }
-                    .refused("hipMalloc")?;
-                Ok(plain(p as usize))
-            }
-            AllocKind::PinnedHost => {
-                // Portable: pinned for every device; Mapped: mapped into the device's address
-                // space (implied on ROCm; said so the intent is explicit). hipExtHostAlloc
-                // (optional: same flag values) where this library exports it, else
-                // hipHostMalloc, which every released library has.
-                let flags = ffi::hipHostMallocPortable | ffi::hipHostMallocMapped;
-                let mut p: *mut c_void = null_mut();
-                let ext = hip.fns.hipExtHostAlloc.is_some();
-                // SAFETY: live out-parameter.
-                let r = unsafe {
-                    if ext {
-                        hip_call!(hip, hipExtHostAlloc(&mut p, bytes, flags), "{bytes} bytes")
-                    } else {
-                        hip_call!(hip, hipHostMalloc(&mut p, bytes, flags), "{bytes} bytes")
-                    }
-                };
-                r.refused(if ext {
-                    "hipExtHostAlloc"
-                } else {
-                    "hipHostMalloc"
-                })?;
-                Ok(plain(p as usize))
-            }
-            AllocKind::Managed => {
-                let attr = ffi::hipDeviceAttributeManagedMemory;
-                let mut managed: c_int = 0;
-                // SAFETY: live out-parameter.
-                unsafe {
-                    hip_call!(
-                        hip,
-                        hipDeviceGetAttribute(&mut managed, attr, self.dev),
-                        "ManagedMemory"
-                    )
-                }
-                .refused("managed memory query")?;
-                if managed == 0 {
-                    return Err(CaseError::unsupported("device has no managed memory"));
-                }
-                // Oversubscribed managed memory can hang the GPU, not only this process:
-                // never ask for more than is free on the device now.
-                let (mut free, mut total) = (0usize, 0usize);
-                // SAFETY: live out-parameters.
-                unsafe { hip_call!(hip, hipMemGetInfo(&mut free, &mut total)) }
-                    .refused("device memory query")?;
-                if bytes > free {
-                    return Err(CaseError::unsupported(format!(
-                        "managed allocation of {bytes} bytes exceeds the {free} bytes free"
-                    )));
-                }
-                let global = ffi::hipMemAttachGlobal;
-                let mut p: *mut c_void = null_mut();
-                // SAFETY: live out-parameter.
-                unsafe {
-                    hip_call!(
-                        hip,
-                        hipMallocManaged(&mut p, bytes, global),
-                        "{bytes} bytes"
-                    )
-                }
-                .refused("hipMallocManaged")?;
-                Ok(plain(p as usize))
-            }
-            AllocKind::Exportable => self.alloc_exportable(bytes, len),
-            AllocKind::ImportedExternal | AllocKind::IpcOpened => {
-                Err(CaseError::unsupported(format!(
-                    "{kind:?} memory is not allocated: it comes from import_cl_memory or ipc_open"
-                )))
-            }
-        }
+    fn vmm_unmap(&self, va: usize, size: usize) -> Result<(), ApiError> {
+        // SAFETY: a mapping this peer made, unmapped once.
+        unsafe { hip_call!(&self.hip, hipMemUnmap(va as *mut c_void, size)) }
     }
 
-    pub(super) fn free_alloc(&mut self, alloc: DeviceAlloc) {
-        if self.bind().is_err() {
-            return;
-        }
-        let hip = &self.hip;
-        let (p, size) = (alloc.ptr.addr as *mut c_void, alloc.bytes);
-        // SAFETY: each kind is released by the calls that pair with its allocation, once.
-        let freed = unsafe {
-            match alloc.kind {
-                AllocKind::Device | AllocKind::Managed => hip_call!(hip, hipFree(p)),
-                AllocKind::PinnedHost => hip_call!(hip, hipHostFree(p)),
-                AllocKind::Exportable => {
-                    let handle = alloc.handle as ffi::hipMemGenericAllocationHandle_t;
-                    let unmapped = hip_call!(hip, hipMemUnmap(p, size));
-                    let unreserved = hip_call!(hip, hipMemAddressFree(p, size));
-                    let released = hip_call!(hip, hipMemRelease(handle));
-                    unmapped.and(unreserved).and(released)
-                }
-                // clr's ihipFree (hipamd/src/hip_memory.cpp, rocm-5.6.0 .. Oct 2024) takes a
-                // pointer from hipExternalMemoryGetMappedBuffer: an interop object, removed from
-                // the pointer map and released (the reference GetMappedBuffer took). Then
-                // hipDestroyExternalMemory releases the import's own, and the mapping goes.
-                AllocKind::ImportedExternal => {
-                    let unmapped = hip_call!(hip, hipFree(p));
-                    let ext = alloc.handle as ffi::hipExternalMemory_t;
-                    let destroyed = hip_call!(hip, hipDestroyExternalMemory(ext));
-                    unmapped.and(destroyed)
-                }
-                AllocKind::IpcOpened => hip_call!(hip, hipIpcCloseMemHandle(p)),
-            }
-        };
-        // The trait gives free no error channel; a failing free is still worth a line in the
-        // worker's stderr (after a fault, every call fails with the sticky error).
-        if let Err(e) = freed {
-            eprintln!(
-                "clhip hip{}: freeing {:?} at {p:?}: {e}",
-                self.ordinal, alloc.kind
-            );
-        }
+    fn vmm_address_free(&self, va: usize, size: usize) -> Result<(), ApiError> {
+        // SAFETY: a reservation this peer made, freed once.
+        unsafe { hip_call!(&self.hip, hipMemAddressFree(va as *mut c_void, size)) }
     }
 
-    pub(super) fn export_posix_fd(&mut self, alloc: &DeviceAlloc) -> Result<OwnedFd, CaseError> {
-        alloc.require(AllocKind::Exportable, "a shareable handle")?;
-        self.bind()?;
+    fn vmm_release(&self, handle: u64) -> Result<(), ApiError> {
+        let handle = handle as ffi::hipMemGenericAllocationHandle_t;
+        // SAFETY: a hipMemCreate handle, released once.
+        unsafe { hip_call!(&self.hip, hipMemRelease(handle)) }
+    }
+
+    /// Also the mapped buffer of an import: clr's ihipFree (hipamd/src/hip_memory.cpp,
+    /// rocm-5.6.0 .. Oct 2024) takes a pointer from hipExternalMemoryGetMappedBuffer as an
+    /// interop object, removed from the pointer map and released (the reference
+    /// GetMappedBuffer took). Then hipDestroyExternalMemory releases the import's own, and the
+    /// mapping goes.
+    fn free_device(&self, addr: usize) -> Result<(), ApiError> {
+        // SAFETY: a hipMalloc, hipMallocManaged or mapped external buffer, freed once.
+        unsafe { hip_call!(&self.hip, hipFree(addr as *mut c_void)) }
+    }
+
+    fn free_pinned(&self, addr: usize) -> Result<(), ApiError> {
+        // SAFETY: a hipExtHostAlloc or hipHostMalloc allocation, freed once.
+        unsafe { hip_call!(&self.hip, hipHostFree(addr as *mut c_void)) }
+    }
+
+    fn ipc_close(&self, addr: usize) -> Result<(), ApiError> {
+        // SAFETY: an address hipIpcOpenMemHandle gave, closed once.
+        unsafe { hip_call!(&self.hip, hipIpcCloseMemHandle(addr as *mut c_void)) }
+    }
+
+    fn destroy_external_memory(&self, handle: u64) -> Result<(), ApiError> {
+        let ext = handle as ffi::hipExternalMemory_t;
+        // SAFETY: an external-memory object, destroyed once, after its mapped buffer.
+        unsafe { hip_call!(&self.hip, hipDestroyExternalMemory(ext)) }
+    }
+
+    fn export_shareable_fd(&self, handle: u64) -> Result<RawFd, CaseError> {
         let ty = ffi::hipMemHandleTypePosixFileDescriptor;
-        let handle = alloc.handle as ffi::hipMemGenericAllocationHandle_t;
+        let handle = handle as ffi::hipMemGenericAllocationHandle_t;
         let mut fd: c_int = -1;
         let out: *mut c_void = (&raw mut fd).cast();
         // SAFETY: for the POSIX fd handle type the out-parameter is an int.
         unsafe { hip_call!(&self.hip, hipMemExportToShareableHandle(out, handle, ty, 0)) }
             .refused("exporting a POSIX fd")?;
-        if fd < 0 {
-            return Err(CaseError::unsupported(
-                "hipMemExportToShareableHandle gave no fd",
-            ));
-        }
-        // SAFETY: a fresh fd from the runtime, owned by the caller from now on.
-        Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+        Ok(fd)
     }
 
-    /// hipMemcpy with hipMemcpyDefault: the runtime infers the direction from the pointers.
-    /// clr's ihipMemcpy (hipamd/src/hip_memory.cpp) looks both up in its own pointer map; when
-    /// it knows neither (OpenCL's SVM is in libamdocl64's map, not libamdhip64's) it copies on
-    /// the host (ihipHtoHMemcpy: finish the null stream, then memcpy), which works for
-    /// host-visible memory and faults the process for memory the CPU cannot reach. That is
-    /// what is under test. hipMemcpy runs on the null stream, which this peer's blocking stream
-    /// is ordered with.
-    pub(super) fn memcpy_default(
-        &mut self,
-        dst: usize,
-        src: usize,
-        bytes: usize,
-    ) -> Result<(), CaseError> {
-        self.bind()?;
-        let (d, s, kind) = (
-            dst as *mut c_void,
-            src as *const c_void,
-            ffi::hipMemcpyDefault,
-        );
-        // SAFETY: the runtime checks the addresses against what it knows; what it does with
-        // addresses it does not know is the behaviour under test.
-        unsafe {
-            hip_call!(
-                &self.hip,
-                hipMemcpy(d, s, bytes, kind),
-                "{bytes} B {src:#x} -> {dst:#x}"
-            )
-        }
-        .refused("hipMemcpy refused the addresses (one may be memory HIP did not allocate or map)")
-    }
-
-    pub(super) fn ipc_get_handle(&mut self, alloc: &DeviceAlloc) -> Result<IpcHandle, CaseError> {
-        alloc.require(AllocKind::Device, "an IPC handle (hipIpcGetMemHandle)")?;
-        let missing = self.hip.missing_in(Group::Ipc);
-        if !missing.is_empty() {
-            return Err(lacks(&self.hip, &missing.join(", ")));
-        }
-        self.bind()?;
+    fn ipc_get_handle(&self, addr: usize) -> Result<IpcHandle, CaseError> {
         let mut h = ffi::hipIpcMemHandle_t { reserved: [0; 64] };
-        let p = alloc.ptr.addr as *mut c_void;
+        let p = addr as *mut c_void;
         // SAFETY: live out-parameter; `p` is the base of a hipMalloc allocation.
         unsafe { hip_call!(&self.hip, hipIpcGetMemHandle(&mut h, p), "{p:?}") }
             .refused("hipIpcGetMemHandle")?;
@@ -363,16 +308,7 @@ impl HipPeer {
     /// hipIpcOpenMemHandle with hipIpcMemLazyEnablePeerAccess, whose value changed in 6.0
     /// (0 -> 0x01) and which clr requires exactly (any other flags: hipErrorInvalidValue). clr
     /// refuses a handle from this same process with hipErrorInvalidContext.
-    pub(super) fn ipc_open_handle(
-        &mut self,
-        handle: &IpcHandle,
-        len: usize,
-    ) -> Result<DeviceAlloc, CaseError> {
-        let missing = self.hip.missing_in(Group::Ipc);
-        if !missing.is_empty() {
-            return Err(lacks(&self.hip, &missing.join(", ")));
-        }
-        self.bind()?;
+    fn ipc_open_handle(&self, handle: &IpcHandle) -> Result<usize, CaseError> {
         let h = ffi::hipIpcMemHandle_t {
             reserved: handle.map(|b| b as c_char),
         };
@@ -381,7 +317,7 @@ impl HipPeer {
         // SAFETY: live out-parameter; the 64-byte handle is passed by value, as declared.
         unsafe { hip_call!(&self.hip, hipIpcOpenMemHandle(&mut p, h, flags)) }
             .refused("hipIpcOpenMemHandle refused the handle")?;
-        Ok(DeviceAlloc::new(AllocKind::IpcOpened, p as usize, len, 0))
+        Ok(p as usize)
     }
 
     /// hipImportExternalSemaphore with an opaque fd, in the generation's descriptor layout.
@@ -392,17 +328,7 @@ impl HipPeer {
     /// ShouldNotReachHere is `assert(false && ..)` (rocclr/utils/debug.hpp), a no-op in release
     /// builds: a debug build of clr would abort the process here instead. From rocm-6.0.0 clr
     /// refuses fd 0 first, with hipErrorInvalidValue. The fd stays the caller's on refusal.
-    pub(super) fn import_semaphore(&mut self, fd: RawFd) -> Result<u64, CaseError> {
-        if fd < 0 {
-            return Err(CaseError::unsupported(format!(
-                "no fd to import as a semaphore ({fd})"
-            )));
-        }
-        let missing = self.hip.missing_in(Group::ExternalSemaphore);
-        if !missing.is_empty() {
-            return Err(lacks(&self.hip, &missing.join(", ")));
-        }
-        self.bind()?;
+    fn import_semaphore(&self, fd: RawFd) -> Result<u64, CaseError> {
         let handle = ffi::hipExternalHandle::from_fd(fd);
         let ty = ffi::hipExternalSemaphoreHandleTypeOpaqueFd;
         let desc = ffi::hipExternalSemaphoreHandleDesc {
@@ -435,17 +361,38 @@ impl HipPeer {
         Ok(sem as u64)
     }
 
-    pub(super) fn destroy_external_semaphore(&mut self, sem: u64) {
-        if sem == 0 || self.bind().is_err() {
-            return;
-        }
+    fn destroy_semaphore_handle(&self, sem: u64) -> Result<(), ApiError> {
         let s = sem as ffi::hipExternalSemaphore_t;
-        // SAFETY: a handle import_semaphore_fd returned, destroyed once.
-        if let Err(e) = unsafe { hip_call!(&self.hip, hipDestroyExternalSemaphore(s)) } {
-            eprintln!(
-                "clhip hip{}: destroying semaphore {sem:#x}: {e}",
-                self.ordinal
-            );
+        // SAFETY: a handle import_semaphore returned, destroyed once.
+        unsafe { hip_call!(&self.hip, hipDestroyExternalSemaphore(s)) }
+    }
+
+    /// hipMemcpy with hipMemcpyDefault: the runtime infers the direction from the pointers.
+    /// clr's ihipMemcpy (hipamd/src/hip_memory.cpp) looks both up in its own pointer map; when
+    /// it knows neither (OpenCL's SVM is in libamdocl64's map, not libamdhip64's) it copies on
+    /// the host (ihipHtoHMemcpy: finish the null stream, then memcpy), which works for
+    /// host-visible memory and faults the process for memory the CPU cannot reach. That is
+    /// what is under test. hipMemcpy runs on the null stream, which this peer's blocking stream
+    /// is ordered with.
+    fn copy_inferred(&self, dst: usize, src: usize, bytes: usize) -> Result<(), CaseError> {
+        let (d, s, kind) = (
+            dst as *mut c_void,
+            src as *const c_void,
+            ffi::hipMemcpyDefault,
+        );
+        // SAFETY: the runtime checks the addresses against what it knows; what it does with
+        // addresses it does not know is the behaviour under test.
+        unsafe {
+            hip_call!(
+                &self.hip,
+                hipMemcpy(d, s, bytes, kind),
+                "{bytes} B {src:#x} -> {dst:#x}"
+            )
         }
+        .refused("hipMemcpy refused the addresses (one may be memory HIP did not allocate or map)")
+    }
+
+    fn import_cl(&mut self, addr: usize, bytes: usize) -> Result<(usize, u64), CaseError> {
+        self.import_cl_dmabuf(addr, bytes)
     }
 }

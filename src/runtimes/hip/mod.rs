@@ -14,6 +14,8 @@
 //! hipMemcpy, the import of OpenCL memory through HSA's dma-buf export, IPC handles, external
 //! semaphores, hiprtc kernels, rocBLAS cgemm, rocSOLVER cpotrf, sticky faults) is written against
 //! the headers and clr's sources but has NOT run on AMD hardware: no AMD GPU has been reachable.
+//! The logic around these calls is `runtimes/gpu`'s, shared with cuda: that part has run on
+//! NVIDIA hardware, and its order of calls is tested against a recording fake backend.
 
 pub mod ffi;
 pub mod install;
@@ -27,19 +29,13 @@ mod memory;
 mod status;
 
 use std::ffi::{CStr, c_int, c_uint, c_void};
-use std::os::fd::{OwnedFd, RawFd};
 use std::path::{Path, PathBuf};
 use std::ptr::null_mut;
 
-use num_complex::Complex32;
-
 use crate::model::{Api, ApiError, CaseError, Phase};
-use crate::model::{Transpose, Uplo};
-use crate::runtimes::PeerPtr;
-use crate::runtimes::device::{
-    AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,
-};
-use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernel, Kernels, kernel_source};
+use crate::runtimes::device::DeviceInfo;
+use crate::runtimes::gpu::device::GpuDevice;
+use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernels, Launch, kernel_source};
 use crate::runtimes::kernel_cache::{CompileKey, KernelCache};
 
 use blas::BlasHandle;
@@ -234,10 +230,6 @@ impl HipPeer {
         Ok(peer)
     }
 
-    fn kernels(&self) -> Result<&Kernels<hipFunction_t>, CaseError> {
-        self.kernels.as_ref().map_err(Clone::clone)
-    }
-
     fn sync(&self) -> Result<(), CaseError> {
         // SAFETY: the stream is live.
         unsafe { hip_call!(&self.hip, hipStreamSynchronize(self.stream)) }.running()
@@ -273,6 +265,8 @@ impl Drop for HipPeer {
 }
 
 impl GpuCore for HipPeer {
+    type Function = hipFunction_t;
+
     /// Make the device current on the calling thread: HIP's current device is per thread, and a
     /// test runner or worker may call from a thread other than the one that opened.
     fn bind(&self) -> Result<(), CaseError> {
@@ -280,21 +274,20 @@ impl GpuCore for HipPeer {
         unsafe { hip_call!(&self.hip, hipSetDevice(self.dev)) }.running()
     }
 
-    fn launch(&self, k: Kernel, threads: u64, args: &mut [*mut c_void]) -> Result<(), CaseError> {
-        if threads == 0 {
-            return Ok(());
-        }
-        let (name, f) = (k.name(), self.kernels()?.get(k));
-        let grid = gpu::grid(name, threads)?;
+    fn kernels(&self) -> Result<&Kernels<hipFunction_t>, CaseError> {
+        self.kernels.as_ref().map_err(Clone::clone)
+    }
+
+    fn launch_blocks(&self, l: Launch<hipFunction_t>) -> Result<(), CaseError> {
         let (s, b) = (self.stream, BLOCK as c_uint);
-        let params = args.as_mut_ptr();
-        // SAFETY: `f` is from the loaded module; each caller passes exactly its kernel's
+        // SAFETY: `l.f` is from the loaded module; each caller passes exactly its kernel's
         // parameters, which the runtime copies during the call.
         unsafe {
             hip_call!(
                 &self.hip,
-                hipModuleLaunchKernel(f, grid, 1, 1, b, 1, 1, 0, s, params, null_mut()),
-                "{name}"
+                hipModuleLaunchKernel(l.f, l.grid, 1, 1, b, 1, 1, 0, s, l.params, null_mut()),
+                "{}",
+                l.name
             )
         }
         .running()
@@ -338,64 +331,16 @@ impl GpuCore for HipPeer {
 
 gpu::gpu_peer_runtime!(HipPeer, Api::Hip);
 
-impl DeviceRuntime for HipPeer {
-    fn info(&self) -> &DeviceInfo {
+impl GpuDevice for HipPeer {
+    fn device_info(&self) -> &DeviceInfo {
         &self.info
     }
 
-    fn alloc(&mut self, kind: AllocKind, len: usize) -> Result<DeviceAlloc, CaseError> {
-        self.allocate(kind, len)
-    }
-
-    fn free(&mut self, alloc: DeviceAlloc) {
-        self.free_alloc(alloc)
-    }
-
-    fn export_fd(&mut self, alloc: &DeviceAlloc) -> Result<OwnedFd, CaseError> {
-        self.export_posix_fd(alloc)
-    }
-
-    /// hipMemExportToShareableHandle with hipMemHandleTypePosixFileDescriptor gives a dma-buf
-    /// fd on ROCm: for cl_khr_external_memory_dma_buf.
-    fn export_handle(&self) -> ExportHandle {
-        ExportHandle::DmaBuf
-    }
-
-    fn memcpy(&mut self, dst: usize, src: usize, bytes: usize) -> Result<(), CaseError> {
-        self.memcpy_default(dst, src, bytes)
-    }
-
-    fn import_cl_memory(
-        &mut self,
-        addr: usize,
-        bytes: usize,
-        len: usize,
-    ) -> Result<DeviceAlloc, CaseError> {
-        self.import_cl_dmabuf(addr, bytes, len)
-    }
-
-    fn ipc_handle(&mut self, alloc: &DeviceAlloc) -> Result<IpcHandle, CaseError> {
-        self.ipc_get_handle(alloc)
-    }
-
-    fn ipc_open(&mut self, handle: &IpcHandle, len: usize) -> Result<DeviceAlloc, CaseError> {
-        self.ipc_open_handle(handle, len)
-    }
-
-    fn import_semaphore_fd(&mut self, fd: RawFd) -> Result<u64, CaseError> {
-        self.import_semaphore(fd)
-    }
-
-    fn destroy_semaphore(&mut self, sem: u64) {
-        self.destroy_external_semaphore(sem)
-    }
-
-    fn reopen_args(&self) -> Vec<String> {
+    fn reopen_arguments(&self) -> Vec<String> {
         reopen_args(self.ordinal, self.rocm_path.as_deref())
     }
 
-    fn record_and_wait_event(&mut self) -> Result<(), CaseError> {
-        self.bind()?;
+    fn record_event_and_wait(&self) -> Result<(), CaseError> {
         // SAFETY: event and stream are live, on the current device.
         unsafe {
             hip_call!(&self.hip, hipEventRecord(self.event, self.stream)).running()?;
@@ -403,51 +348,22 @@ impl DeviceRuntime for HipPeer {
         }
     }
 
-    fn cgemm(
-        &mut self,
-        op_a: Transpose,
-        op_b: Transpose,
-        m: usize,
-        n: usize,
-        k: usize,
-        alpha: Complex32,
-        a: PeerPtr,
-        lda: usize,
-        b: PeerPtr,
-        ldb: usize,
-        beta: Complex32,
-        c: PeerPtr,
-        ldc: usize,
-    ) -> Result<(), CaseError> {
-        self.rocblas_cgemm(op_a, op_b, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
-    }
-
-    fn cpotrf(&mut self, uplo: Uplo, n: usize, a: PeerPtr, lda: usize) -> Result<i32, CaseError> {
-        self.rocsolver_cpotrf(uplo, n, a, lda)
-    }
-
-    fn sticky_fault(&mut self) -> Option<ApiError> {
-        if self.bind().is_err() {
-            return None;
-        }
+    fn synchronize_device(&self) -> Result<(), ApiError> {
         // SAFETY: the device is current; hipDeviceSynchronize only waits and reports.
-        let r = unsafe { hip_call!(&self.hip, hipDeviceSynchronize(), "after the case") };
-        match r {
-            Err(e) if e.is_device_fault() => Some(e),
-            _ => None,
-        }
+        unsafe { hip_call!(&self.hip, hipDeviceSynchronize(), "after the case") }
     }
 
-    fn health_check(&mut self) -> Result<(), CaseError> {
-        self.bind()?;
+    fn known_answer_check(&self) -> Result<(), CaseError> {
         let buf = DeviceBuffer::new(&self.hip, gpu::HEALTH_WORDS * 4, "health-check buffer")?;
         gpu::known_answer(self, buf.ptr as usize, "hip health check")
     }
 }
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::runtimes::PeerRuntime;
+    use crate::runtimes::device::DeviceRuntime;
 
     #[test]
     fn reopen_args_name_the_api_the_ordinal_and_the_rocm_root() {
