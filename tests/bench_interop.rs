@@ -68,7 +68,7 @@ fn target<'a>(report: &'a BenchReport, name: &str) -> &'a TargetBench {
 }
 
 /// Every measure a finished target must have: the pipeline, and per size the handoff both
-/// ways and the scale on shared memory (a path) or on the peer's own memory (native).
+/// ways and the scale on shared memory (a path), and the scale on the peer's own memory.
 fn expected_rows(t: &TargetBench) -> Vec<(Measure, u64)> {
     let mut want = vec![(Measure::Pipeline, 1024 * 8)];
     for b in SIZES {
@@ -78,6 +78,7 @@ fn expected_rows(t: &TargetBench) -> Vec<(Measure, u64)> {
                 (Measure::HandoffToPeer, b),
                 (Measure::HandoffToOpencl, b),
                 (Measure::ScaleShared, b),
+                (Measure::ScaleOwn, b),
             ]),
         }
     }
@@ -388,8 +389,8 @@ fn a_side_that_does_nothing_fails_every_measurement_it_touches() {
             assert!(measured.contains(&m), "{}: no failed {m:?}", t.id);
         }
     }
-    // OpenCL does nothing: every path fails; the native CPU baseline, which has no OpenCL,
-    // still measures.
+    // OpenCL does nothing: every path fails; what has no OpenCL in it (the native CPU
+    // baseline, the scale on the host's own memory) still measures.
     let (_, report) = bench(&pair, &scratch("cl-noop"), &["--plant", "cl-noop"]);
     for t in targets(&report) {
         if t.target == Target::Native {
@@ -403,7 +404,12 @@ fn a_side_that_does_nothing_fails_every_measurement_it_touches() {
                 t.id,
                 t.outcome
             );
-            assert!(t.rows.is_empty(), "{}: {:?}", t.id, t.rows);
+            let timed: Vec<Measure> = t.rows.iter().map(|r| r.measure).collect();
+            assert!(
+                timed.iter().all(|&m| m == Measure::ScaleOwn),
+                "{}: a time next to OpenCL's wrong data: {timed:?}",
+                t.id
+            );
         }
     }
 }

@@ -328,8 +328,8 @@ fn stop_on_fault(sides: &mut Sides, out: &mut Protocol) -> anyhow::Result<bool> 
     }
 }
 
-/// The handoff and the scale bandwidth at one size, on one allocation of the path. Returns
-/// whether the child should stop.
+/// The handoff and the scale bandwidth at one size, on one allocation of the path, then the
+/// scale on the peer's own memory. Returns whether the child should stop.
 fn measure_size(
     sides: &mut Sides,
     path: PathKind,
@@ -376,6 +376,17 @@ fn measure_size(
     let released = m.release(&sides.session, sides.peer.as_mut());
     if let (false, Err(e)) = (stop, released) {
         stop = out.problem(None, Some(bytes), e)?;
+    }
+    // The reference the shared memory's bandwidth is a share of, measured by the same process
+    // right after it (as the placement op does): a busy machine's drift between two children
+    // would otherwise pass for a difference in memory.
+    if !stop {
+        out.send(&ChildLine::Begin {
+            measure: Measure::ScaleOwn,
+            bytes,
+        })?;
+        let timed = scale_own(sides, input.get(len), runs);
+        stop = out.report(Measure::ScaleOwn, bytes, runs.warmup, timed)?;
     }
     Ok(stop)
 }

@@ -223,10 +223,11 @@ fn tables(report: &BenchReport, pair: &PairBench, style: Style) -> Vec<Table> {
             &time_cell,
         ),
     ];
-    let own = |bytes: u64| native.and_then(|n| n.row(Measure::ScaleOwn, bytes));
-    let share_cell = |_: &TargetBench, r: &Row| {
+    let share_cell = |t: &TargetBench, r: &Row| {
         let shared = gbps(r.bytes, r.stats.median_s);
-        let share = own(r.bytes).map(|o| 100.0 * o.stats.median_s / r.stats.median_s);
+        let share = t
+            .row(Measure::ScaleOwn, r.bytes)
+            .map(|o| 100.0 * o.stats.median_s / r.stats.median_s);
         match (style, share) {
             (Style::Console, Some(p)) => format!("{p:.0}%"),
             (Style::Console, None) => format!("{shared:.1}GB/s"),
@@ -289,7 +290,7 @@ fn tables(report: &BenchReport, pair: &PairBench, style: Style) -> Vec<Table> {
     out.push(pipeline_table(s, pair, copy, native, style));
     // Without handoffs at the pipeline's size the summary would repeat the pipeline table.
     if s.sizes_bytes.contains(&((s.pipeline_len * 8) as u64)) {
-        out.push(summary_table(s, pair, copy, native, style));
+        out.push(summary_table(s, pair, copy, style));
     }
     out
 }
@@ -349,15 +350,11 @@ fn summary_table(
     s: &Settings,
     pair: &PairBench,
     copy: Option<&TargetBench>,
-    native: Option<&TargetBench>,
     style: Style,
 ) -> Table {
     let bytes = (s.pipeline_len * 8) as u64;
     let peer = &pair.peer;
     let copy_of = |m: Measure| copy.and_then(|c| c.row(m, bytes)).map(|r| r.stats.median_s);
-    let own = native
-        .and_then(|n| n.row(Measure::ScaleOwn, bytes))
-        .map(|r| r.stats.median_s);
     let mut lines = Vec::new();
     for t in pair.targets.iter().filter(|t| t.target != Target::Native) {
         let name = t.target.name();
@@ -382,8 +379,9 @@ fn summary_table(
                 }
             }
         }
+        let own = t.row(Measure::ScaleOwn, bytes);
         cells.push(match (t.row(Measure::ScaleShared, bytes), own) {
-            (Some(r), Some(o)) => format!("{:.0}%", 100.0 * o / r.stats.median_s),
+            (Some(r), Some(o)) => format!("{:.0}%", 100.0 * o.stats.median_s / r.stats.median_s),
             (Some(r), None) => format!("{:.1} GB/s", gbps(bytes, r.stats.median_s)),
             (None, _) => missing_cell(t.missing(Measure::ScaleShared, bytes)),
         });

@@ -140,7 +140,8 @@ pub enum Measure {
     /// memory, launch to synchronize.
     ScaleShared,
     /// The same pass over the peer's own memory (device memory; pageable memory for the
-    /// host): what the shared memory's bandwidth is a fraction of.
+    /// host), measured by the same child right after the shared memory: what its bandwidth is
+    /// a share of.
     ScaleOwn,
     /// One iteration of seed 000's pipeline: OpenCL add, OpenCL FFT, handoff to the peer, peer
     /// scale, peer magnitude, handoff back.
