@@ -346,6 +346,22 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_plot_draws_what_was_measured_and_names_what_was_not() {
+        let svg = render_svg(&super::super::results::sample_report());
+        assert!(svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""));
+        assert!(svg.ends_with("</svg>\n"));
+        // Lines for the two paths with handoffs, bars for the three pipelines.
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert_eq!(svg.matches("per iteration (").count(), 3);
+        assert!(svg.contains(">crash SIGSEGV</text>"), "{svg}");
+        assert!(
+            svg.contains("device-ptr-as-cl-arg/finish: unsupported"),
+            "{svg}"
+        );
+        assert_eq!(svg.matches("<text").count(), svg.matches("</text>").count());
+    }
+
+    #[test]
     fn text_is_escaped_for_svg() {
         assert_eq!(
             escape("a<b & \"c\">'"),

@@ -631,6 +631,48 @@ mod tests {
     }
 
     #[test]
+    fn every_target_gets_its_numbers_or_how_it_ended() {
+        let report = super::super::results::sample_report();
+        let text = render_text(&report);
+        // Numbers against copy at the pipeline's size: pinned's pipeline 6 ms vs copy's 12.
+        let pinned = text
+            .lines()
+            .rfind(|l| l.trim_start().starts_with("pinned+use-host-ptr/map"))
+            .expect("a summary line for pinned");
+        assert!(pinned.contains("2.00x faster"), "{pinned}");
+        assert!(
+            pinned.contains("2%"),
+            "PCIe-speed share of device memory: {pinned}"
+        );
+        // A child that died, and a path refused everywhere, say so in place of numbers.
+        let crashed: Vec<&str> = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with("device+use-host-ptr/map"))
+            .collect();
+        assert_eq!(crashed.len(), 5, "one line per table: {text}");
+        for l in crashed {
+            assert!(
+                l.ends_with("  crash SIGSEGV during pipeline at 32 MiB"),
+                "{l}"
+            );
+        }
+        assert!(
+            text.contains("unsupported (refused while the case ran: clEnqueueNDRangeKernel returned CL_INVALID_KERNEL_ARGS (-52))"),
+            "{text}"
+        );
+        assert!(text.contains("native: cuda0 has no FFT in clhip"), "{text}");
+        let md = render_markdown(&report);
+        assert!(
+            md.contains("| device+use-host-ptr/map | crash SIGSEGV during pipeline at 32 MiB |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| copy/finish | 12.0 (10.8–14.4) ms | same | 3.00x slower |"),
+            "{md}"
+        );
+    }
+
+    #[test]
     fn versus_says_which_way() {
         assert_eq!(versus(1.0, 3.2), "3.20x faster");
         assert_eq!(versus(2.0, 1.0), "2.00x slower");

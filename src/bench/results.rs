@@ -256,6 +256,119 @@ pub fn write_json(report: &BenchReport, target: &crate::output::Target) -> anyho
     crate::output::write(target, &bytes)
 }
 
+/// A small report for the renderers' tests: one GPU pair with a measured copy path, a path
+/// whose child died by SIGSEGV in its pipeline, one refused everywhere, and native.
+#[cfg(test)]
+pub(crate) fn sample_report() -> BenchReport {
+    use crate::model::{Api, ApiError};
+    let mib32 = 32u64 << 20;
+    let stats = |ms: f64| Stats::of(vec![ms * 0.9e-3, ms * 1e-3, ms * 1.2e-3]).expect("samples");
+    let row = |measure, bytes, ms| Row {
+        measure,
+        bytes,
+        warmup: 2,
+        stats: stats(ms),
+    };
+    let path = |path, sync| Target::Path { path, sync };
+    let target = |t: Target, outcome, rows, problems| TargetBench {
+        id: format!("nvidia0+cuda0/{}", t.name()),
+        target: t,
+        outcome,
+        during: None,
+        note: String::new(),
+        rows,
+        problems,
+        wall_s: 1.0,
+    };
+    let copy = target(
+        path(PathKind::Copy, SyncMode::Finish),
+        Outcome::pass(),
+        vec![
+            row(Measure::Pipeline, mib32, 12.0),
+            row(Measure::HandoffToPeer, mib32, 2.6),
+            row(Measure::HandoffToOpencl, mib32, 2.7),
+            row(Measure::ScaleShared, mib32, 0.013),
+            row(Measure::ScaleOwn, mib32, 0.013),
+        ],
+        Vec::new(),
+    );
+    let pinned = target(
+        path(PathKind::PinnedUseHostPtr, SyncMode::Map),
+        Outcome::pass(),
+        vec![
+            row(Measure::Pipeline, mib32, 6.0),
+            row(Measure::HandoffToPeer, mib32, 0.4),
+            row(Measure::HandoffToOpencl, mib32, 0.5),
+            row(Measure::ScaleShared, mib32, 0.82),
+            row(Measure::ScaleOwn, mib32, 0.0133),
+        ],
+        Vec::new(),
+    );
+    let mut crashed = target(
+        path(PathKind::DeviceUseHostPtr, SyncMode::Map),
+        Outcome::Crash {
+            signal: 11,
+            signal_name: "SIGSEGV".into(),
+            stderr_tail: String::new(),
+            process: "bench child".into(),
+        },
+        Vec::new(),
+        Vec::new(),
+    );
+    crashed.during = Some("pipeline at 32 MiB".into());
+    let refused = Outcome::Unsupported {
+        reason: "refused while the case ran".into(),
+        error: Some(ApiError {
+            api: Api::OpenCl,
+            call: "clEnqueueNDRangeKernel".into(),
+            code: -52,
+            name: "CL_INVALID_KERNEL_ARGS".into(),
+            detail: String::new(),
+        }),
+    };
+    let unsupported = target(
+        path(PathKind::DevicePtrAsClArg, SyncMode::Finish),
+        refused.clone(),
+        Vec::new(),
+        vec![Problem {
+            measure: None,
+            bytes: None,
+            outcome: refused,
+        }],
+    );
+    let mut native = target(
+        Target::Native,
+        Outcome::pass(),
+        vec![
+            row(Measure::Pipeline, mib32, 4.0),
+            row(Measure::ScaleOwn, mib32, 0.013),
+        ],
+        Vec::new(),
+    );
+    native.note = "cuda0 has no FFT in clhip".into();
+    BenchReport {
+        schema: SCHEMA.into(),
+        clhip_version: "0.1.0".into(),
+        started_at: "2026-01-01T00:00:00Z".into(),
+        wall_s: 10.0,
+        command: vec!["clhip".into(), "bench".into(), "interop".into()],
+        fingerprint: Fingerprint::default(),
+        settings: Settings {
+            sizes_bytes: vec![mib32],
+            reps: 3,
+            warmup: 2,
+            pipeline_len: 4_194_304,
+            seed: 1,
+            timeout_s: 60.0,
+        },
+        pairs: vec![PairBench {
+            pair: "nvidia0+cuda0".into(),
+            peer: "cuda0".into(),
+            targets: vec![copy, pinned, crashed, unsupported, native],
+        }],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
