@@ -487,6 +487,75 @@ mod tests {
         Command::new("sh").args(["-c", shell]).status().unwrap()
     }
 
+    /// An executable script standing in for `clhip __bench-interop`.
+    fn fake_child(name: &str, body: &str) -> PathBuf {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("clhip-bench-child-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(name);
+        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        path
+    }
+
+    #[test]
+    fn a_dead_child_keeps_what_it_reported_and_its_last_words() {
+        let begin = ChildLine::Begin {
+            measure: Measure::ScaleShared,
+            bytes: 4096,
+        };
+        let line = format!(
+            "{}{}",
+            super::super::measure::PREFIX,
+            serde_json::to_string(&begin).unwrap()
+        );
+        let exe = fake_child(
+            "segv",
+            &format!("echo '{line}'; echo 'driver: about to die' >&2; kill -SEGV $$"),
+        );
+        let w = watch(&exe, "{}", &[], Duration::from_secs(20)).unwrap();
+        assert_eq!(w.lines, vec![begin]);
+        assert!(
+            w.tail.iter().any(|l| l.contains("about to die")),
+            "{:?}",
+            w.tail
+        );
+        assert!(matches!(w.ended, Ended::Exited(s) if s.signal() == Some(11)));
+    }
+
+    #[test]
+    fn a_hung_child_is_killed_at_its_deadline() {
+        let exe = fake_child("hang", "sleep 30 & wait");
+        let started = Instant::now();
+        let w = watch(&exe, "{}", &[], Duration::from_millis(300)).unwrap();
+        assert!(matches!(w.ended, Ended::TimedOut));
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn a_helper_holding_the_pipes_does_not_hold_the_bench() {
+        // The child exits at once; its helper keeps stdout and stderr open for 30 s.
+        let exe = fake_child("helper", "sleep 30 & exit 0");
+        let started = Instant::now();
+        let w = watch(&exe, "{}", &[], Duration::from_secs(20)).unwrap();
+        assert!(matches!(w.ended, Ended::Exited(s) if s.success()));
+        assert!(
+            started.elapsed() < DRAIN + Duration::from_secs(3),
+            "{:?}",
+            started.elapsed()
+        );
+        let bad = fake_child(
+            "bad-line",
+            &format!("echo '{}{{nope'", super::super::measure::PREFIX),
+        );
+        let w = watch(&bad, "{}", &[], Duration::from_secs(20)).unwrap();
+        assert!(matches!(w.ended, Ended::BadLine(_)));
+    }
+
     #[test]
     fn bench_syncs_leave_out_negative_controls_and_semaphores() {
         assert_eq!(
