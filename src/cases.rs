@@ -722,6 +722,7 @@ mod tests {
                 label: "pocl0".into(),
             },
             peer: Peer::HOST,
+            install: None,
         }
     }
 
@@ -976,6 +977,7 @@ mod tests {
                         ordinal: i,
                     }
                 },
+                install: None,
             })
             .collect();
         let cases = Matrix::default_matrix().expand(&pairs);

@@ -147,6 +147,7 @@ mod tests {
                     api: Api::Cuda,
                     ordinal: gpu,
                 },
+                install: None,
             },
             path,
             sync,

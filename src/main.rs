@@ -38,9 +38,11 @@ enum Cmd {
     Probe {
         #[arg(long)]
         json: bool,
-        /// A ROCm install to search first (default: $ROCM_PATH, /opt/rocm, /opt/rocm-*).
+        /// A ROCm install to load HIP from, searched alone (default: $ROCM_PATH, /opt/rocm,
+        /// /opt/rocm-*, the loader path). Repeat it for several installs: each is probed in a
+        /// process of its own and shown as `hip@<version>`.
         #[arg(long, value_parser = existing_dir)]
-        rocm_path: Option<PathBuf>,
+        rocm_path: Vec<PathBuf>,
     },
     /// List the ids of the cases `run` would execute.
     List {
@@ -53,9 +55,9 @@ enum Cmd {
         /// runner there would execute.
         #[arg(long, conflicts_with = "rocm_path")]
         probe: Option<PathBuf>,
-        /// The ROCm install whose HIP devices to pair (as `run --rocm-path`).
+        /// The ROCm installs whose HIP devices to pair (as `run --rocm-path`, repeatable).
         #[arg(long, value_parser = existing_dir)]
-        rocm_path: Option<PathBuf>,
+        rocm_path: Vec<PathBuf>,
         /// Show each case's expectation from these expectation files (a file or directory),
         /// picked by the probe's fingerprint.
         #[arg(long)]
@@ -128,6 +130,9 @@ enum Cmd {
         seed: u64,
         #[arg(long)]
         plant: Option<clhip::ops::Plant>,
+        /// Without it, the install the runner named in the environment
+        /// (`CLHIP_WORKER_ROCM_PATH`, for a pair of one of several installs), else the default
+        /// search.
         #[arg(long)]
         rocm_path: Option<PathBuf>,
     },
@@ -137,6 +142,13 @@ enum Cmd {
     BenchInteropChild {
         #[arg(long)]
         job: String,
+    },
+    /// Probes the HIP runtime of the one ROCm install `--rocm-path` names (internal: started
+    /// by `probe`, one per install, when several are given).
+    #[command(name = "__probe-rocm-install", hide = true)]
+    ProbeRocmInstall {
+        #[arg(long)]
+        rocm_path: PathBuf,
     },
     /// Probes the one OpenCL vendor library its environment names (internal: started by
     /// `probe`, one per vendor).
@@ -171,7 +183,7 @@ enum BenchWhat {
         #[arg(long, default_value_t = 120.0, value_parser = parse_timeout)]
         timeout: f64,
         #[arg(long, value_parser = existing_dir)]
-        rocm_path: Option<PathBuf>,
+        rocm_path: Vec<PathBuf>,
     },
     /// What each interop path costs and saves: per pair and path (with each sync the
     /// specification allows on it), the handoff each way and the peer's scale bandwidth on the
@@ -286,9 +298,12 @@ struct RunArgs {
     /// fault. Each GPU (and each OpenCL device of a host pair) gets its own.
     #[arg(long, short = 'j', default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     jobs: u16,
-    /// A ROCm install (a directory) to load HIP from.
+    /// A ROCm install (a directory) to load HIP from. Repeat it to run several installs side
+    /// by side: each is a participant of its own (`hip@6.3.2`, case ids
+    /// `rocm0+hip@6.3.2:0/...`) run by workers of its own, and the matrix gets a comparison
+    /// with a column per install.
     #[arg(long, value_parser = existing_dir)]
-    rocm_path: Option<PathBuf>,
+    rocm_path: Vec<PathBuf>,
     /// Exit 0 when the filters and pairs leave no case to run (a nightly job that ran nothing
     /// otherwise fails).
     #[arg(long)]
@@ -444,7 +459,14 @@ fn real_main() -> anyhow::Result<ExitCode> {
             seed,
             plant,
             rocm_path,
-        } => clhip::worker::worker_main(seed, plant, rocm_path).map(|()| ExitCode::SUCCESS),
+        } => {
+            let rocm_path = rocm_path
+                .or_else(|| std::env::var_os(pairs::WORKER_ROCM_PATH_ENV).map(PathBuf::from));
+            clhip::worker::worker_main(seed, plant, rocm_path).map(|()| ExitCode::SUCCESS)
+        }
+        Cmd::ProbeRocmInstall { rocm_path } => {
+            probe::install_child_main(&rocm_path).map(|()| ExitCode::SUCCESS)
+        }
         Cmd::IpcExport {
             api,
             ordinal,
@@ -455,7 +477,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
             // Before any runtime is loaded: what a driver prints must not land in the JSON.
             let mut out = probe::take_stdout_for_protocol()?;
             let exe = std::env::current_exe().context("locating the clhip binary")?;
-            let p = probe::probe_isolating_vendors(&exe, rocm_path.as_deref());
+            let p = probe::probe_isolating_vendors(&exe, &rocm_path);
             let text = if json {
                 format!("{}\n", serde_json::to_string_pretty(&p)?)
             } else {
@@ -483,7 +505,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
             let matrix = load_matrix(cases.as_deref())?;
             let probe = match probe {
                 Some(f) => load_probe(&f)?,
-                None => probe_child(rocm_path.as_deref())?,
+                None => probe_child(&rocm_path)?,
             };
             let known = expectations
                 .as_deref()
@@ -625,12 +647,12 @@ fn real_main() -> anyhow::Result<ExitCode> {
                     rocm_path,
                 },
         } => {
-            let probe = probe_child(rocm_path.as_deref())?;
+            let probe = probe_child(&rocm_path)?;
             let plan: Vec<Planned> =
                 planned_cases(&probe, &Matrix::default_matrix(), &filters, &[])?
                     .into_iter()
                     .map(|c| {
-                        let env = worker_env(&probe, &c.pair.opencl.label);
+                        let env = worker_env(&probe, &c.pair);
                         let e = Baseline::unbaselined(&c);
                         let mut p = Planned::case(c, e);
                         p.env = env;
@@ -641,9 +663,10 @@ fn real_main() -> anyhow::Result<ExitCode> {
             let mut opts = RunOptions::new(exe, DEFAULT_SEED);
             opts.timeout = Duration::from_secs_f64(timeout);
             opts.startup_timeout = opts.timeout;
-            if let Some(p) = &rocm_path {
+            // Several installs: each pair's environment names its own.
+            if let [one] = &rocm_path[..] {
                 opts.worker_args
-                    .extend(["--rocm-path".to_string(), p.display().to_string()]);
+                    .extend(["--rocm-path".to_string(), one.display().to_string()]);
             }
             use clhip::bench::RunnerConfig as C;
             let configs = [
@@ -716,7 +739,7 @@ fn bench_interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let probe = probe_child(args.rocm_path.as_deref())?;
+    let probe = probe_child(args.rocm_path.as_slice())?;
     let mut pairs = pairs::from_probe(&probe);
     if !args.devices.is_empty() {
         pairs = pairs::select(&probe, pairs, &args.devices)?;
@@ -741,7 +764,7 @@ fn bench_interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
                     _ => None,
                 });
             interop::Planned {
-                env: worker_env(&probe, &label),
+                env: worker_env(&probe, &pair),
                 pair,
                 target,
                 max_alloc_bytes,
@@ -866,9 +889,9 @@ fn load_probe(file: &Path) -> anyhow::Result<probe::Probe> {
     })
 }
 
-fn probe_child(rocm_path: Option<&Path>) -> anyhow::Result<probe::Probe> {
+fn probe_child(rocm_paths: &[PathBuf]) -> anyhow::Result<probe::Probe> {
     let exe = std::env::current_exe().context("locating the clhip binary")?;
-    probe::probe_in_child(&exe, rocm_path)
+    probe::probe_in_child(&exe, rocm_paths)
 }
 
 /// Why `case` cannot run on its pair's OpenCL device, from what the probe found: a buffer too
@@ -933,18 +956,27 @@ fn gpu_identities(probe: &probe::Probe) -> std::collections::BTreeMap<String, St
                     };
                     format!("OpenCL {}, driver {driver}", d.name)
                 }),
-            api => {
-                let status = if api == clhip::model::Api::Cuda {
-                    &probe.cuda
-                } else {
-                    &probe.hip
-                };
-                status
-                    .devices
-                    .iter()
-                    .find(|d| d.ordinal == pair.peer.ordinal)
-                    .map(|d| format!("{} {}, driver {}", d.name, d.arch, d.driver_version))
-            }
+            api => probe
+                .device_runtimes()
+                .into_iter()
+                .find(|rt| rt.api == api && rt.install.map(|i| &i.label) == pair.install.as_ref())
+                .and_then(|rt| {
+                    // One GPU under two installs is compared across GPUs of one install only.
+                    let d = rt
+                        .status
+                        .devices
+                        .iter()
+                        .find(|d| d.ordinal == pair.peer.ordinal)?;
+                    Some(format!(
+                        "{} {}, driver {}{}",
+                        d.name,
+                        d.arch,
+                        d.driver_version,
+                        rt.install
+                            .map(|i| format!(", {}", i.participant()))
+                            .unwrap_or_default()
+                    ))
+                }),
         };
         if let Some(id) = identity {
             out.insert(pair.id(), id);
@@ -953,18 +985,17 @@ fn gpu_identities(probe: &probe::Probe) -> std::collections::BTreeMap<String, St
     out
 }
 
-/// What a worker for a pair with OpenCL device `label` needs in its environment: only that
-/// device's vendor library loaded (so a vendor that hangs or crashes in enumeration, or a
-/// second LLVM, never enters its process), and the label the device has there.
-fn worker_env(probe: &probe::Probe, label: &str) -> Vec<(String, String)> {
-    let Some(mut env) = probe.icd_env(label) else {
-        return Vec::new();
-    };
+/// What a worker for `pair` needs in its environment ([`pairs::worker_env`]: its OpenCL vendor
+/// library alone, its ROCm install where the run has several), and the label the pair's OpenCL
+/// device has in that library.
+fn worker_env(probe: &probe::Probe, pair: &clhip::model::Pair) -> Vec<(String, String)> {
+    let label = &pair.opencl.label;
+    let mut env = pairs::worker_env(probe, pair);
     let local = probe
         .platforms
         .iter()
         .flat_map(|p| &p.devices)
-        .find(|d| d.label == label)
+        .find(|d| &d.label == label)
         .and_then(|d| d.icd_label.clone());
     if let Some(local) = local {
         env.push((
@@ -1090,7 +1121,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let outputs = Outputs::check(&args)?;
-    let probe = probe_child(args.rocm_path.as_deref())?;
+    let probe = probe_child(&args.rocm_path)?;
     // Every OpenCL vendor broke in the probe: that is the finding, named, not "no device".
     if args.mock_cases.is_none()
         && pairs::from_probe(&probe).is_empty()
@@ -1134,8 +1165,9 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     (None, Some(k)) => k.expectation(&c),
                     (None, None) => Baseline::unbaselined(&c),
                 };
-                let env = worker_env(&probe, &c.pair.opencl.label);
-                // The GPU a case keeps busy: its device runtime's, else its OpenCL device.
+                let env = worker_env(&probe, &c.pair);
+                // The GPU a case keeps busy: its device runtime's, else its OpenCL device. One
+                // GPU seen by several ROCm installs is one GPU: their cases share its workers.
                 let gpu = match c.pair.peer.api {
                     clhip::model::Api::Host => c.pair.opencl.label.clone(),
                     _ => c.pair.peer.label(),
@@ -1208,9 +1240,10 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     opts.cases_per_worker = args.cases_per_worker as usize;
     opts.jobs = usize::from(args.jobs);
     opts.retries = args.retries;
-    if let Some(p) = &args.rocm_path {
+    // Several installs: each pair's environment names its own.
+    if let [one] = &args.rocm_path[..] {
         opts.worker_args
-            .extend(["--rocm-path".to_string(), p.display().to_string()]);
+            .extend(["--rocm-path".to_string(), one.display().to_string()]);
     }
     if let Some(p) = args.plant {
         let name = serde_json::to_value(p)?;
@@ -1384,7 +1417,7 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
     let needs_workers = seen.is_none() || !(args.no_shrink || seen_pass);
     let mut emit_case = case.clone();
     if needs_workers {
-        let probe = probe_child(args.rocm_path.as_deref())?;
+        let probe = probe_child(args.rocm_path.as_slice())?;
         if from.is_none() {
             header.fingerprint = repro::pair_fingerprint(&probe.fingerprint().lines(), &case);
             header.fingerprint_from = "probed on this machine".into();
@@ -1410,7 +1443,7 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
             opts.worker_args
                 .extend(["--rocm-path".to_string(), p.display().to_string()]);
         }
-        let env = worker_env(&probe, &pair.opencl.label);
+        let env = worker_env(&probe, &pair);
         // Runs repro cases through the workers, as `run` does, and returns their outcomes in
         // order.
         let mut run_cases = |cases: &[ReproCase]| -> anyhow::Result<Vec<Outcome>> {

@@ -79,12 +79,46 @@ pub struct ClDeviceRef {
 pub struct Pair {
     pub opencl: ClDeviceRef,
     pub peer: Peer,
+    /// Which of several ROCm installs of one run the peer comes from: its version (`6.3.2`,
+    /// with `~N` where two installs have the same). `None` with one install or none, so that a
+    /// single-install run keeps its ids (`pocl0+hip0/...`) and results files without the field
+    /// still load.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub install: Option<String>,
 }
 
 impl Pair {
+    /// `pocl0+host`, `rocm0+hip0`; with several ROCm installs `rocm0+hip@6.3.2:0`.
     pub fn id(&self) -> String {
-        format!("{}+{}", self.opencl.label, self.peer.label())
+        format!("{}+{}", self.opencl.label, self.peer_label())
     }
+
+    /// The peer as ids spell it: `hip0`, or `hip@6.3.2:0` for a device of one of several
+    /// installs (the install before the colon, the device ordinal after it).
+    pub fn peer_label(&self) -> String {
+        match &self.install {
+            Some(install) => format!(
+                "{}:{}",
+                participant(self.peer.api, install),
+                self.peer.ordinal
+            ),
+            None => self.peer.label(),
+        }
+    }
+
+    /// The participant without its device: `hip@6.3.2` for one of several installs, else the
+    /// API's name (`hip`, `cuda`, `host`). What a comparison across installs has as columns.
+    pub fn participant(&self) -> String {
+        match &self.install {
+            Some(install) => participant(self.peer.api, install),
+            None => self.peer.api.name().to_string(),
+        }
+    }
+}
+
+/// `hip@6.3.2`: an API's runtime from one install, named by the install's label.
+pub fn participant(api: Api, install: &str) -> String {
+    format!("{}@{install}", api.name())
 }
 
 /// Declares a kebab-case enum with `name()`, `ALL`, `FromStr` and `Display`, so that ids, case
@@ -688,6 +722,7 @@ mod tests {
                 label: "pocl0".into(),
             },
             peer: Peer::HOST,
+            install: None,
         }
     }
 
@@ -701,6 +736,41 @@ mod tests {
             n: 4096,
         };
         assert_eq!(case.id(), "pocl0+host/cl-svm-fine/map/fft/n=4096");
+    }
+
+    #[test]
+    fn a_device_of_one_of_several_installs_carries_the_install_in_its_id() {
+        let rocm = ClDeviceRef {
+            platform_index: 0,
+            device_index: 0,
+            label: "rocm0".into(),
+        };
+        let hip0 = Peer {
+            api: Api::Hip,
+            ordinal: 0,
+        };
+        let one = Pair {
+            opencl: rocm.clone(),
+            peer: hip0.clone(),
+            install: None,
+        };
+        assert_eq!(
+            (one.id(), one.participant()),
+            ("rocm0+hip0".into(), "hip".into())
+        );
+        let several = Pair {
+            install: Some("6.3.2".into()),
+            ..one.clone()
+        };
+        assert_eq!(several.id(), "rocm0+hip@6.3.2:0");
+        assert_eq!(several.participant(), "hip@6.3.2");
+        // The JSON of a single-install pair is what it was before installs existed.
+        let json = serde_json::to_value(&one).unwrap();
+        assert!(json.get("install").is_none(), "{json}");
+        let back: Pair = serde_json::from_value(json).unwrap();
+        assert_eq!(back, one);
+        let back: Pair = serde_json::from_value(serde_json::to_value(&several).unwrap()).unwrap();
+        assert_eq!(back, several);
     }
 
     #[test]

@@ -3,10 +3,14 @@
 //! physical GPU, matched by UUID or else PCI bus id, never by name (the APIs name GPUs
 //! differently: "NVIDIA H200" vs "NVIDIA H200 NVL", "gfx908" vs "AMD Instinct MI100").
 
-use crate::model::{Api, ApiError, ClDeviceRef, Pair, Peer};
+use crate::model::{ApiError, ClDeviceRef, Pair, Peer};
 pub use crate::probe::same_gpu;
-use crate::probe::{DeviceProbe, Probe, Queried};
+use crate::probe::{DeviceProbe, Probe, Queried, ROCM_OPENCL};
 use crate::runtimes::opencl;
+
+/// The ROCm install a worker loads HIP from when its pair is one of several installs' (the
+/// worker's `--rocm-path` otherwise). Set by the runner per worker, read by the worker only.
+pub const WORKER_ROCM_PATH_ENV: &str = "CLHIP_WORKER_ROCM_PATH";
 
 /// Every host pair on this machine, in OpenCL enumeration order (in-process; tests use it).
 pub fn discover() -> Result<Vec<Pair>, ApiError> {
@@ -16,6 +20,7 @@ pub fn discover() -> Result<Vec<Pair>, ApiError> {
         .map(|d| Pair {
             opencl: d.r,
             peer: Peer::HOST,
+            install: None,
         })
         .collect())
 }
@@ -29,7 +34,8 @@ fn cl_ref(d: &DeviceProbe) -> ClDeviceRef {
 }
 
 /// The pairs a probe found (the CLI's: its probe runs in a child process). Host pairs first,
-/// then each device runtime's devices with their OpenCL twins.
+/// then each device runtime's devices with their OpenCL twins: CUDA's, then HIP's, each install
+/// of several in the order given, so that one GPU seen by two installs is two pairs.
 pub fn from_probe(probe: &Probe) -> Vec<Pair> {
     let cl: Vec<&DeviceProbe> = probe.platforms.iter().flat_map(|p| &p.devices).collect();
     let mut pairs: Vec<Pair> = cl
@@ -37,22 +43,62 @@ pub fn from_probe(probe: &Probe) -> Vec<Pair> {
         .map(|d| Pair {
             opencl: cl_ref(d),
             peer: Peer::HOST,
+            install: None,
         })
         .collect();
-    for (api, status) in [(Api::Cuda, &probe.cuda), (Api::Hip, &probe.hip)] {
-        for dev in &status.devices {
+    for rt in probe.device_runtimes() {
+        for dev in &rt.status.devices {
             if let Some(twin) = same_gpu(dev, &cl) {
                 pairs.push(Pair {
                     opencl: cl_ref(twin),
                     peer: Peer {
-                        api,
+                        api: rt.api,
                         ordinal: dev.ordinal,
                     },
+                    install: rt.install.map(|i| i.label.clone()),
                 });
             }
         }
     }
     pairs
+}
+
+/// What a worker running `pair`'s cases needs in its environment, the OpenCL label aside: only
+/// its OpenCL device's vendor library loaded (so a vendor that hangs or crashes in
+/// enumeration, or a second LLVM, never enters its process), and, for a pair of one of several
+/// ROCm installs, that install. Its OpenCL is then the install's own ROCm OpenCL where the
+/// device is ROCm's and the install has one: libamdocl64 and libamdhip64 share one HSA runtime,
+/// so the registered libamdocl64 of another install would put that install's HSA under this
+/// install's HIP (which HIP's loading refuses as a mixed install).
+pub fn worker_env(probe: &Probe, pair: &Pair) -> Vec<(String, String)> {
+    let install = pair.install.as_deref().and_then(|l| probe.hip_install(l));
+    let device = probe
+        .platforms
+        .iter()
+        .flat_map(|p| &p.devices)
+        .find(|d| d.label == pair.opencl.label);
+    let rocm_opencl = device
+        .and_then(|d| d.icd_library.as_deref())
+        .is_some_and(|lib| {
+            std::path::Path::new(lib)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(ROCM_OPENCL))
+        });
+    let own_opencl = install
+        .and_then(|i| i.opencl_library.as_deref())
+        .filter(|_| rocm_opencl);
+    let mut env = match own_opencl {
+        Some(lib) => opencl::single_vendor_env(lib),
+        None => probe.icd_env(&pair.opencl.label).unwrap_or_default(),
+    };
+    if let Some(i) = install {
+        env.push((
+            WORKER_ROCM_PATH_ENV.to_string(),
+            i.root.display().to_string(),
+        ));
+    }
+    env
 }
 
 /// What pairing could not see, one line each: OpenCL vendor libraries that crashed, hung or
@@ -65,25 +111,22 @@ pub fn unpaired(probe: &Probe) -> Vec<String> {
         .into_iter()
         .map(|line| format!("{line} (its devices are in no pair)"));
     let cl: Vec<&DeviceProbe> = probe.platforms.iter().flat_map(|p| &p.devices).collect();
-    let devices = [(Api::Cuda, &probe.cuda), (Api::Hip, &probe.hip)]
-        .into_iter()
-        .flat_map(|(api, status)| {
-            status
-                .devices
-                .iter()
-                .filter(|d| same_gpu(d, &cl).is_none())
-                .map(move |d| {
-                    format!(
-                        "{}{} ({}, UUID {}, PCI {}) matches no OpenCL device",
-                        api.name(),
-                        d.ordinal,
-                        d.name,
-                        d.uuid,
-                        d.pci_bus_id
-                    )
-                })
-                .collect::<Vec<_>>()
-        });
+    let devices = probe.device_runtimes().into_iter().flat_map(|rt| {
+        rt.status
+            .devices
+            .iter()
+            .filter(|d| same_gpu(d, &cl).is_none())
+            .map(|d| {
+                format!(
+                    "{} ({}, UUID {}, PCI {}) matches no OpenCL device",
+                    rt.device_label(d.ordinal),
+                    d.name,
+                    d.uuid,
+                    d.pci_bus_id
+                )
+            })
+            .collect::<Vec<_>>()
+    });
     broken.chain(devices).collect()
 }
 
@@ -101,15 +144,15 @@ pub fn select(probe: &Probe, pairs: Vec<Pair>, selectors: &[String]) -> anyhow::
     let mut labels: Vec<String> = Vec::new();
     for sel in selectors {
         let mut hit = false;
-        for (api, status) in [(Api::Cuda, &probe.cuda), (Api::Hip, &probe.hip)] {
-            for dev in &status.devices {
+        for rt in probe.device_runtimes() {
+            for dev in &rt.status.devices {
                 let is = sel.trim().parse::<usize>().is_ok_and(|i| i == dev.ordinal)
                     || (!dev.uuid.is_empty() && norm_uuid(sel) == norm_uuid(&dev.uuid))
                     || norm_pci(sel).is_some_and(|p| Some(p) == norm_pci(&dev.pci_bus_id));
                 if is {
                     hit = true;
                     peers.push(Peer {
-                        api,
+                        api: rt.api,
                         ordinal: dev.ordinal,
                     });
                     if let Some(twin) = same_gpu(dev, &cl) {
@@ -137,12 +180,11 @@ pub fn select(probe: &Probe, pairs: Vec<Pair>, selectors: &[String]) -> anyhow::
         }
         if !hit {
             let mut known: Vec<String> = Vec::new();
-            for (api, status) in [(Api::Cuda, &probe.cuda), (Api::Hip, &probe.hip)] {
-                for d in &status.devices {
+            for rt in probe.device_runtimes() {
+                for d in &rt.status.devices {
                     known.push(format!(
-                        "{}{} (UUID {}, PCI {})",
-                        api.name(),
-                        d.ordinal,
+                        "{} (UUID {}, PCI {})",
+                        rt.device_label(d.ordinal),
                         d.uuid,
                         d.pci_bus_id
                     ));
@@ -222,6 +264,89 @@ mod tests {
                 "OpenCL vendor library /opt/bad/libbad.so (listed in OCL_ICD_FILENAMES): hung: no \
               answer within 20 s in clGetPlatformIDs (its devices are in no pair)"
             ]
+        );
+    }
+
+    fn two_installs() -> Probe {
+        serde_json::from_str(include_str!(
+            "../tests/fixtures/two-rocm-installs-probe.json"
+        ))
+        .unwrap()
+    }
+
+    fn var<'a>(env: &'a [(String, String)], key: &str) -> Option<&'a str> {
+        env.iter().find(|(k, _)| k == key).map(|(_, v)| v.as_str())
+    }
+
+    #[test]
+    fn one_gpu_seen_by_two_installs_is_a_pair_per_install() {
+        let p = two_installs();
+        let ids: Vec<String> = from_probe(&p).iter().map(Pair::id).collect();
+        assert_eq!(
+            ids,
+            ["rocm0+host", "rocm0+hip@6.3.2:0", "rocm0+hip@7.0.0:0"]
+        );
+        // A GPU picked by index, PCI bus id or OpenCL label keeps every install's pair of it.
+        for sel in ["0", "0000:c3:00.0", "rocm0"] {
+            let kept = select(&p, from_probe(&p), &[sel.to_string()]).unwrap();
+            assert!(kept.len() >= 2, "{sel}: {kept:?}");
+            assert!(kept.iter().any(|k| k.install.as_deref() == Some("6.3.2")));
+            assert!(kept.iter().any(|k| k.install.as_deref() == Some("7.0.0")));
+        }
+        let err = select(&p, from_probe(&p), &["7".to_string()]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("hip@6.3.2:0 (UUID , PCI 0000:c3:00.0)")
+                && err.to_string().contains("hip@7.0.0:0"),
+            "{err}"
+        );
+        // A device no OpenCL device matches is named with its install.
+        let mut lonely = two_installs();
+        lonely.hip_installs[1].runtime.devices[0].pci_bus_id = "0000:99:00.0".into();
+        assert_eq!(
+            unpaired(&lonely),
+            ["hip@7.0.0:0 (AMD Instinct MI100, UUID , PCI 0000:99:00.0) matches no OpenCL device"]
+        );
+        assert_eq!(from_probe(&lonely).len(), 2);
+    }
+
+    #[test]
+    fn each_install_s_workers_get_its_root_and_its_own_rocm_opencl() {
+        let p = two_installs();
+        let pairs = from_probe(&p);
+        let env = |i: usize| worker_env(&p, &pairs[i]);
+        let (host, old, new) = (env(0), env(1), env(2));
+        // The host pair loads HIP from no install and the registered ROCm OpenCL.
+        assert_eq!(var(&host, WORKER_ROCM_PATH_ENV), None);
+        assert_eq!(var(&host, "OCL_ICD_FILENAMES"), Some("libamdocl64.so"));
+        for (env, root) in [(&old, "/opt/rocm-6.3.2"), (&new, "/opt/rocm-7.0.0")] {
+            assert_eq!(var(env, WORKER_ROCM_PATH_ENV), Some(root));
+            let own = format!("{root}/lib/libamdocl64.so");
+            assert_eq!(var(env, "OCL_ICD_FILENAMES"), Some(own.as_str()));
+            assert_eq!(var(env, "OCL_ICD_VENDORS"), Some(own.as_str()));
+        }
+        // Without an OpenCL of its own, the install's workers load the registered one.
+        let mut bare = two_installs();
+        bare.hip_installs[1].opencl_library = None;
+        let env = worker_env(&bare, &pairs[2]);
+        assert_eq!(var(&env, "OCL_ICD_FILENAMES"), Some("libamdocl64.so"));
+        assert_eq!(var(&env, WORKER_ROCM_PATH_ENV), Some("/opt/rocm-7.0.0"));
+        // An OpenCL device that is not ROCm's keeps its own vendor library.
+        let mut other = two_installs();
+        other.platforms[0].devices[0].icd_library = Some("libpocl.so.2".into());
+        let env = worker_env(&other, &pairs[1]);
+        assert_eq!(var(&env, "OCL_ICD_FILENAMES"), Some("libpocl.so.2"));
+        // A single-install probe names no install: its workers get the run's --rocm-path.
+        let one: Probe =
+            serde_json::from_str(include_str!("../tests/fixtures/mi100-like-probe.json")).unwrap();
+        let pairs = from_probe(&one);
+        assert_eq!(
+            pairs.iter().map(Pair::id).collect::<Vec<_>>(),
+            ["rocm0+host", "rocm0+hip0"]
+        );
+        assert_eq!(
+            var(&worker_env(&one, &pairs[1]), WORKER_ROCM_PATH_ENV),
+            None
         );
     }
 

@@ -13,7 +13,7 @@ use std::fs::File;
 use std::io::{Read, Write as _};
 use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
@@ -27,7 +27,7 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::{ClDeviceFingerprint, DeviceFingerprint, Fingerprint, RuntimeFingerprint};
-use crate::model::ApiError;
+use crate::model::{Api, ApiError};
 use crate::runtimes::device::DeviceInfo;
 use crate::runtimes::locate::{self, RuntimeStatus};
 use crate::runtimes::opencl::{self, SvmCaps, VendorLibrary, types::cl_device_id};
@@ -42,6 +42,9 @@ pub const VENDOR_TIMEOUT_ENV: &str = "CLHIP_PROBE_VENDOR_TIMEOUT_S";
 
 /// The hidden subcommand that probes the one vendor library its environment names.
 pub const VENDOR_CHILD_SUBCOMMAND: &str = "__probe-opencl-vendor";
+
+/// The hidden subcommand that probes the one ROCm install its `--rocm-path` names.
+pub const INSTALL_CHILD_SUBCOMMAND: &str = "__probe-rocm-install";
 
 /// Marks a vendor child's protocol lines (the worker's prefix: one convention for the tool).
 const PROTOCOL_PREFIX: &str = "@@clhip ";
@@ -148,12 +151,129 @@ pub struct Probe {
     /// in a probe that loaded every vendor in one process, and in older probe files.
     #[serde(default)]
     pub opencl_vendors: Vec<VendorProbe>,
+    /// HIP as found: the one install (`--rocm-path`, else the default search). With several
+    /// installs, only a line saying so: each is in `hip_installs`.
     pub hip: RuntimeStatus,
+    /// With two or more `--rocm-path`: each install in the order given, with its label.
+    /// Empty with one install or none (and in older probe files).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hip_installs: Vec<HipInstall>,
     pub cuda: RuntimeStatus,
     pub host_cpu: String,
     pub os_kernel: String,
     pub kernel_modules: Vec<(String, String)>,
 }
+
+/// One of several ROCm installs of a run (`--rocm-path A --rocm-path B`): a participant of its
+/// own, `hip@<label>`, probed in a process of its own and run by workers of its own. Two
+/// libamdhip64 in one process would share whichever HSA runtime loaded first: the mixed install
+/// the guard refuses.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct HipInstall {
+    /// The install's version (`6.3.2`), with `~1`, `~2` where installs share one: what case ids
+    /// (`rocm0+hip@6.3.2:0/...`), matrix columns and the fingerprint call it.
+    pub label: String,
+    /// The directory given to `--rocm-path`, as given: what its workers load HIP from.
+    pub root: PathBuf,
+    /// The install's own ROCm OpenCL (`<root>/lib/libamdocl64.so`), where it has one: a worker
+    /// for a pair of this install and a ROCm OpenCL device loads it in place of the registered
+    /// one, so that OpenCL and HIP share this install's HSA runtime.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opencl_library: Option<String>,
+    pub runtime: RuntimeStatus,
+}
+
+impl HipInstall {
+    /// `hip@6.3.2`.
+    pub fn participant(&self) -> String {
+        crate::model::participant(Api::Hip, &self.label)
+    }
+}
+
+/// A device runtime as a participant: CUDA, HIP, or HIP from one of several installs.
+#[derive(Debug, Clone, Copy)]
+pub struct DeviceRuntime<'a> {
+    pub api: Api,
+    /// The install, when the run has several.
+    pub install: Option<&'a HipInstall>,
+    pub status: &'a RuntimeStatus,
+}
+
+impl DeviceRuntime<'_> {
+    /// `cuda`, `hip`, `hip@6.3.2`.
+    pub fn name(&self) -> String {
+        self.install
+            .map_or_else(|| self.api.name().to_string(), HipInstall::participant)
+    }
+
+    /// How case ids spell its device `ordinal`: `hip0`, `hip@6.3.2:0`.
+    pub fn device_label(&self, ordinal: usize) -> String {
+        match self.install {
+            Some(i) => format!("{}:{ordinal}", i.participant()),
+            None => format!("{}{ordinal}", self.api.name()),
+        }
+    }
+}
+
+/// What tells an install apart: the ROCm release its libamdhip64's file name carries
+/// (`libamdhip64.so.6.3.60302`: ROCm 6.3.2, as ROCm's packages name it), else the HIP version
+/// hipRuntimeGetVersion gave (`5.2.21153`; Debian names its file after that), else `unknown`.
+pub fn install_version(runtime: &RuntimeStatus) -> String {
+    let from_file = runtime.library.as_deref().and_then(|lib| {
+        let name = Path::new(lib).file_name()?.to_str()?;
+        let version = name.strip_prefix("libamdhip64.so.")?;
+        let parts: Vec<u32> = version
+            .split('.')
+            .map(str::parse)
+            .collect::<Result<_, _>>()
+            .ok()?;
+        // ROCM_VERSION encoding (rocm_version.h): major*10000 + minor*100 + patch, whose major
+        // and minor must be the file's own: anything else is not that encoding.
+        let [major, minor, encoded] = parts[..] else {
+            return None;
+        };
+        (encoded / 10_000 == major && (encoded / 100) % 100 == minor)
+            .then(|| format!("{major}.{minor}.{}", encoded % 100))
+    });
+    from_file
+        .or_else(|| {
+            let v = runtime
+                .runtime_version
+                .as_deref()?
+                .split_whitespace()
+                .next()?;
+            v.chars()
+                .all(|c| c.is_ascii_digit() || c == '.')
+                .then(|| v.to_string())
+        })
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Labels for installs of these versions, in order: the version, with `~1`, `~2`, ... on every
+/// install whose version another one shares.
+pub fn install_labels(versions: &[String]) -> Vec<String> {
+    let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+    versions
+        .iter()
+        .map(|v| {
+            if versions.iter().filter(|w| *w == v).count() < 2 {
+                return v.clone();
+            }
+            let k = seen.entry(v).or_insert(0);
+            *k += 1;
+            format!("{v}~{k}")
+        })
+        .collect()
+}
+
+/// The install's own ROCm OpenCL library, if it has one.
+fn install_opencl(root: &Path) -> Option<String> {
+    let lib = root.join("lib").join(ROCM_OPENCL);
+    lib.exists().then(|| lib.display().to_string())
+}
+
+/// ROCm's OpenCL runtime, as its ICD files name it.
+pub const ROCM_OPENCL: &str = "libamdocl64.so";
 
 fn s(id: cl_device_id, p: u32) -> Queried<String> {
     opencl::device_string(id, p).into()
@@ -357,15 +477,16 @@ pub fn probe(rocm_path: Option<&Path>) -> Probe {
         opencl_status,
         platforms,
         opencl_vendors: Vec::new(),
-        ..probe_rest(rocm_path)
+        ..probe_rest(locate::probe_hip(rocm_path), Vec::new())
     }
 }
 
 /// Probe everything, each OpenCL vendor library in a child process of its own (`exe
 /// __probe-opencl-vendor`, under [`VENDOR_PROBE_TIMEOUT`]) that loads only that library.
 /// Device labels count each family over all vendors in order, as one process loading every
-/// vendor would. HIP and CUDA are probed in this process, as before.
-pub fn probe_isolating_vendors(exe: &Path, rocm_path: Option<&Path>) -> Probe {
+/// vendor would. CUDA, and HIP of one install, are probed in this process; with several
+/// `rocm_paths`, each install is probed in a child of its own (`exe __probe-rocm-install`).
+pub fn probe_isolating_vendors(exe: &Path, rocm_paths: &[PathBuf]) -> Probe {
     let limit = vendor_timeout();
     let vendors = opencl::vendor_libraries();
     install_group_reaper();
@@ -388,21 +509,149 @@ pub fn probe_isolating_vendors(exe: &Path, rocm_path: Option<&Path>) -> Probe {
             .collect()
     });
     let (opencl_status, platforms, opencl_vendors) = merge_vendors(&vendors, results);
+    let (hip, hip_installs) = match rocm_paths {
+        [] => (locate::probe_hip(None), Vec::new()),
+        [one] => (locate::probe_hip(Some(one)), Vec::new()),
+        several => (
+            several_installs(several.len()),
+            probe_installs(exe, several, limit),
+        ),
+    };
     Probe {
         opencl_status,
         platforms,
         opencl_vendors,
-        ..probe_rest(rocm_path)
+        ..probe_rest(hip, hip_installs)
     }
 }
 
-/// Everything but OpenCL.
-fn probe_rest(rocm_path: Option<&Path>) -> Probe {
+/// What `hip` says when every install has its own entry in `hip_installs`.
+fn several_installs(n: usize) -> RuntimeStatus {
+    RuntimeStatus {
+        api: Api::Hip,
+        library: None,
+        tried: Vec::new(),
+        status: format!("{n} ROCm installs, each probed in a process of its own (hip_installs)"),
+        runtime_version: None,
+        driver_version: None,
+        device_count: None,
+        device_error: None,
+        devices: Vec::new(),
+        libraries: Vec::new(),
+    }
+}
+
+/// Each install probed in a child process of its own, at once, then labelled by version.
+fn probe_installs(exe: &Path, roots: &[PathBuf], limit: Duration) -> Vec<HipInstall> {
+    install_group_reaper();
+    let runtimes: Vec<RuntimeStatus> = std::thread::scope(|scope| {
+        let handles: Vec<_> = roots
+            .iter()
+            .map(|root| scope.spawn(move || run_install_child(exe, root, limit)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    let mut s = several_installs(roots.len());
+                    s.status = "unsupported: the thread probing this install panicked".into();
+                    s
+                })
+            })
+            .collect()
+    });
+    let versions: Vec<String> = runtimes.iter().map(install_version).collect();
+    install_labels(&versions)
+        .into_iter()
+        .zip(roots.iter().zip(runtimes))
+        .map(|(label, (root, runtime))| HipInstall {
+            label,
+            root: root.clone(),
+            opencl_library: install_opencl(root),
+            runtime,
+        })
+        .collect()
+}
+
+/// Probe one ROCm install in a child process (`exe __probe-rocm-install --rocm-path ROOT`); never
+/// fails: a child that crashes, hangs or answers nothing is the install's status.
+fn run_install_child(exe: &Path, root: &Path, limit: Duration) -> RuntimeStatus {
+    let mut cmd = Command::new(exe);
+    cmd.arg(INSTALL_CHILD_SUBCOMMAND)
+        .arg("--rocm-path")
+        .arg(root);
+    let unusable = |why: String| {
+        let mut s = several_installs(1);
+        s.status = format!("unsupported: probing {}: {why}", root.display());
+        s
+    };
+    match run_child(cmd, limit) {
+        Err(e) => unusable(e),
+        Ok(ChildRun {
+            seen,
+            timed_out,
+            status,
+        }) => {
+            let clean_exit = !timed_out && status.as_ref().is_ok_and(ExitStatus::success);
+            let answer = seen.install.clone();
+            let last = seen
+                .tail
+                .iter()
+                .rev()
+                .find(|l| !l.trim().is_empty())
+                .map(|l| format!("; last output: {}", l.trim()))
+                .unwrap_or_default();
+            let ended = match (&status, timed_out) {
+                (_, true) => format!("hung (no exit within {} s)", limit.as_secs_f64()),
+                (Ok(st), false) => crate::process::describe(*st),
+                (Err(e), false) => format!("{e:#}"),
+            };
+            match answer {
+                Some(runtime) if clean_exit => *runtime,
+                // What it answered stands; how its process then ended is said beside it.
+                Some(mut runtime) => {
+                    runtime.status =
+                        format!("{}; the probe process then {ended}{last}", runtime.status);
+                    *runtime
+                }
+                None => {
+                    let state = seen.classify(timed_out, status, limit).state;
+                    unusable(format!("{state}{last}"))
+                }
+            }
+        }
+    }
+}
+
+/// The hidden `clhip __probe-rocm-install --rocm-path ROOT` subcommand: probes that install's
+/// HIP alone and answers with one protocol line.
+pub fn install_child_main(root: &Path) -> anyhow::Result<()> {
+    die_with_parent();
+    let mut protocol = take_stdout_for_protocol()?;
+    let mut send = |line: &VendorLine| -> anyhow::Result<()> {
+        let json = serde_json::to_string(line).context("encoding a protocol line")?;
+        protocol
+            .write_all(format!("{PROTOCOL_PREFIX}{json}\n").as_bytes())
+            .and_then(|()| protocol.flush())
+            .context("writing a protocol line to the parent")
+    };
+    let _ = send(&VendorLine::Stage(format!(
+        "loading libamdhip64 from {}",
+        root.display()
+    )));
+    send(&VendorLine::Install(Box::new(locate::probe_hip(Some(
+        root,
+    )))))
+}
+
+/// Everything but OpenCL, around HIP as probed.
+fn probe_rest(hip: RuntimeStatus, hip_installs: Vec<HipInstall>) -> Probe {
     Probe {
         opencl_status: String::new(),
         platforms: Vec::new(),
         opencl_vendors: Vec::new(),
-        hip: locate::probe_hip(rocm_path),
+        hip,
+        hip_installs,
         cuda: locate::probe_cuda(),
         host_cpu: host_cpu(),
         os_kernel: read_trim("/proc/sys/kernel/osrelease"),
@@ -414,10 +663,10 @@ fn probe_rest(rocm_path: Option<&Path>) -> Probe {
 /// GPU driver: a driver that crashes while being enumerated must not take the run with it, and
 /// a driver that lets one process at a time hold the GPU (exclusive compute mode) must not be
 /// held by the parent while the workers need it.
-pub fn probe_in_child(exe: &Path, rocm_path: Option<&Path>) -> anyhow::Result<Probe> {
+pub fn probe_in_child(exe: &Path, rocm_paths: &[PathBuf]) -> anyhow::Result<Probe> {
     let mut cmd = Command::new(exe);
     cmd.args(["probe", "--json"]);
-    if let Some(p) = rocm_path {
+    for p in rocm_paths {
         cmd.arg("--rocm-path").arg(p);
     }
     // SAFETY: the closure runs between fork and exec and makes one system call (prctl), which
@@ -558,6 +807,8 @@ enum VendorLine {
         opencl_status: String,
         platforms: Vec<PlatformProbe>,
     },
+    /// A ROCm install child's answer.
+    Install(Box<RuntimeStatus>),
 }
 
 #[derive(Debug, Default)]
@@ -760,13 +1011,29 @@ fn forward_lines(pipe: impl Read + Send + 'static, tx: Sender<Msg>, wrap: fn(Str
 
 /// Probe one vendor library in a child process; never fails, what went wrong is the state.
 fn run_vendor_child(exe: &Path, vendor: &VendorLibrary, limit: Duration) -> VendorResult {
-    let failed = |error: String| VendorResult {
-        state: VendorState::Failed { error },
-        ..VendorResult::default()
-    };
-    let spawned = Command::new(exe)
-        .arg(VENDOR_CHILD_SUBCOMMAND)
-        .envs(opencl::single_vendor_env(&vendor.library))
+    let mut cmd = Command::new(exe);
+    cmd.arg(VENDOR_CHILD_SUBCOMMAND)
+        .envs(opencl::single_vendor_env(&vendor.library));
+    match run_child(cmd, limit) {
+        Ok(run) => run.seen.classify(run.timed_out, run.status, limit),
+        Err(error) => VendorResult {
+            state: VendorState::Failed { error },
+            ..VendorResult::default()
+        },
+    }
+}
+
+/// What a probe child said, and how it ended.
+struct ChildRun {
+    seen: Seen,
+    timed_out: bool,
+    status: anyhow::Result<ExitStatus>,
+}
+
+/// Run a probe child (`cmd`) in a process group of its own until it exits or `limit` passes,
+/// then kill the group and read what it said. Err only when it could not be started.
+fn run_child(mut cmd: Command, limit: Duration) -> Result<ChildRun, String> {
+    let spawned = cmd
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -774,16 +1041,13 @@ fn run_vendor_child(exe: &Path, vendor: &VendorLibrary, limit: Duration) -> Vend
         .spawn();
     let mut child = match spawned {
         Ok(c) => c,
-        Err(e) => return failed(format!("cannot start {}: {e}", exe.display())),
+        Err(e) => return Err(format!("cannot start {}: {e}", cmd.get_program().display())),
     };
     let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
     // From here on the guard owns the child: every return below kills and reaps it.
-    let mut child = match VendorChild::new(child) {
-        Ok(c) => c,
-        Err(e) => return failed(format!("{e:#}")),
-    };
+    let mut child = VendorChild::new(child).map_err(|e| format!("{e:#}"))?;
     let (Some(stdout), Some(stderr)) = (stdout, stderr) else {
-        return failed("vendor child started without its pipes".into());
+        return Err("probe child started without its pipes".into());
     };
     let (tx, rx) = mpsc::channel();
     forward_lines(stdout, tx.clone(), Msg::Out);
@@ -810,7 +1074,11 @@ fn run_vendor_child(exe: &Path, vendor: &VendorLibrary, limit: Duration) -> Vend
             break;
         }
     }
-    seen.classify(timed_out, status, limit)
+    Ok(ChildRun {
+        seen,
+        timed_out,
+        status,
+    })
 }
 
 /// What a vendor child has said so far.
@@ -818,6 +1086,7 @@ fn run_vendor_child(exe: &Path, vendor: &VendorLibrary, limit: Duration) -> Vend
 struct Seen {
     stage: Option<String>,
     answer: Option<(String, Vec<PlatformProbe>)>,
+    install: Option<Box<RuntimeStatus>>,
     bad_line: Option<String>,
     tail: VecDeque<String>,
     eofs: usize,
@@ -859,6 +1128,7 @@ impl Seen {
                 opencl_status,
                 platforms,
             }) => self.answer = Some((opencl_status, platforms)),
+            Ok(VendorLine::Install(runtime)) => self.install = Some(runtime),
             Err(e) => {
                 self.bad_line
                     .get_or_insert_with(|| format!("unreadable answer ({e}): {line}"));
@@ -1041,6 +1311,34 @@ impl From<&DeviceInfo> for DeviceFingerprint {
 }
 
 impl Probe {
+    /// The device runtimes as participants, in pairing order: CUDA, then HIP (each install of
+    /// several, in the order given).
+    pub fn device_runtimes(&self) -> Vec<DeviceRuntime<'_>> {
+        let mut out = vec![DeviceRuntime {
+            api: Api::Cuda,
+            install: None,
+            status: &self.cuda,
+        }];
+        if self.hip_installs.is_empty() {
+            out.push(DeviceRuntime {
+                api: Api::Hip,
+                install: None,
+                status: &self.hip,
+            });
+        }
+        out.extend(self.hip_installs.iter().map(|i| DeviceRuntime {
+            api: Api::Hip,
+            install: Some(i),
+            status: &i.runtime,
+        }));
+        out
+    }
+
+    /// The install a pair's `install` label names.
+    pub fn hip_install(&self, label: &str) -> Option<&HipInstall> {
+        self.hip_installs.iter().find(|i| i.label == label)
+    }
+
     /// The OpenCL vendor libraries that crashed, hung, exited or answered garbage while being
     /// probed, one line each: library, where it was listed, what happened, its last words.
     pub fn broken_vendors(&self) -> Vec<String> {
@@ -1108,7 +1406,19 @@ impl Probe {
                     })
                 })
                 .collect(),
-            runtimes: vec![runtime(&self.hip), runtime(&self.cuda)],
+            // HIP first, each install under its participant's name (`hip@6.3.2`).
+            runtimes: {
+                let (cuda, hip): (Vec<_>, Vec<_>) = self
+                    .device_runtimes()
+                    .into_iter()
+                    .partition(|rt| rt.api == Api::Cuda);
+                hip.into_iter().chain(cuda)
+            }
+            .map(|rt| RuntimeFingerprint {
+                api: rt.name(),
+                ..runtime(rt.status)
+            })
+            .collect(),
             kernel_modules: self.kernel_modules.clone(),
             host_cpu: self.host_cpu.clone(),
             os_kernel: self.os_kernel.clone(),
@@ -1154,8 +1464,27 @@ impl Probe {
                 render_device(&mut o, d);
             }
         }
-        for r in [&self.hip, &self.cuda] {
-            let _ = writeln!(o, "{}: {}", r.api.name(), r.status);
+        let (cuda, hip): (Vec<_>, Vec<_>) = self
+            .device_runtimes()
+            .into_iter()
+            .partition(|rt| rt.api == Api::Cuda);
+        if !self.hip_installs.is_empty() {
+            let _ = writeln!(o, "hip: {}", self.hip.status);
+        }
+        for rt in hip.into_iter().chain(cuda) {
+            let r = rt.status;
+            let _ = writeln!(o, "{}: {}", rt.name(), r.status);
+            if let Some(install) = rt.install {
+                let _ = writeln!(o, "  install            {}", install.root.display());
+                let _ = writeln!(
+                    o,
+                    "  ROCm OpenCL        {}",
+                    install.opencl_library.as_deref().unwrap_or(
+                        "none in this install: its workers load the registered one, whose HSA \
+                         runtime must be this install's"
+                    )
+                );
+            }
             if let Some(lib) = &r.library {
                 let _ = writeln!(o, "  library            {lib}");
             }
@@ -1178,9 +1507,8 @@ impl Probe {
                 );
                 let _ = writeln!(
                     o,
-                    "    device {}{}: {} ({})",
-                    r.api.name(),
-                    d.ordinal,
+                    "    device {}: {} ({})",
+                    rt.device_label(d.ordinal),
                     d.name,
                     d.arch
                 );
@@ -1402,7 +1730,7 @@ mod tests {
             opencl_status: status,
             platforms,
             opencl_vendors: rows,
-            ..probe_rest(None)
+            ..probe_rest(locate::probe_hip(None), Vec::new())
         };
         assert_eq!(
             p.broken_vendors(),
@@ -1451,6 +1779,124 @@ mod tests {
         assert!(p.opencl_vendors.is_empty() && p.broken_vendors().is_empty());
         let label = &p.platforms[0].devices[0].label;
         assert_eq!(p.icd_env(label), None);
+    }
+
+    fn hip_at(library: &str, runtime_version: &str) -> RuntimeStatus {
+        RuntimeStatus {
+            library: Some(library.into()),
+            runtime_version: Some(runtime_version.into()),
+            ..several_installs(1)
+        }
+    }
+
+    #[test]
+    fn an_install_is_named_by_the_rocm_release_in_its_file_name_else_by_its_hip_version() {
+        // ROCm's packages: libamdhip64.so.<major>.<minor>.<ROCM_VERSION>.
+        let rocm = hip_at(
+            "/opt/rocm-6.3.2/lib/libamdhip64.so.6.3.60302",
+            "6.3.42134 (ABI V6)",
+        );
+        assert_eq!(install_version(&rocm), "6.3.2");
+        let seven = hip_at(
+            "/opt/rocm-7.0.0/lib/libamdhip64.so.7.0.70000",
+            "7.0.0 (ABI V6)",
+        );
+        assert_eq!(install_version(&seven), "7.0.0");
+        // Debian's file carries the HIP version, which is not that encoding: the HIP version
+        // read from the library names it.
+        let debian = hip_at(
+            "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5.2.21153",
+            "5.2.21153 (ABI V5)",
+        );
+        assert_eq!(install_version(&debian), "5.2.21153");
+        // A soname alone, or a file name that only looks like the encoding.
+        let soname = hip_at("/x/lib/libamdhip64.so.6", "6.3.42133 (ABI V6)");
+        assert_eq!(install_version(&soname), "6.3.42133");
+        let odd = hip_at("/x/lib/libamdhip64.so.6.3.70302", "6.3.42133 (ABI V6)");
+        assert_eq!(install_version(&odd), "6.3.42133");
+        let gone = RuntimeStatus {
+            library: None,
+            runtime_version: None,
+            ..several_installs(1)
+        };
+        assert_eq!(install_version(&gone), "unknown");
+    }
+
+    #[test]
+    fn installs_of_one_version_are_told_apart_and_others_keep_their_version() {
+        let v = |list: &[&str]| list.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(
+            install_labels(&v(&["6.3.2", "7.0.0", "6.3.2", "unknown"])),
+            v(&["6.3.2~1", "7.0.0", "6.3.2~2", "unknown"])
+        );
+        assert_eq!(install_labels(&v(&["6.3.2"])), v(&["6.3.2"]));
+    }
+
+    fn two_installs() -> Probe {
+        serde_json::from_str(include_str!(
+            "../tests/fixtures/two-rocm-installs-probe.json"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn each_install_is_a_runtime_of_its_own_in_probe_and_fingerprint() {
+        let mut p = two_installs();
+        p.hip_installs[0].opencl_library = None;
+        let names: Vec<String> = p
+            .device_runtimes()
+            .iter()
+            .map(DeviceRuntime::name)
+            .collect();
+        assert_eq!(names, ["cuda", "hip@6.3.2", "hip@7.0.0"]);
+        // The fixture's labels are what the probe would have derived from its files.
+        for i in &p.hip_installs {
+            assert_eq!(install_version(&i.runtime), i.label);
+        }
+        let fp = p.fingerprint();
+        let apis: Vec<&str> = fp.runtimes.iter().map(|r| r.api.as_str()).collect();
+        assert_eq!(apis, ["hip@6.3.2", "hip@7.0.0", "cuda"]);
+        assert_eq!(
+            fp.runtimes[1].library.as_deref(),
+            Some("/opt/rocm-7.0.0/lib/libamdhip64.so.7.0.70000")
+        );
+        assert!(
+            fp.lines()
+                .contains(&"hip@7.0.0 device 0 arch: gfx908:sramecc+:xnack-".to_string()),
+            "{:#?}",
+            fp.lines()
+        );
+        let text = p.render();
+        for want in [
+            "hip: 2 ROCm installs, each probed in a process of its own",
+            "hip@6.3.2: loaded\n  install            /opt/rocm-6.3.2\n  ROCm OpenCL        none in this install",
+            "hip@7.0.0: loaded\n  install            /opt/rocm-7.0.0\n  ROCm OpenCL        /opt/rocm-7.0.0/lib/libamdocl64.so",
+            "    device hip@6.3.2:0: AMD Instinct MI100 (gfx908:sramecc+:xnack-)",
+            "    device hip@7.0.0:0: AMD Instinct MI100",
+        ] {
+            assert!(text.contains(want), "{want:?} not in:\n{text}");
+        }
+        // A probe file round-trips with its installs; one without them has none.
+        let back: Probe = serde_json::from_str(&serde_json::to_string(&p).unwrap()).unwrap();
+        assert_eq!(back.hip_installs.len(), 2);
+        assert_eq!(
+            back.hip_install("7.0.0").map(|i| i.root.clone()),
+            Some("/opt/rocm-7.0.0".into())
+        );
+        let one: Probe =
+            serde_json::from_str(include_str!("../tests/fixtures/mi100-like-probe.json")).unwrap();
+        assert!(one.hip_installs.is_empty());
+        let names: Vec<String> = one
+            .device_runtimes()
+            .iter()
+            .map(DeviceRuntime::name)
+            .collect();
+        assert_eq!(names, ["cuda", "hip"]);
+        assert!(
+            !serde_json::to_string(&one)
+                .unwrap()
+                .contains("hip_installs")
+        );
     }
 
     #[test]

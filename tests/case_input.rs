@@ -31,6 +31,7 @@ fn pairs() -> Vec<Pair> {
     .map(|peer| Pair {
         opencl: cl.clone(),
         peer,
+        install: None,
     })
     .collect()
 }

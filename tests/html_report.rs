@@ -28,6 +28,7 @@ fn pair(label: &str, peer: Peer) -> Pair {
             label: label.into(),
         },
         peer,
+        install: None,
     }
 }
 

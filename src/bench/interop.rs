@@ -480,6 +480,7 @@ mod tests {
                 label: "cl0".into(),
             },
             peer: Peer { api, ordinal: 0 },
+            install: None,
         }
     }
 

@@ -20,6 +20,7 @@ pub(super) fn pair(label: &str, peer: Peer) -> Pair {
             label: label.into(),
         },
         peer,
+        install: None,
     }
 }
 
