@@ -1,4 +1,5 @@
-//! A run as Markdown for committing to `reports/`: what it ran on, the matrices, every non-pass.
+//! A run as Markdown for committing to `reports/`: what it ran on, the matrices, the comparison
+//! of several ROCm installs, every non-pass.
 
 use std::fmt::Write as _;
 
@@ -8,7 +9,8 @@ use crate::runner::CaseResult;
 
 use super::json::{RunReport, closing_line};
 use super::matrix::{
-    accepted_note, caught_line, history, label, mark, non_pass, one_line, render_tables,
+    Agreement, InstallComparison, accepted_note, caught_line, compare_installs, history, label,
+    mark, non_pass, one_line, render_tables, sync_label,
 };
 
 /// A run for committing to `reports/`: what it ran on, the matrices, and every non-pass.
@@ -33,6 +35,18 @@ pub fn render_markdown(report: &RunReport) -> String {
     out.push_str("\n## Matrix\n\n```text\n");
     out.push_str(render_tables(&report.results).trim_end());
     out.push_str("\n```\n");
+    let comparisons = compare_installs(&report.results);
+    if !comparisons.is_empty() {
+        out.push_str(
+            "\n## Across ROCm installs\n\nEach GPU as the run's ROCm installs saw it: one column \
+             per install, each cell the worst outcome over the sizes and its count. `>` marks a \
+             row whose outcomes differ between the installs; `~` a negative control that passed \
+             on one and caught its stale read on another, which it may do by design.\n",
+        );
+        for c in &comparisons {
+            out.push_str(&comparison_markdown(c));
+        }
+    }
 
     let non_pass = non_pass(&report.results);
     if !non_pass.is_empty() {
@@ -101,6 +115,51 @@ pub fn render_markdown(report: &RunReport) -> String {
             .collect();
         out.push_str(&md_table(&["case", "note"], &rows));
     }
+    out
+}
+
+/// One GPU's comparison: the rows, then each differing case with every install's outcome and
+/// reason.
+fn comparison_markdown(c: &InstallComparison) -> String {
+    let mut out = format!("\n### {}\n\n", code(&c.pairs));
+    let mut header = vec!["", "path", "sync", "op"];
+    header.extend(c.installs.iter().map(String::as_str));
+    let rows: Vec<Vec<String>> = c
+        .rows
+        .iter()
+        .map(|row| {
+            let mut line = vec![
+                row.agreement.mark().to_string(),
+                row.path.to_string(),
+                sync_label(row.path, row.sync),
+                row.op.to_string(),
+            ];
+            line.extend(row.cells.iter().cloned());
+            line
+        })
+        .collect();
+    out.push_str(&md_table(&header, &rows));
+    let differing: Vec<Vec<String>> = c
+        .cases
+        .iter()
+        .filter(|k| k.agreement == Agreement::Differs)
+        .map(|k| {
+            let mut line = vec![code(&k.case)];
+            line.extend(k.results.iter().map(|r| match r {
+                None => "not run".to_string(),
+                Some(r) if r.outcome.kind() == OutcomeKind::Pass => label(r).to_string(),
+                Some(r) => format!("{}: {}", label(r), one_line(&r.outcome.reason())),
+            }));
+            line
+        })
+        .collect();
+    if !differing.is_empty() {
+        let mut header = vec!["differing case"];
+        header.extend(c.installs.iter().map(String::as_str));
+        out.push('\n');
+        out.push_str(&md_table(&header, &differing));
+    }
+    let _ = writeln!(out, "\n{}.", c.summary());
     out
 }
 

@@ -1,17 +1,21 @@
-//! Support matrices as text (one per pair, then mocks), one-line outcomes and the closing
-//! line of counts.
+//! Support matrices as text (one per pair, then mocks), the comparison of several ROCm installs
+//! of one run, one-line outcomes and the closing line of counts.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::model::{
-    Expectation, Op, OutcomeKind, PathKind, SyncMode, Verdict, is_negative_control,
+    Api, Expectation, Op, OutcomeKind, PathKind, SyncMode, Verdict, is_negative_control,
 };
 use crate::runner::{CaseResult, Work};
 
 /// The support matrices (one per pair, then mocks) and the list of every non-pass case.
 pub fn render_matrix(results: &[CaseResult]) -> String {
     let mut out = render_tables(results);
+    for c in compare_installs(results) {
+        out.push_str(&render_comparison(&c));
+        out.push('\n');
+    }
     let non_pass = non_pass(results);
     if !non_pass.is_empty() {
         let _ = writeln!(out, "needs a look ({}):", non_pass.len());
@@ -212,12 +216,7 @@ fn render_pair(pair: &str, table: &PairTable) -> String {
             .collect::<Vec<_>>(),
     ];
     for ((path, sync), cells) in &table.rows {
-        let sync_label = if is_negative_control(*path, *sync) {
-            format!("{sync}*")
-        } else {
-            sync.to_string()
-        };
-        let mut row = vec![path.to_string(), sync_label];
+        let mut row = vec![path.to_string(), sync_label(*path, *sync)];
         row.extend(
             ops.iter()
                 .map(|op| cells.get(op).map_or("-".into(), |c| Cell::of(c).text())),
@@ -253,6 +252,225 @@ fn render_mocks(mocks: &[&CaseResult]) -> String {
         })
         .collect();
     format!("mock\n{}", align(&grid, "  "))
+}
+
+/// Whether the installs of a comparison agree on a case (or on every case of a row).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub(super) enum Agreement {
+    Same,
+    /// A negative control that passed on one install and caught its stale read on another:
+    /// it races by design, so this says nothing about either install.
+    Race,
+    Differs,
+}
+
+impl Agreement {
+    /// `>` the installs differ, `~` a negative control raced, blank they agree.
+    pub(super) fn mark(self) -> &'static str {
+        match self {
+            Agreement::Same => "",
+            Agreement::Race => "~",
+            Agreement::Differs => ">",
+        }
+    }
+}
+
+/// One case (path, sync, op, size) under each install; `None` where that install has no result
+/// for it (filtered, not run, or its device not found).
+pub(super) struct ComparedCase<'a> {
+    /// The case without its pair: `cl-svm-coarse/map/gemm/n=256`.
+    pub case: String,
+    pub results: Vec<Option<&'a CaseResult>>,
+    pub agreement: Agreement,
+}
+
+/// One (path, sync, op) row: each install's cell, as in its own matrix.
+pub(super) struct ComparedRow {
+    pub path: PathKind,
+    pub sync: SyncMode,
+    pub op: Op,
+    pub cells: Vec<String>,
+    /// The worst disagreement among the row's cases.
+    pub agreement: Agreement,
+}
+
+/// One GPU (an OpenCL device and a device ordinal) as several ROCm installs of one run saw it.
+pub(super) struct InstallComparison<'a> {
+    /// The pairs' ids with the install as a glob (`rocm0+hip@*:0`), which `clhip list` and
+    /// `clhip run` take as a filter.
+    pub pairs: String,
+    /// `hip@6.3.2`, `hip@7.0.0`: one column each, in the run's order.
+    pub installs: Vec<String>,
+    pub rows: Vec<ComparedRow>,
+    pub cases: Vec<ComparedCase<'a>>,
+}
+
+impl InstallComparison<'_> {
+    pub(super) fn count(&self, a: Agreement) -> usize {
+        self.cases.iter().filter(|c| c.agreement == a).count()
+    }
+
+    /// `1 of 4 cases differ between the installs; 1 negative control raced (...)`.
+    pub(super) fn summary(&self) -> String {
+        let mut line = format!(
+            "{} of {} cases differ between the installs",
+            self.count(Agreement::Differs),
+            self.cases.len()
+        );
+        let races = self.count(Agreement::Race);
+        if races > 0 {
+            let _ = write!(
+                line,
+                "; {races} negative controls passed on one and caught their stale read on \
+                 another: they race by design and are not counted"
+            );
+        }
+        line
+    }
+}
+
+fn agreement(case: &crate::model::Case, results: &[Option<&CaseResult>]) -> Agreement {
+    let labels: Vec<&str> = results.iter().map(|r| r.map_or("-", label)).collect();
+    if labels.iter().all(|l| *l == labels[0]) {
+        Agreement::Same
+    } else if case.is_negative_control() && labels.iter().all(|l| ["pass", "caught"].contains(l)) {
+        Agreement::Race
+    } else {
+        Agreement::Differs
+    }
+}
+
+/// The comparisons of a run with several ROCm installs: one per GPU that two or more installs
+/// ran cases on. Empty for a run of one install (its pairs carry no install).
+pub(super) fn compare_installs(results: &[CaseResult]) -> Vec<InstallComparison<'_>> {
+    type Gpu = (String, Api, usize);
+    // Per GPU: the installs in the run's order, and each case's result per install.
+    type Seen<'a> = (
+        Vec<String>,
+        BTreeMap<(PathKind, SyncMode, Op, usize), BTreeMap<String, &'a CaseResult>>,
+    );
+    let mut gpus: BTreeMap<Gpu, Seen<'_>> = BTreeMap::new();
+    for r in results {
+        let Some(case) = r.work.case() else { continue };
+        let p = &case.pair;
+        if p.install.is_none() {
+            continue;
+        }
+        let (installs, cases) = gpus
+            .entry((p.opencl.label.clone(), p.peer.api, p.peer.ordinal))
+            .or_default();
+        let column = p.participant();
+        if !installs.contains(&column) {
+            installs.push(column.clone());
+        }
+        cases
+            .entry((case.path, case.sync, case.op, case.n))
+            .or_default()
+            .insert(column, r);
+    }
+    gpus.into_iter()
+        .filter(|(_, (installs, _))| installs.len() > 1)
+        .map(|((cl, api, ordinal), (installs, by_case))| {
+            let mut rows: BTreeMap<(PathKind, SyncMode, Op), (Vec<Cell>, Agreement)> =
+                BTreeMap::new();
+            let mut cases = Vec::new();
+            for ((path, sync, op, n), per_install) in by_case {
+                let results: Vec<Option<&CaseResult>> = installs
+                    .iter()
+                    .map(|i| per_install.get(i).copied())
+                    .collect();
+                let Some(case) = results.iter().flatten().find_map(|r| r.work.case()) else {
+                    continue;
+                };
+                let agreement = agreement(case, &results);
+                let (cells, row_agreement) = rows.entry((path, sync, op)).or_insert_with(|| {
+                    (
+                        installs.iter().map(|_| Cell::default()).collect(),
+                        Agreement::Same,
+                    )
+                });
+                for (cell, r) in cells.iter_mut().zip(&results) {
+                    if let Some(r) = r {
+                        cell.add(r);
+                    }
+                }
+                *row_agreement = (*row_agreement).max(agreement);
+                cases.push(ComparedCase {
+                    case: format!("{path}/{sync}/{op}/n={n}"),
+                    results,
+                    agreement,
+                });
+            }
+            InstallComparison {
+                pairs: format!("{cl}+{}@*:{ordinal}", api.name()),
+                installs,
+                rows: rows
+                    .into_iter()
+                    .map(|((path, sync, op), (cells, agreement))| ComparedRow {
+                        path,
+                        sync,
+                        op,
+                        cells: cells.iter().map(Cell::text).collect(),
+                        agreement,
+                    })
+                    .collect(),
+                cases,
+            }
+        })
+        .collect()
+}
+
+/// `path (sync*)`: a negative control's sync carries its `*`, as in the matrix.
+pub(super) fn sync_label(path: PathKind, sync: SyncMode) -> String {
+    if is_negative_control(path, sync) {
+        format!("{sync}*")
+    } else {
+        sync.to_string()
+    }
+}
+
+/// A comparison as text: the rows with a column per install, each differing row marked, then
+/// every differing case with each install's outcome.
+fn render_comparison(c: &InstallComparison) -> String {
+    let mut grid = vec![
+        ["", "path", "sync", "op"]
+            .into_iter()
+            .map(String::from)
+            .chain(c.installs.iter().cloned())
+            .collect::<Vec<_>>(),
+    ];
+    for row in &c.rows {
+        let mut line = vec![
+            row.agreement.mark().to_string(),
+            row.path.to_string(),
+            sync_label(row.path, row.sync),
+            row.op.to_string(),
+        ];
+        line.extend(row.cells.iter().cloned());
+        grid.push(line);
+    }
+    let mut out = format!("{}: one column per ROCm install\n", c.pairs);
+    out.push_str(&align(&grid, "  "));
+    out.push_str("  > the installs' outcomes differ; ~ a negative control raced\n");
+    let differing: Vec<&ComparedCase> = c
+        .cases
+        .iter()
+        .filter(|k| k.agreement == Agreement::Differs)
+        .collect();
+    if !differing.is_empty() {
+        out.push_str("  differing cases:\n");
+        for k in differing {
+            let each: Vec<String> = c
+                .installs
+                .iter()
+                .zip(&k.results)
+                .map(|(i, r)| format!("{i} {}", r.map_or("not run", label)))
+                .collect();
+            let _ = writeln!(out, "    {}: {}", k.case, each.join(", "));
+        }
+    }
+    let _ = writeln!(out, "  {}", c.summary());
+    out
 }
 
 /// Left-aligned columns, two spaces apart, without trailing blanks.

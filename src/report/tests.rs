@@ -401,3 +401,167 @@ fn diff_snapshots_terminal_markdown_html() {
         );
     });
 }
+
+/// One MI100 under two ROCm installs (a host pair beside it), with every kind of agreement: the
+/// same outcome, a differing one (a fault gone, a pass become a fail), a case one install did
+/// not run, and a negative control that raced.
+pub(super) fn two_install_results() -> Vec<CaseResult> {
+    use Op::*;
+    use PathKind::*;
+    use SyncMode::*;
+    let hip0 = Peer {
+        api: Api::Hip,
+        ordinal: 0,
+    };
+    let on = |install: &str| Pair {
+        install: Some(install.into()),
+        ..pair("rocm0", hip0.clone())
+    };
+    let (old, new) = (on("6.3.2"), on("7.0.0"));
+    let host = pair("rocm0", Peer::HOST);
+    let pass = Outcome::pass;
+    let unsupported = || Outcome::unsupported("ROCm's OpenCL has no cl_khr_external_memory");
+    let crash = || Outcome::Crash {
+        signal: 11,
+        signal_name: "SIGSEGV".into(),
+        stderr_tail: String::new(),
+        process: String::new(),
+    };
+    let fault = || Outcome::Fault {
+        error: api_error(
+            Api::Hip,
+            "hipDeviceSynchronize",
+            700,
+            "hipErrorIllegalAddress",
+        ),
+    };
+    let mut results = vec![result(&host, Copy, Finish, Handoff, 64, pass())];
+    for (p, gemm_256, fft_4096, stale) in [
+        (
+            &old,
+            fault(),
+            pass(),
+            mismatch("handoff read by hip@6.3.2:0"),
+        ),
+        (
+            &new,
+            pass(),
+            mismatch("fft output read by hip@7.0.0:0"),
+            pass(),
+        ),
+    ] {
+        results.extend([
+            result(p, Copy, Finish, Handoff, 64, pass()),
+            result(p, Copy, Finish, Handoff, 4096, pass()),
+            result(p, Copy, None, Handoff, 64, stale),
+            result(p, ClSvmCoarse, Map, Gemm, 256, gemm_256),
+            result(p, ClSvmCoarse, Map, Gemm, 1024, pass()),
+            result(p, ClSvmFine, Finish, Fft, 4096, fft_4096),
+            result(p, DeviceUseHostPtr, Map, Handoff, 64, crash()),
+            result(p, VmmFdClImport, AcquireRelease, Handoff, 64, unsupported()),
+        ]);
+    }
+    // Only the old install's run got to it.
+    results.push(result(
+        &old,
+        ClDmabufHipImport,
+        Finish,
+        Handoff,
+        64,
+        Outcome::unsupported("hsa_amd_portable_export_dmabuf returned 4096"),
+    ));
+    results
+}
+
+#[test]
+fn install_comparison_snapshots() {
+    let results = two_install_results();
+    let mut report = sample_report();
+    report.summary = Summary::of(&results);
+    report.results = results.clone();
+    report.command = ["clhip", "run", "rocm0", "--rocm-path", "/opt/rocm-6.3.2"]
+        .into_iter()
+        .chain(["--rocm-path", "/opt/rocm-7.0.0"])
+        .map(String::from)
+        .collect();
+    snapshot_settings().bind(|| {
+        insta::assert_snapshot!("install_comparison", render_matrix(&results));
+        insta::assert_snapshot!("install_comparison_markdown", render_markdown(&report));
+    });
+}
+
+#[test]
+fn installs_are_compared_case_by_case_and_a_planted_difference_is_marked() {
+    use super::matrix::{Agreement, compare_installs};
+    let results = two_install_results();
+    let c = compare_installs(&results);
+    assert_eq!(
+        c.len(),
+        1,
+        "one GPU, two installs; the host pair is not compared"
+    );
+    let c = &c[0];
+    assert_eq!(c.pairs, "rocm0+hip@*:0");
+    assert_eq!(c.installs, ["hip@6.3.2", "hip@7.0.0"]);
+    let differing: Vec<&str> = c
+        .cases
+        .iter()
+        .filter(|k| k.agreement == Agreement::Differs)
+        .map(|k| k.case.as_str())
+        .collect();
+    assert_eq!(
+        differing,
+        [
+            "cl-svm-coarse/map/gemm/n=256",
+            "cl-svm-fine/finish/fft/n=4096",
+            "cl-dmabuf+hip-import/finish/handoff/n=64",
+        ]
+    );
+    assert_eq!((c.count(Agreement::Race), c.cases.len()), (1, 9));
+
+    // The same outcomes under both installs: nothing is marked. Then one planted change is.
+    let same: Vec<CaseResult> = results
+        .iter()
+        .filter(|r| r.id.starts_with("rocm0+hip@6.3.2:0/"))
+        .flat_map(|r| {
+            let mut twin = r.clone();
+            if let Work::Case(case) = &mut twin.work {
+                case.pair.install = Some("7.0.0".into());
+                twin.id = case.id();
+            }
+            [r.clone(), twin]
+        })
+        .collect();
+    let quiet = &compare_installs(&same)[0];
+    assert_eq!(
+        quiet.count(Agreement::Differs) + quiet.count(Agreement::Race),
+        0
+    );
+    assert!(
+        quiet.rows.iter().all(|r| r.agreement == Agreement::Same),
+        "{}",
+        render_matrix(&same)
+    );
+    let mut planted = same.clone();
+    let victim = planted
+        .iter_mut()
+        .find(|r| r.id == "rocm0+hip@7.0.0:0/copy/finish/handoff/n=4096")
+        .expect("the case to plant in");
+    victim.outcome = mismatch("handoff read by hip@7.0.0:0");
+    let caught = &compare_installs(&planted)[0];
+    let marked: Vec<&str> = caught
+        .cases
+        .iter()
+        .filter(|k| k.agreement == Agreement::Differs)
+        .map(|k| k.case.as_str())
+        .collect();
+    assert_eq!(marked, ["copy/finish/handoff/n=4096"]);
+    let text = render_matrix(&planted);
+    assert!(
+        text.contains("    copy/finish/handoff/n=4096: hip@6.3.2 pass, hip@7.0.0 fail"),
+        "{text}"
+    );
+    // A run of one install has no comparison at all.
+    assert!(compare_installs(&sample_results()).is_empty());
+    assert!(!render_markdown(&sample_report()).contains("Across ROCm installs"));
+}
