@@ -166,6 +166,40 @@ pub fn mixed_now() -> Option<String> {
         .then(|| format!("mixed ROCm install: this process maps {}", mixes.join("; ")))
 }
 
+/// `mixed ROCm install: ...` when the HSA runtime this process maps is not one of
+/// `install_dir`'s, the directory HIP was loaded from: a library loaded earlier (another
+/// install's ROCm OpenCL) brought its HSA runtime, and HIP, needing the same soname, runs on
+/// that one. One HSA file is mapped, so [`mixed_now`] cannot see it. None when they agree, and
+/// when the install has no HSA runtime of its own to compare with (a layout without one there).
+pub fn foreign_hsa(install_dir: &Path) -> Option<String> {
+    let prefix = SINGLETONS[1];
+    let own: Vec<PathBuf> = std::fs::read_dir(install_dir)
+        .ok()?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(prefix))
+        })
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
+    if own.is_empty() {
+        return None;
+    }
+    let foreign: Vec<String> = mapped_files(prefix)
+        .into_iter()
+        .filter(|m| !own.iter().any(|o| o == Path::new(m)))
+        .collect();
+    (!foreign.is_empty()).then(|| {
+        format!(
+            "mixed ROCm install: HIP of {} runs on {}, not on its own install's {}",
+            install_dir.display(),
+            foreign.join(" and "),
+            own[0].display()
+        )
+    })
+}
+
 /// Before loading `candidate`: refuse, naming both files, when loading it would put a second
 /// libamdhip64 or libhsa-runtime64 into this process: it is itself another copy of one that is
 /// mapped, or it needs (DT_NEEDED) a soname of one other than the mapped one's, which the

@@ -14,6 +14,9 @@ pub fn load(rocm_path: Option<&Path>) -> Result<Hip, CaseError> {
         LoadError::NotFound(_) => CaseError::unsupported(e.to_string()),
         LoadError::Unusable { .. } => CaseError::unsupported(e.to_string()),
     })?;
+    if let Some(mixed) = super::install::foreign_hsa(&hip.install_dir) {
+        return Err(CaseError::unsupported(mixed));
+    }
     let core = hip.missing_in(Group::Core);
     if !core.is_empty() {
         return Err(CaseError::unsupported(format!(
