@@ -221,6 +221,70 @@ fn list_for_an_mi100_like_probe_has_every_amd_path_sync_and_op() {
 }
 
 #[test]
+fn list_for_two_rocm_installs_plans_every_case_once_per_install_with_its_label() {
+    // tests/fixtures/two-rocm-installs-probe.json: the MI100 fixture as two installs see it.
+    let one = clhip(&["list", "--probe", "tests/fixtures/mi100-like-probe.json"]);
+    let two = clhip(&[
+        "list",
+        "--probe",
+        "tests/fixtures/two-rocm-installs-probe.json",
+    ]);
+    assert!(
+        one.status.success() && two.status.success(),
+        "{}",
+        stderr(&two)
+    );
+    let one = String::from_utf8_lossy(&one.stdout).into_owned();
+    let two = String::from_utf8_lossy(&two.stdout).into_owned();
+    let single: Vec<&str> = one
+        .lines()
+        .filter_map(|i| i.strip_prefix("rocm0+hip0/"))
+        .collect();
+    assert!(single.len() > 600, "{} cases", single.len());
+    // Each install gets every case the single install had, under an id of its own.
+    for install in ["6.3.2", "7.0.0"] {
+        let prefix = format!("rocm0+hip@{install}:0/");
+        let cases: Vec<&str> = two
+            .lines()
+            .filter_map(|i| i.strip_prefix(prefix.as_str()))
+            .collect();
+        assert_eq!(cases, single, "hip@{install}");
+    }
+    assert!(!two.lines().any(|i| i.starts_with("rocm0+hip0/")));
+    // The host pair is no install's: listed once, as before.
+    let host = |s: &str| s.lines().filter(|i| i.starts_with("rocm0+host/")).count();
+    assert_eq!(host(&two), host(&one));
+    assert_eq!(two.lines().count(), one.lines().count() + single.len());
+    // The comparison's glob selects one GPU's cases under every install; a label one.
+    let dmabuf = clhip(&[
+        "list",
+        "--probe",
+        "tests/fixtures/two-rocm-installs-probe.json",
+        "rocm0+hip@*:0/cl-dmabuf+hip-import/finish/*",
+    ]);
+    let dmabuf = String::from_utf8_lossy(&dmabuf.stdout).into_owned();
+    assert!(dmabuf.lines().count() >= 2, "{dmabuf}");
+    assert!(dmabuf.lines().any(|i| i.starts_with("rocm0+hip@6.3.2:0/")));
+    assert!(dmabuf.lines().any(|i| i.starts_with("rocm0+hip@7.0.0:0/")));
+    let new_only = clhip(&[
+        "list",
+        "--probe",
+        "tests/fixtures/two-rocm-installs-probe.json",
+        "hip@7.0.0",
+    ]);
+    let new_only = String::from_utf8_lossy(&new_only.stdout).into_owned();
+    assert_eq!(new_only.lines().count(), single.len());
+    // --rocm-path is repeatable; each must be a directory.
+    let o = clhip(&["list", "--rocm-path", "/", "--rocm-path", "/etc/passwd"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("/etc/passwd: not a directory"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+#[test]
 fn mi100_expectation_files_load_and_list_applies_them_to_the_mi100_fixture() {
     let o = clhip(&[
         "list",
