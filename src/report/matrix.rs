@@ -296,8 +296,8 @@ pub(super) struct ComparedRow {
 
 /// One GPU (an OpenCL device and a device ordinal) as several ROCm installs of one run saw it.
 pub(super) struct InstallComparison<'a> {
-    /// The pairs' ids with the install as a glob (`rocm0+hip@*:0`), which `clhip list` and
-    /// `clhip run` take as a filter.
+    /// The pairs' ids with the install as a glob (`rocm0+hip@*:0`): with `/*` after it, the
+    /// filter that selects these cases in `clhip list` and `clhip run`.
     pub pairs: String,
     /// `hip@6.3.2`, `hip@7.0.0`: one column each, in the run's order.
     pub installs: Vec<String>,
