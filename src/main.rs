@@ -80,6 +80,10 @@ enum Cmd {
         /// Write the rendering to this file instead of standard output.
         #[arg(long, short = 'o')]
         output: Option<PathBuf>,
+        /// With --html: embed this SVG figure after the matrix (`clhip bench interop --svg`);
+        /// repeatable.
+        #[arg(long, requires = "html")]
+        figure: Vec<PathBuf>,
         /// Print the run's non-passes as a baseline (`case-id,outcome` lines, for --baseline):
         /// what this driver is known to do, so the next run reports only changes.
         #[arg(long, conflicts_with = "markdown")]
@@ -547,14 +551,31 @@ fn real_main() -> anyhow::Result<ExitCode> {
             markdown,
             html,
             output,
+            figure,
             baseline,
             expectations,
         } => {
-            let target = checked_output(output.as_deref(), &[("results", &file)])?;
+            let mut inputs: Vec<(&str, &PathBuf)> = vec![("results", &file)];
+            inputs.extend(figure.iter().map(|f| ("figure", f)));
+            let target = checked_output(output.as_deref(), &inputs)?;
             let loaded = report::load(&file)?;
             let r = &loaded.report;
+            let mut figures = Vec::new();
+            for f in &figure {
+                let svg = std::fs::read_to_string(f)
+                    .with_context(|| format!("reading the figure {}", f.display()))?;
+                let title = format!(
+                    "{}",
+                    f.file_name()
+                        .map_or(f.display(), |n| Path::new(n).display())
+                );
+                figures.push(
+                    report::Figure::inline(&title, &svg)
+                        .map_err(|why| anyhow::anyhow!("{}: {why}", f.display()))?,
+                );
+            }
             let text = if html {
-                report::render_html(r, &loaded.problems)
+                report::render_html_with_figures(r, &loaded.problems, &figures)
             } else if expectations {
                 Expectations::starting_file(&r.results, &r.fingerprint, &file.display().to_string())
             } else if baseline {

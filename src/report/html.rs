@@ -110,6 +110,78 @@ tr.fp-new td { background: #e8f5e9; }
 /// `problems` are what loading found wrong with the file (incomplete, inconsistent): the page
 /// says them first, since a reader of the page never sees the command's stderr.
 pub fn render_html(report: &RunReport, problems: &[String]) -> String {
+    render_html_with_figures(report, problems, &[])
+}
+
+/// An SVG figure embedded in the page (`clhip bench interop --svg`), inline so that the page
+/// stays one file with nothing outside it.
+#[derive(Debug, Clone)]
+pub struct Figure {
+    pub title: String,
+    pub svg: String,
+}
+
+impl Figure {
+    /// `svg` as a figure, if it is an SVG image that reaches nothing outside itself: no script,
+    /// no foreign object, no link or style that loads from elsewhere.
+    pub fn inline(title: &str, svg: &str) -> Result<Figure, String> {
+        let body = svg.trim_start();
+        let body = match body.strip_prefix("<?xml") {
+            Some(rest) => rest
+                .split_once("?>")
+                .map_or("", |(_, after)| after.trim_start()),
+            None => body,
+        };
+        if !body.starts_with("<svg") {
+            return Err("not an SVG image (it does not start with <svg)".into());
+        }
+        let lower = body.to_ascii_lowercase();
+        for banned in [
+            "<script",
+            "<foreignobject",
+            "href=\"http",
+            "href='http",
+            "href=\"//",
+            "url(http",
+            "url(//",
+            "@import",
+            " on",
+        ] {
+            let hit = if banned == " on" {
+                // Event handler attributes (onload=, onclick=, ...).
+                lower.match_indices(" on").any(|(i, _)| {
+                    lower[i + 3..]
+                        .chars()
+                        .take_while(|c| c.is_ascii_alphabetic())
+                        .count()
+                        > 0
+                        && lower[i + 3..]
+                            .trim_start_matches(|c: char| c.is_ascii_alphabetic())
+                            .starts_with('=')
+                })
+            } else {
+                lower.contains(banned)
+            };
+            if hit {
+                return Err(format!(
+                    "the SVG holds `{}`, which would run or load something",
+                    banned.trim()
+                ));
+            }
+        }
+        Ok(Figure {
+            title: title.to_string(),
+            svg: body.to_string(),
+        })
+    }
+}
+
+/// [`render_html`] with figures after the matrix (the interop bench's plot).
+pub fn render_html_with_figures(
+    report: &RunReport,
+    problems: &[String],
+    figures: &[Figure],
+) -> String {
     let mut out = head(&format!("clhip results, {}", report.started_at));
     out.push_str("<header>\n<h1>clhip results</h1>\n");
     let status = match report.status {
@@ -171,6 +243,14 @@ pub fn render_html(report: &RunReport, problems: &[String]) -> String {
             );
         }
         out.push_str("</tbody>\n</table>\n</section>\n");
+    }
+    for f in figures {
+        let _ = writeln!(
+            out,
+            "<section class=\"figure\">\n<h2>{}</h2>\n{}\n</section>",
+            esc(&f.title),
+            f.svg
+        );
     }
     tail_sections(&mut out, report);
     out.push_str("</body>\n</html>\n");
@@ -958,5 +1038,27 @@ mod tests {
         assert_eq!(e.len(), 2);
         assert_eq!(e[0].sizes, [64, 4096]);
         assert_eq!(e[1].sizes, [128]);
+    }
+
+    #[test]
+    fn a_figure_is_inlined_only_when_it_reaches_nothing_outside() {
+        let plot = "<?xml version=\"1.0\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\"><title>handoff</title><rect width=\"1\" height=\"1\"/></svg>";
+        let f = Figure::inline("bench.svg", plot).unwrap();
+        assert!(f.svg.starts_with("<svg"));
+        let page = render_html_with_figures(&sample_report(), &[], &[f]);
+        assert!(page.contains("<h2>bench.svg</h2>\n<svg"));
+        assert!(!page.contains("<?xml"));
+        // Each planted way out is refused, naming what it found.
+        for (bad, named) in [
+            ("<svg><script>alert(1)</script></svg>", "<script"),
+            ("<svg><image href=\"http://x/y.png\"/></svg>", "href=\"http"),
+            ("<svg><style>@import 'x.css';</style></svg>", "@import"),
+            ("<svg onload=\"f()\"></svg>", "on"),
+            ("<svg><foreignObject/></svg>", "<foreignobject"),
+            ("<html></html>", "does not start with <svg"),
+        ] {
+            let why = Figure::inline("f", bad).unwrap_err();
+            assert!(why.contains(named), "{bad}: {why}");
+        }
     }
 }
