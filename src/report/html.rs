@@ -13,8 +13,8 @@ use super::diff::{Movement, RunDiff, grouped, summary_line};
 use super::json::{RunReport, RunStatus, closing_line};
 use super::markdown::{fingerprint_rows, is_measurement, shell_words};
 use super::matrix::{
-    Cell, Grouped, PairTable, expectation_label, group, is_problem, label, mark, rerun_notes,
-    severity,
+    Agreement, Cell, Grouped, InstallComparison, PairTable, compare_installs, expectation_label,
+    group, is_problem, label, mark, rerun_notes, severity,
 };
 
 /// What each label means, in legend order; its colour is the `o-LABEL` class.
@@ -244,6 +244,9 @@ pub fn render_html_with_figures(
         }
         out.push_str("</tbody>\n</table>\n</section>\n");
     }
+    for c in compare_installs(&report.results) {
+        render_comparison(&mut out, &c);
+    }
     for f in figures {
         let _ = writeln!(
             out,
@@ -255,6 +258,82 @@ pub fn render_html_with_figures(
     tail_sections(&mut out, report);
     out.push_str("</body>\n</html>\n");
     out
+}
+
+/// One GPU as the run's ROCm installs saw it: one column per install, rows marked where the
+/// installs differ (`>`) or a negative control raced (`~`), then the differing cases' reasons.
+fn render_comparison(out: &mut String, c: &InstallComparison<'_>) {
+    let _ = writeln!(
+        out,
+        "<section class=\"installs\">\n<h2>Across ROCm installs: <code>{}</code></h2>\n<p>{}. <code>&gt;</code> marks a row whose outcomes differ between the installs, <code>~</code> a negative control that passed on one and caught its stale read on another.</p>\n<table class=\"matrix\">\n<thead><tr><th></th><th>path</th><th>sync</th><th>op</th>{}</tr></thead>\n<tbody>",
+        esc(&c.pairs),
+        esc(&c.summary()),
+        c.installs
+            .iter()
+            .map(|i| format!("<th>{}</th>", esc(i)))
+            .collect::<String>()
+    );
+    for row in &c.rows {
+        let cells: String = row
+            .cells
+            .iter()
+            .map(|text| {
+                // The cell's text starts with its worst outcome's label, which names its colour.
+                let kind = text.split_whitespace().next().unwrap_or("none");
+                let kind = if kind
+                    .chars()
+                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '-')
+                {
+                    kind
+                } else {
+                    "none"
+                };
+                format!("<td class=\"cell o-{kind}\">{}</td>", esc(text))
+            })
+            .collect();
+        let _ = writeln!(
+            out,
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{cells}</tr>",
+            esc(row.agreement.mark()),
+            esc(&row.path.to_string()),
+            esc(&row.sync.to_string()),
+            esc(&row.op.to_string())
+        );
+    }
+    out.push_str("</tbody>\n</table>\n");
+    let differing: Vec<_> = c
+        .cases
+        .iter()
+        .filter(|k| k.agreement == Agreement::Differs)
+        .collect();
+    if !differing.is_empty() {
+        out.push_str("<ul class=\"notes\">\n");
+        for k in differing {
+            let per_install: Vec<String> = c
+                .installs
+                .iter()
+                .zip(&k.results)
+                .map(|(install, r)| match r {
+                    None => format!("{}: not run", esc(install)),
+                    Some(r) => format!(
+                        "{}: <span class=\"chip o-{}\">{}</span> {}",
+                        esc(install),
+                        label(r),
+                        label(r),
+                        esc(&r.outcome.reason())
+                    ),
+                })
+                .collect();
+            let _ = writeln!(
+                out,
+                "<li><code>{}</code>: {}</li>",
+                esc(&k.case),
+                per_install.join("; ")
+            );
+        }
+        out.push_str("</ul>\n");
+    }
+    out.push_str("</section>\n");
 }
 
 fn render_pair(out: &mut String, pair: &str, table: &PairTable, next_note: &mut usize) {

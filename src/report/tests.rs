@@ -488,6 +488,17 @@ fn install_comparison_snapshots() {
         insta::assert_snapshot!("install_comparison", render_matrix(&results));
         insta::assert_snapshot!("install_comparison_markdown", render_markdown(&report));
     });
+    // The HTML page carries the same comparison: one column per install, the differing rows
+    // marked, each differing case with both installs' outcomes; a one-install page has none.
+    let page = render_html(&report, &[]);
+    assert!(
+        page.contains("Across ROCm installs: <code>rocm0+hip@*:0</code>"),
+        "{page}"
+    );
+    assert!(page.contains("<th>hip@6.3.2</th><th>hip@7.0.0</th>"));
+    assert!(page.contains("<tr><td>&gt;</td><td>cl-svm-fine</td>"));
+    assert!(page.contains("<li><code>cl-svm-fine/finish/fft/n=4096</code>: hip@6.3.2:"));
+    assert!(!render_html(&sample_report(), &[]).contains("Across ROCm installs"));
 }
 
 #[test]
