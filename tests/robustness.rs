@@ -747,7 +747,7 @@ fn diff_of_two_runs_exits_1_on_a_lost_capability_and_0_without_change() {
     assert_eq!(d.status.code(), Some(1), "{}", text(&d.stderr));
     let md = text(&d.stdout);
     assert!(
-        md.contains("| ! | regression | `mock/pass/0` | pass: | unsupported: gone |"),
+        md.contains("| ! | regression | `mock/pass/0` | pass | unsupported: gone |"),
         "{md}"
     );
 }
