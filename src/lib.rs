@@ -13,6 +13,7 @@ pub mod fault;
 pub mod fft;
 pub mod fingerprint;
 pub mod generate;
+pub mod hash;
 pub mod ipc;
 pub mod kmsg;
 pub mod merge;

@@ -37,19 +37,8 @@ impl fmt::Display for Partition {
 impl Partition {
     /// Whether the case with this id belongs to this shard.
     pub fn contains(&self, id: &str) -> bool {
-        fnv1a(id) % self.of == self.shard - 1
+        crate::hash::fnv1a64(id.as_bytes()) % self.of == self.shard - 1
     }
-}
-
-/// FNV-1a over the id's bytes: stable across Rust versions and machines, unlike DefaultHasher,
-/// so every runner of a fleet computes the same shards.
-fn fnv1a(s: &str) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in s.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
 }
 
 #[cfg(test)]

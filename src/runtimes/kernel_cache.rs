@@ -19,6 +19,8 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::hash::fnv1a64;
+
 /// Environment variable naming the cache directory, or `off`.
 pub const ENV: &str = "CLHIP_KERNEL_CACHE";
 
@@ -87,21 +89,28 @@ impl KernelCache {
         Some(dir.join(format!("{:016x}.bin", fnv1a64(key.as_bytes()))))
     }
 
-    /// The cached binary for `key`, or `compile()`'s, which is then stored. Cache trouble of
-    /// any kind (unreadable, corrupt, a full disk) only means compiling: it never fails the
-    /// caller.
-    pub fn get_or_compile<E>(
+    /// What `load` makes of `key`'s binary: the cached one where a valid one is stored and
+    /// `load` takes it, else `compile()`'s, stored once `load` has taken it. A cached binary
+    /// that `load` refuses (another driver's, say) is dropped and compiled afresh, so a stale
+    /// cache only costs a compile; the fresh binary's refusal is the caller's error. Cache
+    /// trouble of any kind (unreadable, corrupt, a full disk) only means compiling.
+    pub fn load<T, E>(
         &self,
         key: &CompileKey<'_>,
         compile: impl FnOnce() -> Result<Vec<u8>, E>,
-    ) -> Result<Vec<u8>, E> {
+        mut load: impl FnMut(&[u8]) -> Result<T, E>,
+    ) -> Result<T, E> {
         let text = key.text();
         if let Some(hit) = self.read(&text) {
-            return Ok(hit);
+            match load(&hit) {
+                Ok(loaded) => return Ok(loaded),
+                Err(_) => self.forget(key),
+            }
         }
         let binary = compile()?;
+        let loaded = load(&binary)?;
         self.write(&text, &binary);
-        Ok(binary)
+        Ok(loaded)
     }
 
     /// The cached binary for `key`, if a valid one is stored.
@@ -177,15 +186,6 @@ fn take_u64(bytes: &[u8]) -> Option<(u64, &[u8])> {
     Some((u64::from_le_bytes(head.try_into().ok()?), rest))
 }
 
-fn fnv1a64(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for &b in bytes {
-        h ^= b as u64;
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,6 +207,46 @@ mod tests {
         d
     }
 
+    /// A runtime that takes any binary: what was loaded is the binary itself.
+    fn as_is(binary: &[u8]) -> Result<Vec<u8>, ()> {
+        Ok(binary.to_vec())
+    }
+
+    #[test]
+    fn a_cached_binary_the_runtime_refuses_is_replaced_by_a_fresh_one() {
+        let cache = KernelCache::at(dir("refused"));
+        let k = key("src");
+        let _ = cache.load(&k, || Ok::<_, ()>(b"stale".to_vec()), as_is);
+        // A runtime that takes only the fresh binary: the stale one is dropped, the fresh one
+        // compiled, loaded and stored in its place.
+        let picky = |b: &[u8]| {
+            if b == b"fresh" {
+                Ok(b.to_vec())
+            } else {
+                Err(())
+            }
+        };
+        let compiles = Cell::new(0);
+        let fresh = || {
+            compiles.set(compiles.get() + 1);
+            Ok(b"fresh".to_vec())
+        };
+        assert_eq!(cache.load(&k, fresh, picky), Ok(b"fresh".to_vec()));
+        assert_eq!(cache.load(&k, fresh, picky), Ok(b"fresh".to_vec()));
+        assert_eq!(compiles.get(), 1, "the fresh binary was stored");
+        // A fresh binary the runtime refuses is the caller's error and is not stored.
+        let other = key("other");
+        assert_eq!(
+            cache.load(
+                &other,
+                || Ok(b"bad".to_vec()),
+                |_: &[u8]| Err::<(), _>("refused")
+            ),
+            Err("refused")
+        );
+        assert!(cache.lookup(&other).is_none());
+    }
+
     #[test]
     fn a_second_compile_of_the_same_key_is_a_hit() {
         let cache = KernelCache::at(dir("hit"));
@@ -215,8 +255,8 @@ mod tests {
             compiles.set(compiles.get() + 1);
             Ok(vec![1, 2, 3])
         };
-        assert_eq!(cache.get_or_compile(&key("a"), compile), Ok(vec![1, 2, 3]));
-        assert_eq!(cache.get_or_compile(&key("a"), compile), Ok(vec![1, 2, 3]));
+        assert_eq!(cache.load(&key("a"), compile, as_is), Ok(vec![1, 2, 3]));
+        assert_eq!(cache.load(&key("a"), compile, as_is), Ok(vec![1, 2, 3]));
         assert_eq!(compiles.get(), 1);
     }
 
@@ -229,7 +269,7 @@ mod tests {
             Ok(vec![compiles.get() as u8])
         };
         let base = key("a");
-        let _ = cache.get_or_compile(&base, compile);
+        let _ = cache.load(&base, compile, as_is);
         let variants = [
             CompileKey {
                 source: "b",
@@ -253,7 +293,7 @@ mod tests {
             },
         ];
         for v in &variants {
-            let _ = cache.get_or_compile(v, compile);
+            let _ = cache.load(v, compile, as_is);
         }
         assert_eq!(compiles.get(), 1 + variants.len());
     }
@@ -263,7 +303,7 @@ mod tests {
         let d = dir("corrupt");
         let cache = KernelCache::at(&d);
         let k = key("src");
-        let _ = cache.get_or_compile(&k, || Ok::<_, ()>(vec![7; 64]));
+        let _ = cache.load(&k, || Ok::<_, ()>(vec![7; 64]), as_is);
         let path = cache.entry(&k.text()).unwrap();
         let good = std::fs::read(&path).unwrap();
         let flipped = {
@@ -281,12 +321,12 @@ mod tests {
             Vec::new(),
         ] {
             std::fs::write(&path, &bad).unwrap();
-            let got = cache.get_or_compile(&k, || Ok::<_, ()>(vec![9; 8]));
+            let got = cache.load(&k, || Ok::<_, ()>(vec![9; 8]), as_is);
             assert_eq!(got, Ok(vec![9; 8]));
             std::fs::write(&path, &good).unwrap();
         }
         assert_eq!(
-            cache.get_or_compile(&k, || Ok::<_, ()>(vec![0])),
+            cache.load(&k, || Ok::<_, ()>(vec![0]), as_is),
             Ok(vec![7; 64])
         );
     }
@@ -296,11 +336,11 @@ mod tests {
         let cache = KernelCache::at(dir("forget"));
         let k = key("x");
         assert_eq!(
-            cache.get_or_compile(&k, || Err::<Vec<u8>, _>("bad")),
+            cache.load(&k, || Err::<Vec<u8>, _>("bad"), |b| Ok(b.to_vec())),
             Err("bad")
         );
         assert!(cache.read(&k.text()).is_none());
-        let _ = cache.get_or_compile(&k, || Ok::<_, ()>(vec![1]));
+        let _ = cache.load(&k, || Ok::<_, ()>(vec![1]), as_is);
         cache.forget(&k);
         assert!(cache.read(&k.text()).is_none());
     }
@@ -310,10 +350,14 @@ mod tests {
         let cache = KernelCache::off();
         let compiles = Cell::new(0);
         for _ in 0..2 {
-            let _ = cache.get_or_compile(&key("a"), || {
-                compiles.set(compiles.get() + 1);
-                Ok::<_, ()>(vec![1])
-            });
+            let _ = cache.load(
+                &key("a"),
+                || {
+                    compiles.set(compiles.get() + 1);
+                    Ok::<_, ()>(vec![1])
+                },
+                as_is,
+            );
         }
         assert_eq!(compiles.get(), 2);
     }

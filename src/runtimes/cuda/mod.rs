@@ -135,23 +135,22 @@ impl CudaPeer {
             options: kernels::OPTIONS,
             source: &source,
         };
-        let cache = KernelCache::from_env();
-        let load = |module: &mut cu::CUmodule, cubin: &[u8]| {
-            // SAFETY: `cubin` is a complete ELF image from NVRTC, alive for the call.
-            unsafe {
-                call!(
-                    cu::cuModuleLoadData(module, cubin.as_ptr().cast()),
-                    "{arch}"
-                )
-            }
-        };
-        let cubin = cache.get_or_compile(&key, || compile(&source, &arch))?;
-        if load(&mut peer.module, &cubin).is_err() {
-            // A cached cubin the driver refuses (another driver's, say): compile afresh once.
-            cache.forget(&key);
-            let cubin = compile(&source, &arch)?;
-            load(&mut peer.module, &cubin).refused("loading the NVRTC-compiled module")?;
-        }
+        peer.module = KernelCache::from_env().load(
+            &key,
+            || compile(&source, &arch),
+            |cubin| {
+                let mut module: cu::CUmodule = null_mut();
+                // SAFETY: `cubin` is a complete ELF image from NVRTC, alive for the call.
+                unsafe {
+                    call!(
+                        cu::cuModuleLoadData(&mut module, cubin.as_ptr().cast()),
+                        "{arch}"
+                    )
+                }
+                .refused("loading the NVRTC-compiled module")?;
+                Ok(module)
+            },
+        )?;
         let module = peer.module;
         let get = |name: &CStr| -> Result<cu::CUfunction, CaseError> {
             let mut f: cu::CUfunction = null_mut();

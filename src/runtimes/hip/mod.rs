@@ -183,34 +183,26 @@ impl HipPeer {
             options: "--offload-arch=<arch>",
             source: &source,
         };
-        let cache = KernelCache::from_env();
-        let code = cache.get_or_compile(&key, || compile(&rtc, &source, &arch));
         let hip = &peer.hip;
-        let load = |module: &mut hipModule_t, code: &[u8]| {
-            // SAFETY: `code` is a complete code object from hiprtc, alive for the call.
-            unsafe {
-                hip_call!(
-                    hip,
-                    hipModuleLoadData(module, code.as_ptr().cast()),
-                    "{arch}"
-                )
-            }
-        };
-        let mut module: hipModule_t = null_mut();
-        let loaded = match code {
-            Ok(code) if load(&mut module, &code).is_ok() => Ok(()),
-            Ok(_) => {
-                // A cached code object the runtime refuses (another ROCm's): compile once more.
-                cache.forget(&key);
-                compile(&rtc, &source, &arch).and_then(|code| {
-                    load(&mut module, &code).refused("loading the hiprtc-compiled module")
-                })
-            }
-            Err(e) => Err(e),
-        };
-        peer.module = module;
+        let loaded = KernelCache::from_env().load(
+            &key,
+            || compile(&rtc, &source, &arch),
+            |code| {
+                let mut module: hipModule_t = null_mut();
+                // SAFETY: `code` is a complete code object from hiprtc, alive for the call.
+                unsafe {
+                    hip_call!(
+                        hip,
+                        hipModuleLoadData(&mut module, code.as_ptr().cast()),
+                        "{arch}"
+                    )
+                }
+                .refused("loading the hiprtc-compiled module")?;
+                Ok(module)
+            },
+        );
         peer._rtc = Some(rtc);
-        loaded?;
+        peer.module = loaded?;
         let (hip, module) = (&peer.hip, peer.module);
         let get = |name: &CStr| -> Result<hipFunction_t, CaseError> {
             let mut f: hipFunction_t = null_mut();
