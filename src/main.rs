@@ -776,10 +776,7 @@ fn bench_interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
         .map(|(pair, target)| {
             let label = pair.opencl.label.clone();
             let max_alloc_bytes = probe
-                .platforms
-                .iter()
-                .flat_map(|p| &p.devices)
-                .find(|d| d.label == label)
+                .cl_device(&label)
                 .and_then(|d| match d.max_alloc_bytes {
                     probe::Queried::Value(v) => Some(v),
                     _ => None,
@@ -919,11 +916,7 @@ fn probe_child(rocm_paths: &[PathBuf]) -> anyhow::Result<probe::Probe> {
 /// big, or an SVM kind the device lacks. The text is the refusal a worker would meet.
 fn decided_by_probe(probe: &probe::Probe, case: &clhip::model::Case) -> Option<String> {
     too_big_for_device(probe, case).or_else(|| {
-        let dev = probe
-            .platforms
-            .iter()
-            .flat_map(|p| &p.devices)
-            .find(|d| d.label == case.pair.opencl.label)?;
+        let dev = probe.cl_device(&case.pair.opencl.label)?;
         match &dev.svm {
             probe::Queried::Value(caps) => clhip::paths::svm_refusal(case.path, caps),
             _ => None,
@@ -936,11 +929,7 @@ fn decided_by_probe(probe: &probe::Probe, case: &clhip::model::Case) -> Option<S
 fn too_big_for_device(probe: &probe::Probe, case: &clhip::model::Case) -> Option<String> {
     let bytes = cases::case_bytes(case.op, case.n)?;
     let label = &case.pair.opencl.label;
-    let dev = probe
-        .platforms
-        .iter()
-        .flat_map(|p| &p.devices)
-        .find(|d| &d.label == label)?;
+    let dev = probe.cl_device(label)?;
     if let probe::Queried::Value(max) = dev.max_alloc_bytes
         && bytes.buffer > max
     {
@@ -965,18 +954,13 @@ fn gpu_identities(probe: &probe::Probe) -> std::collections::BTreeMap<String, St
     let mut out = std::collections::BTreeMap::new();
     for pair in pairs::from_probe(probe) {
         let identity = match pair.peer.api {
-            clhip::model::Api::Host => probe
-                .platforms
-                .iter()
-                .flat_map(|p| &p.devices)
-                .find(|d| d.label == pair.opencl.label)
-                .map(|d| {
-                    let driver = match &d.driver_version {
-                        probe::Queried::Value(v) => v.clone(),
-                        _ => String::new(),
-                    };
-                    format!("OpenCL {}, driver {driver}", d.name)
-                }),
+            clhip::model::Api::Host => probe.cl_device(&pair.opencl.label).map(|d| {
+                let driver = match &d.driver_version {
+                    probe::Queried::Value(v) => v.clone(),
+                    _ => String::new(),
+                };
+                format!("OpenCL {}, driver {driver}", d.name)
+            }),
             api => probe
                 .device_runtimes()
                 .into_iter()
@@ -1012,12 +996,7 @@ fn gpu_identities(probe: &probe::Probe) -> std::collections::BTreeMap<String, St
 fn worker_env(probe: &probe::Probe, pair: &clhip::model::Pair) -> Vec<(String, String)> {
     let label = &pair.opencl.label;
     let mut env = pairs::worker_env(probe, pair);
-    let local = probe
-        .platforms
-        .iter()
-        .flat_map(|p| &p.devices)
-        .find(|d| &d.label == label)
-        .and_then(|d| d.icd_label.clone());
+    let local = probe.cl_device(label).and_then(|d| d.icd_label.clone());
     if let Some(local) = local {
         env.push((
             clhip::ops::OPENCL_LABEL_ENV.to_string(),

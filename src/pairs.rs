@@ -72,11 +72,7 @@ pub fn from_probe(probe: &Probe) -> Vec<Pair> {
 /// install's HIP (which HIP's loading refuses as a mixed install).
 pub fn worker_env(probe: &Probe, pair: &Pair) -> Vec<(String, String)> {
     let install = pair.install.as_deref().and_then(|l| probe.hip_install(l));
-    let device = probe
-        .platforms
-        .iter()
-        .flat_map(|p| &p.devices)
-        .find(|d| d.label == pair.opencl.label);
+    let device = probe.cl_device(&pair.opencl.label);
     let rocm_opencl = device
         .and_then(|d| d.icd_library.as_deref())
         .is_some_and(|lib| {

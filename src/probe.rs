@@ -1358,15 +1358,20 @@ impl Probe {
             .collect()
     }
 
+    /// The OpenCL device the run labels `label` (`nvidia0`), if the probe found it.
+    pub fn cl_device(&self, label: &str) -> Option<&DeviceProbe> {
+        self.platforms
+            .iter()
+            .flat_map(|p| &p.devices)
+            .find(|d| d.label == label)
+    }
+
     /// The environment under which a process's ICD loader loads only the vendor library that
     /// OpenCL device `opencl_label` came from, so that a broken vendor beside it cannot take
     /// the process down. `None` when the label is unknown or the probe did not record the
     /// library (a probe that loaded every vendor at once, or an older probe file).
     pub fn icd_env(&self, opencl_label: &str) -> Option<Vec<(String, String)>> {
-        self.platforms
-            .iter()
-            .flat_map(|p| &p.devices)
-            .find(|d| d.label == opencl_label)?
+        self.cl_device(opencl_label)?
             .icd_library
             .as_deref()
             .map(opencl::single_vendor_env)
