@@ -198,14 +198,20 @@ fn release_buffer(b: *mut c_void) {
     }
 }
 
+/// Whether `path` allocates fine-grain SVM (`Some(true)`), coarse-grain (`Some(false)`), or
+/// no SVM of its own.
+fn svm_fine_grain(path: PathKind) -> Option<bool> {
+    match path {
+        PathKind::ClSvmFine | PathKind::ClSvmFineMemcpy => Some(true),
+        PathKind::ClSvmCoarse | PathKind::ClSvmCoarseMemcpy => Some(false),
+        _ => None,
+    }
+}
+
 /// Why a device with `caps` cannot allocate the SVM `path` needs, if it cannot. The runner
 /// decides such cases from the probe's capabilities with this same text, without a worker.
 pub fn svm_refusal(path: PathKind, caps: &SvmCaps) -> Option<String> {
-    let fine = match path {
-        PathKind::ClSvmFine | PathKind::ClSvmFineMemcpy => true,
-        PathKind::ClSvmCoarse | PathKind::ClSvmCoarseMemcpy => false,
-        _ => return None,
-    };
+    let fine = svm_fine_grain(path)?;
     let have = if fine {
         caps.fine_grain_buffer
     } else {
@@ -225,7 +231,7 @@ fn svm_alloc(session: &ClSession, path: PathKind, bytes: usize) -> Result<*mut c
     if let Some(reason) = svm_refusal(path, &session.svm) {
         return Err(CaseError::unsupported(reason));
     }
-    let fine = matches!(path, PathKind::ClSvmFine | PathKind::ClSvmFineMemcpy);
+    let fine = svm_fine_grain(path) == Some(true);
     let flags = CL_MEM_READ_WRITE
         | if fine {
             CL_MEM_SVM_FINE_GRAIN_BUFFER
