@@ -9,9 +9,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
-use std::fs::File;
 use std::io::{Read, Write as _};
-use std::os::fd::AsFd;
 use std::os::unix::process::{CommandExt, ExitStatusExt};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
@@ -626,8 +624,8 @@ fn run_install_child(exe: &Path, root: &Path, limit: Duration) -> RuntimeStatus 
 /// The hidden `clhip __probe-rocm-install --rocm-path ROOT` subcommand: probes that install's
 /// HIP alone and answers with one protocol line.
 pub fn install_child_main(root: &Path) -> anyhow::Result<()> {
-    die_with_parent();
-    let mut protocol = take_stdout_for_protocol()?;
+    crate::process::die_with_parent("probe");
+    let mut protocol = crate::process::take_stdout_for_protocol()?;
     let mut send = |line: &VendorLine| -> anyhow::Result<()> {
         let json = serde_json::to_string(line).context("encoding a protocol line")?;
         protocol
@@ -840,8 +838,8 @@ fn vendor_timeout() -> Duration {
 /// environment lets the loader see (the parent sets [`opencl::single_vendor_env`]) and answers
 /// on stdout with protocol lines: the call about to be made, then the platforms.
 pub fn vendor_child_main() -> anyhow::Result<()> {
-    die_with_parent();
-    let mut protocol = take_stdout_for_protocol()?;
+    crate::process::die_with_parent("probe");
+    let mut protocol = crate::process::take_stdout_for_protocol()?;
     let mut send = |line: &VendorLine| -> anyhow::Result<()> {
         let json = serde_json::to_string(line).context("encoding a protocol line")?;
         protocol
@@ -860,28 +858,6 @@ pub fn vendor_child_main() -> anyhow::Result<()> {
         opencl_status,
         platforms,
     })
-}
-
-/// Keeps the original stdout for the protocol (close-on-exec, so helpers a driver spawns do not
-/// hold it) and points fd 1 at stderr: driver prints, buffered by C stdio and flushed in
-/// arbitrary chunks, land in the stderr tail and can never split or imitate a protocol line.
-/// `clhip probe` uses it too, so that HIP or CUDA chatter cannot corrupt `--json`.
-pub fn take_stdout_for_protocol() -> anyhow::Result<File> {
-    let protocol = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .context("duplicating stdout for the protocol")?;
-    nix::unistd::dup2_stdout(std::io::stderr().as_fd())
-        .context("pointing stdout at stderr for driver output")?;
-    Ok(File::from(protocol))
-}
-
-/// Asks the kernel to SIGKILL this vendor child when its parent dies, so that a parent killed
-/// outright does not leave a hung driver behind. Best effort: the parent also kills the group.
-fn die_with_parent() {
-    if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
-        eprintln!("clhip probe: cannot set parent-death signal: {e}");
-    }
 }
 
 /// Process groups of vendor children now running, for [`install_group_reaper`]'s handler

@@ -2,11 +2,39 @@
 //! path (its exporter process) see them: how one ended, in words, and its output read line by
 //! line. Nothing here knows about cases or runtimes.
 
+use std::fs::File;
 use std::io::{BufRead, BufReader, Read};
+use std::os::fd::AsFd;
 use std::os::unix::process::ExitStatusExt;
 use std::process::ExitStatus;
 
 use nix::sys::signal::Signal;
+
+/// For a child that speaks a line protocol to its parent (a worker, a probe's vendor child, a
+/// bench child): keeps the original stdout for the protocol (close-on-exec, so helpers a driver
+/// spawns do not hold it) and points fd 1 at stderr. Driver prints, buffered by C stdio and
+/// flushed in arbitrary chunks, land in the stderr tail and can never split or imitate a
+/// protocol line. `clhip probe` uses it too, so that HIP or CUDA chatter cannot corrupt `--json`.
+pub fn take_stdout_for_protocol() -> anyhow::Result<File> {
+    use anyhow::Context;
+    let protocol = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .context("duplicating stdout for the protocol")?;
+    nix::unistd::dup2_stdout(std::io::stderr().as_fd())
+        .context("pointing stdout at stderr for driver output")?;
+    Ok(File::from(protocol))
+}
+
+/// Asks the kernel to SIGKILL this child when its parent dies, so that a parent killed outright
+/// does not leave it running on the GPU or hung in a driver. Best effort: the parent also kills
+/// the child's group, and a child ends at the next stdin EOF or stdout EPIPE anyway. `who`
+/// names the child in the warning.
+pub fn die_with_parent(who: &str) {
+    if let Err(e) = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL) {
+        eprintln!("clhip {who}: cannot set parent-death signal: {e}");
+    }
+}
 
 /// `SIGSEGV`, or the number for a signal nix does not know.
 pub fn signal_name(sig: i32) -> String {

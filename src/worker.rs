@@ -15,7 +15,6 @@
 
 use std::fs::File;
 use std::io::{BufRead, Write};
-use std::os::fd::AsFd;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
@@ -80,8 +79,8 @@ pub fn worker_main(
     plant: Option<crate::ops::Plant>,
     rocm_path: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
-    die_with_parent();
-    let protocol = Arc::new(Mutex::new(take_stdout_for_protocol()?));
+    crate::process::die_with_parent("worker");
+    let protocol = Arc::new(Mutex::new(crate::process::take_stdout_for_protocol()?));
     report_panics_as_harness_errors(protocol.clone());
     let announce_to = protocol.clone();
     crate::fault::set_announcer(Box::new(move |span| {
@@ -151,28 +150,6 @@ fn report_panics_as_harness_errors(protocol: Arc<Mutex<File>>) {
         }
         default(info);
     }));
-}
-
-/// Keeps the original stdout for the protocol (close-on-exec, so helpers a driver spawns do not
-/// hold it) and points fd 1 at stderr, where driver prints land in the crash tail instead.
-fn take_stdout_for_protocol() -> anyhow::Result<File> {
-    let stdout = std::io::stdout();
-    let protocol = stdout
-        .as_fd()
-        .try_clone_to_owned()
-        .context("duplicating stdout for the protocol")?;
-    nix::unistd::dup2_stdout(std::io::stderr().as_fd())
-        .context("pointing stdout at stderr for driver output")?;
-    Ok(File::from(protocol))
-}
-
-/// Asks the kernel to SIGKILL this worker when the parent dies: the worker runs in its own
-/// process group, so a Ctrl-C (or SIGKILL) of the parent would otherwise leave it running on the
-/// GPU. Best effort: without it the worker still ends at the next stdin EOF or stdout EPIPE.
-fn die_with_parent() {
-    if let Err(e) = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL) {
-        eprintln!("clhip worker: cannot set parent-death signal: {e}");
-    }
 }
 
 #[cfg(test)]

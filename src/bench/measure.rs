@@ -236,11 +236,8 @@ fn open_session(pair: &Pair) -> Result<ClSession, CaseError> {
 /// Returns an error only for the harness's own failures (the parent calls those `error`).
 pub fn child_main(job: &str) -> anyhow::Result<()> {
     let job: Job = serde_json::from_str(job).context("decoding the bench job")?;
-    let mut out = Protocol(crate::probe::take_stdout_for_protocol()?);
-    // A parent killed outright must not leave a child running on the GPU.
-    if let Err(e) = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL) {
-        eprintln!("clhip bench child: cannot set parent-death signal: {e}");
-    }
+    let mut out = Protocol(crate::process::take_stdout_for_protocol()?);
+    crate::process::die_with_parent("bench child");
     match Sides::open(&job) {
         Ok(mut sides) => measure_all(&mut sides, &job, &mut out)?,
         Err(e) => {
