@@ -55,6 +55,18 @@ impl fmt::Display for InputError {
 
 impl std::error::Error for InputError {}
 
+/// `text` (the contents of `file`) as TOML of type `T`; a syntax or shape error is an
+/// [`InputError`] at its line and column.
+pub(crate) fn parse_toml<T: serde::de::DeserializeOwned>(
+    file: &Path,
+    text: &str,
+) -> Result<T, InputError> {
+    toml::from_str(text).map_err(|e| {
+        let at = e.span().map_or(0, |s| s.start);
+        locate(file, text, at, e.message().trim().to_string())
+    })
+}
+
 pub(crate) fn locate(
     file: &Path,
     text: &str,
@@ -147,10 +159,7 @@ impl Matrix {
     /// (see [`check_size`]): a size some op cannot take is an error at that size, never a
     /// case that is silently left out or that overflows in a worker.
     pub fn parse_with(file: &Path, text: &str, limits: &Limits) -> Result<Self, InputError> {
-        let raw: MatrixFile = toml::from_str(text).map_err(|e| {
-            let at = e.span().map_or(0, |s| s.start);
-            locate(file, text, at, e.message().trim().to_string())
-        })?;
+        let raw: MatrixFile = parse_toml(file, text)?;
         let err = |span: Range<usize>, msg: String| locate(file, text, span.start, msg);
         if *raw.version.get_ref() != 1 {
             return Err(err(

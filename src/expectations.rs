@@ -24,7 +24,7 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::cases::{InputError, glob, locate};
+use crate::cases::{InputError, glob, locate, parse_toml};
 use crate::fingerprint::Fingerprint;
 use crate::model::{Case, Expectation, OutcomeKind};
 
@@ -71,10 +71,7 @@ pub struct ExpectationFile {
 
 impl ExpectationFile {
     pub fn parse(path: &Path, text: &str) -> Result<Self, InputError> {
-        let raw: File = toml::from_str(text).map_err(|e| {
-            let at = e.span().map_or(0, |s| s.start);
-            locate(path, text, at, e.message().trim().to_string())
-        })?;
+        let raw: File = parse_toml(path, text)?;
         let err = |span: Range<usize>, msg: String| locate(path, text, span.start, msg);
         if *raw.version.get_ref() != 1 {
             return Err(err(
