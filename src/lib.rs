@@ -34,4 +34,5 @@ pub mod runner;
 pub mod runtimes;
 pub mod sync;
 pub mod tolerance;
+pub mod trace;
 pub mod worker;

@@ -80,6 +80,7 @@ pub fn worker_main(
     rocm_path: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
     crate::process::die_with_parent("worker");
+    crate::trace::mark("worker start");
     let protocol = Arc::new(Mutex::new(crate::process::take_stdout_for_protocol()?));
     report_panics_as_harness_errors(protocol.clone());
     let announce_to = protocol.clone();
@@ -105,10 +106,10 @@ pub fn worker_main(
             },
         )?;
         let started = Instant::now();
-        let outcome = match &item.work {
+        let outcome = crate::trace::timed(&format!("case {}", item.id), || match &item.work {
             Work::Case(case) => crate::ops::execute_planted(&mut state, case, seed, plant),
             Work::Mock(action) => crate::mock::perform(*action),
-        };
+        });
         let faulted = matches!(outcome, Outcome::Fault { .. });
         send(
             &protocol,

@@ -1,5 +1,7 @@
 //! The fft op: the peer's data transformed by OpenCL's FFT, read back by the peer.
 
+use std::sync::Arc;
+
 use crate::fft::FftCache;
 use crate::generate;
 use crate::model::{Case, CaseError, Phase};
@@ -8,12 +10,20 @@ use crate::runtimes::PeerRuntime;
 use crate::runtimes::opencl::ClSession;
 use crate::sync::{self, Access};
 use crate::tolerance;
+use num_complex::Complex32;
 
 use super::data::DataCache;
 use super::{Plant, peer_work, take_output, with_shared};
 
 /// The peer uploads a random vector; OpenCL transforms it in place; the peer reads the result,
 /// which is held to the f64 reference FFT.
+/// The input of one (seed, n), made once per worker.
+pub(super) fn input(data: &mut DataCache, seed: u64, n: usize) -> Arc<Vec<Complex32>> {
+    data.get("fft input", seed, n, n * 8, || {
+        generate::complex_vec(seed, n)
+    })
+}
+
 pub(super) fn fft_op(
     session: &mut ClSession,
     fft: &mut FftCache,
@@ -23,9 +33,7 @@ pub(super) fn fft_op(
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
-    let input = data.get("fft input", seed, n, n * 8, || {
-        generate::complex_vec(seed, n)
-    });
+    let input = input(data, seed, n);
     let got = with_shared(session, peer, case, case.n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer_work(plant, || peer.upload(m.peer, &input))?;

@@ -1,5 +1,7 @@
 //! The gemm op: cgemm on the peer over matrices OpenCL produced.
 
+use std::sync::Arc;
+
 use num_complex::Complex32;
 
 use crate::generate;
@@ -15,6 +17,13 @@ use super::{Plant, consume_on_cl, device, peer_work, produce_on_cl, take_output,
 
 /// cgemm on the peer over matrices OpenCL produced, through the path; C read back through
 /// OpenCL and held to the f64 reference (rocBLAS clients' bound).
+/// A, B and C of one (seed, n), made once per worker.
+pub(super) fn inputs(data: &mut DataCache, seed: u64, n: usize) -> Arc<[Vec<Complex32>; 3]> {
+    data.get("gemm inputs", seed, n, 3 * n * n * 8, || {
+        [0, 1, 2].map(|k| generate::matrix(seed.wrapping_add(k), n, n, n))
+    })
+}
+
 pub(super) fn gemm(
     session: &mut ClSession,
     peer: &mut dyn PeerRuntime,
@@ -24,9 +33,7 @@ pub(super) fn gemm(
 ) -> Result<String, CaseError> {
     let n = case.n;
     let ld = n;
-    let inputs = data.get("gemm inputs", seed, n, 3 * n * ld * 8, || {
-        [0, 1, 2].map(|k| generate::matrix(seed.wrapping_add(k), n, n, ld))
-    });
+    let inputs = inputs(data, seed, n);
     let [a, b, c] = &*inputs;
     let (alpha, beta) = (Complex32::new(1.0, 0.0), Complex32::new(-0.5, 0.25));
     device(peer, case)?;

@@ -187,7 +187,8 @@ fn session<'a>(
         let want = &case.pair.opencl;
         if !sessions.contains_key(&want.label) {
             let devices = devices.get_or_insert_with(|| {
-                opencl::enumerate().refused("no OpenCL platform could be enumerated")
+                crate::trace::timed("OpenCL platforms and devices", opencl::enumerate)
+                    .refused("no OpenCL platform could be enumerated")
             });
             let opened = match devices {
                 Err(e) => Err(e.clone()),
@@ -211,7 +212,10 @@ fn session<'a>(
                             }
                         )))
                     }
-                    Some(d) => ClSession::open(d.clone()).map_err(|e| match e {
+                    Some(d) => crate::trace::timed("OpenCL context, queue and program", || {
+                        ClSession::open(d.clone())
+                    })
+                    .map_err(|e| match e {
                         SessionError::Api(e) => CaseError::Unsupported {
                             reason: "OpenCL refused a context or queue".into(),
                             error: Some(e),
@@ -291,6 +295,24 @@ fn run(
         peers,
         data,
     } = state;
+    // A worker's first case opens both runtimes, and a worker starts again after every crash
+    // or fault. On NVIDIA each start-up makes a context (OpenCL's own and CUDA's primary,
+    // ~130 ms apiece on an H200, alone): they are made side by side. Only for CUDA: ROCm's
+    // OpenCL and HIP runtimes starting at once in one process has never been tried.
+    if case.pair.peer.api == crate::model::Api::Cuda
+        && !sessions.contains_key(&case.pair.opencl.label)
+        && !peers.contains_key(&case.pair.peer)
+    {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Kept in `sessions`, errors included; taken below.
+                let _ = session(devices, sessions, case);
+            });
+            // The case's inputs too (a 2048 x 2048 HPD matrix takes 170 ms to draw).
+            s.spawn(|| make_inputs(data, case, seed));
+            let _ = peer(peers, &case.pair.peer, rocm_path.as_deref());
+        });
+    }
     let session = session(devices, sessions, case)?;
     let peer = peer(peers, &case.pair.peer, rocm_path.as_deref())?;
     session.notes.clear();
@@ -313,6 +335,17 @@ fn run(
     match result {
         Ok(summary) => Ok(format!("{summary}; {notes}")),
         Err(e) => Err(e.with_note(&notes)),
+    }
+}
+
+/// Make the case's inputs into the worker's cache, ahead of the op that takes them from there.
+fn make_inputs(data: &mut DataCache, case: &Case, seed: u64) {
+    match case.op {
+        Op::Gemm => drop(gemm::inputs(data, seed, case.n)),
+        Op::Cholesky => drop(cholesky::inputs(data, seed, case.n)),
+        Op::Fft => drop(fft::input(data, seed, case.n)),
+        Op::Pipeline => drop(pipeline::inputs(data, seed, case.n)),
+        Op::Handoff | Op::Placement => {}
     }
 }
 

@@ -1,5 +1,7 @@
 //! The pipeline op (seed 000's): OpenCL add and FFT, then peer scale and magnitude.
 
+use std::sync::Arc;
+
 use num_complex::Complex32;
 
 use crate::fft::FftCache;
@@ -17,6 +19,13 @@ use super::{Plant, peer_work, take_output, with_shared};
 
 /// Seed 000's pipeline: OpenCL add -> OpenCL FFT -> peer scale -> peer magnitude, read back
 /// through OpenCL.
+/// The two input vectors of one (seed, n), made once per worker.
+pub(super) fn inputs(data: &mut DataCache, seed: u64, n: usize) -> Arc<[Vec<Complex32>; 2]> {
+    data.get("pipeline inputs", seed, n, 2 * n * 8, || {
+        [0, 1].map(|k| generate::complex_vec(seed.wrapping_add(k), n))
+    })
+}
+
 pub(super) fn pipeline(
     session: &mut ClSession,
     fft: &mut FftCache,
@@ -26,9 +35,7 @@ pub(super) fn pipeline(
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
-    let inputs = data.get("pipeline inputs", seed, n, 2 * n * 8, || {
-        [0, 1].map(|k| generate::complex_vec(seed.wrapping_add(k), n))
-    });
+    let inputs = inputs(data, seed, n);
     let [a, b] = &*inputs;
     let scale = 1.0 / n as f32;
     let b_buf = DeviceBuffer::with_data(session, b)?;

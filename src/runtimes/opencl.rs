@@ -425,7 +425,7 @@ fn build_program(
 impl ClSession {
     pub fn open(device: ClDevice) -> Result<Self, SessionError> {
         let dev = Device::new(device.id);
-        let context = Context::from_device(&dev)
+        let context = crate::trace::timed("clCreateContext", || Context::from_device(&dev))
             .call("clCreateContext")
             .map_err(SessionError::Api)?;
         #[allow(deprecated)]
@@ -438,7 +438,9 @@ impl ClSession {
             .iter()
             .map(|(name, text)| format!("// ---- kernels/{name} ----\n{text}\n"))
             .collect();
-        let program = build_program(&context, &device, &source)?;
+        let program = crate::trace::timed("OpenCL program (cache or build)", || {
+            build_program(&context, &device, &source)
+        })?;
         let svm = SvmCaps::query(device.id).unwrap_or_default();
         let max_work_group = device_u64(device.id, cl3::device::CL_DEVICE_MAX_WORK_GROUP_SIZE)
             .map_err(SessionError::Api)? as usize;

@@ -81,20 +81,22 @@ impl CudaPeer {
     /// stream and event, compile and load the kernels. A missing library or a refused step is
     /// `Unsupported` with what was tried, or the call and its code.
     pub fn open(ordinal: usize) -> Result<CudaPeer, CaseError> {
-        let driver = VendorLib::open(&LIBCUDA)?;
-        let count = init_driver()?;
+        let driver = crate::trace::timed("load libcuda", || VendorLib::open(&LIBCUDA))?;
+        let count = crate::trace::timed("cuInit", init_driver)?;
         if ordinal >= count {
             return Err(CaseError::unsupported(format!(
                 "no CUDA device {ordinal} ({count} found by {})",
                 driver.path
             )));
         }
-        let versions = Versions::read().refused("CUDA driver version")?;
+        let versions = Versions::read_for_peer().refused("CUDA driver version")?;
         let (dev, info) = describe(&driver, ordinal, &versions).refused("CUDA device query")?;
         let mut ctx: cu::CUcontext = null_mut();
         // SAFETY: live out-parameter; `dev` came from cuDeviceGet.
-        unsafe { call!(cu::cuDevicePrimaryCtxRetain(&mut ctx, dev)) }
-            .refused("CUDA primary context")?;
+        crate::trace::timed("CUDA primary context", || unsafe {
+            call!(cu::cuDevicePrimaryCtxRetain(&mut ctx, dev))
+        })
+        .refused("CUDA primary context")?;
         // From here on Drop releases whatever has been created, on every error path.
         let mut peer = CudaPeer {
             ordinal,
@@ -125,7 +127,9 @@ impl CudaPeer {
             .refused("CUDA scratch memory")?;
         }
 
-        peer._nvrtc = Some(VendorLib::open(&LIBNVRTC)?);
+        peer._nvrtc = Some(crate::trace::timed("load NVRTC", || {
+            VendorLib::open(&LIBNVRTC)
+        })?);
         let arch = peer.info.arch.clone();
         let source = kernel_source();
         let key = CompileKey {
@@ -135,22 +139,24 @@ impl CudaPeer {
             options: kernels::OPTIONS,
             source: &source,
         };
-        peer.module = KernelCache::from_env().load(
-            &key,
-            || compile(&source, &arch),
-            |cubin| {
-                let mut module: cu::CUmodule = null_mut();
-                // SAFETY: `cubin` is a complete ELF image from NVRTC, alive for the call.
-                unsafe {
-                    call!(
-                        cu::cuModuleLoadData(&mut module, cubin.as_ptr().cast()),
-                        "{arch}"
-                    )
-                }
-                .refused("loading the NVRTC-compiled module")?;
-                Ok(module)
-            },
-        )?;
+        peer.module = crate::trace::timed("CUDA kernels (cache or NVRTC)", || {
+            KernelCache::from_env().load(
+                &key,
+                || compile(&source, &arch),
+                |cubin| {
+                    let mut module: cu::CUmodule = null_mut();
+                    // SAFETY: `cubin` is a complete ELF image from NVRTC, alive for the call.
+                    unsafe {
+                        call!(
+                            cu::cuModuleLoadData(&mut module, cubin.as_ptr().cast()),
+                            "{arch}"
+                        )
+                    }
+                    .refused("loading the NVRTC-compiled module")?;
+                    Ok(module)
+                },
+            )
+        })?;
         let module = peer.module;
         let get = |name: &CStr| -> Result<cu::CUfunction, CaseError> {
             let mut f: cu::CUfunction = null_mut();
