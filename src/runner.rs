@@ -610,6 +610,8 @@ struct Session<'b> {
     buffers: Vec<BufferSpan>,
     /// A harness error the worker reported for the running case before dying.
     harness_error: Option<String>,
+    /// The last blocking call the worker announced for the running case.
+    blocked_in: String,
     /// The kernel log from the running case's start.
     kernel_log: Option<KernelLog>,
 }
@@ -631,6 +633,7 @@ impl<'b> Session<'b> {
             streams_open: 2,
             buffers: Vec::new(),
             harness_error: None,
+            blocked_in: String::new(),
             kernel_log: None,
         })
     }
@@ -743,6 +746,7 @@ impl<'b> Session<'b> {
                 self.running = true;
                 self.buffers.clear();
                 self.harness_error = None;
+                self.blocked_in.clear();
                 self.kernel_log = Some(KernelLog::start());
                 self.restart_clock(opts);
                 on_event(&Event::Started {
@@ -767,6 +771,7 @@ impl<'b> Session<'b> {
             }
             WorkerEvent::Buffer { span } => self.buffers.push(span),
             WorkerEvent::HarnessError { reason } => self.harness_error = Some(reason),
+            WorkerEvent::Blocking { call } => self.blocked_in = call,
         }
         Ok(())
     }
@@ -869,8 +874,12 @@ impl<'b> Session<'b> {
         }
         if self.running {
             let after_s = self.elapsed(opts).as_secs_f64();
+            let blocked_in = std::mem::take(&mut self.blocked_in);
             self.record(
-                Outcome::Timeout { after_s },
+                Outcome::Timeout {
+                    after_s,
+                    blocked_in,
+                },
                 after_s,
                 opts,
                 on_event,

@@ -75,9 +75,13 @@ pub(super) const LIBCUDA: LibSpec = LibSpec {
         "cuIpcGetMemHandle",
         "cuIpcOpenMemHandle_v2",
         "cuIpcCloseMemHandle",
+        "cuImportExternalMemory",
+        "cuExternalMemoryGetMappedBuffer",
         "cuDestroyExternalMemory",
         "cuImportExternalSemaphore",
         "cuDestroyExternalSemaphore",
+        "cuSignalExternalSemaphoresAsync",
+        "cuWaitExternalSemaphoresAsync",
         "cuGetErrorName",
     ],
 };
@@ -327,6 +331,10 @@ mod tests {
             "cuDestroyExternalMemory",
             "cuImportExternalSemaphore",
             "cuDestroyExternalSemaphore",
+            "cuImportExternalMemory",
+            "cuExternalMemoryGetMappedBuffer",
+            "cuSignalExternalSemaphoresAsync",
+            "cuWaitExternalSemaphoresAsync",
         ] {
             assert!(LIBCUDA.symbols.contains(&s), "{s}");
         }
