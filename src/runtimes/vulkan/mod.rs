@@ -179,7 +179,13 @@ pub fn probe() -> VulkanStatus {
     let loader = match Loader::open() {
         Ok(l) => l,
         Err(tried) => {
-            out.status = format!("unsupported: {}", not_found(&tried));
+            // Each name's dlerror follows on a line of its own.
+            let names: Vec<&str> = tried.iter().map(|a| a.candidate.as_str()).collect();
+            out.status = format!(
+                "unsupported: no Vulkan loader: {} not found (tried {})",
+                LOADER_CANDIDATES[0],
+                names.join(", ")
+            );
             out.tried = tried;
             return out;
         }
