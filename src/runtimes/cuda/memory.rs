@@ -260,7 +260,7 @@ impl GpuMemory for CudaPeer {
         unsafe { call!(cu::cuDestroyExternalSemaphore(s)) }
     }
 
-    fn signal_semaphore(&self, sem: u64) -> Result<(), CaseError> {
+    fn enqueue_signal(&self, sem: u64) -> Result<(), CaseError> {
         let s = sem as usize as cu::CUexternalSemaphore;
         // SAFETY: all zero is a binary semaphore's signal: no fence value, no flags.
         let params: cu::CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS = unsafe { std::mem::zeroed() };
@@ -275,11 +275,11 @@ impl GpuMemory for CudaPeer {
         .refused("cuSignalExternalSemaphoresAsync refused the imported semaphore")
     }
 
-    fn wait_semaphore(&self, sem: u64) -> Result<(), CaseError> {
+    fn enqueue_wait(&self, sem: u64) -> Result<(), CaseError> {
         let s = sem as usize as cu::CUexternalSemaphore;
         // SAFETY: all zero is a binary semaphore's wait: no fence value, no flags.
         let params: cu::CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS = unsafe { std::mem::zeroed() };
-        // SAFETY: as in signal_semaphore.
+        // SAFETY: as in enqueue_signal.
         unsafe {
             call!(
                 cu::cuWaitExternalSemaphoresAsync(&s, &params, 1, self.stream),

@@ -364,11 +364,11 @@ mod tests {
             self.call("destroy_semaphore")
         }
 
-        fn signal_semaphore(&self, _: u64) -> Result<(), CaseError> {
+        fn enqueue_signal(&self, _: u64) -> Result<(), CaseError> {
             self.refused("signal_semaphore")
         }
 
-        fn wait_semaphore(&self, _: u64) -> Result<(), CaseError> {
+        fn enqueue_wait(&self, _: u64) -> Result<(), CaseError> {
             self.refused("wait_semaphore")
         }
 
@@ -618,17 +618,42 @@ mod tests {
             lacks: Some(Optional::ExternalSemaphore),
             ..Fake::default()
         };
-        assert_eq!(reason(f.signal_semaphore(9)), "lacks it");
-        assert_eq!(reason(f.wait_semaphore(9)), "lacks it");
+        assert_eq!(reason(DeviceRuntime::signal_semaphore(&mut f, 9)), "lacks it");
+        assert_eq!(reason(DeviceRuntime::wait_semaphore(&mut f, 9)), "lacks it");
         assert!(f.calls().is_empty(), "{:?}", f.calls());
         let mut f = Fake::default();
-        f.signal_semaphore(9).unwrap();
-        f.wait_semaphore(9).unwrap();
+        DeviceRuntime::signal_semaphore(&mut f, 9).unwrap();
+        DeviceRuntime::wait_semaphore(&mut f, 9).unwrap();
         assert_eq!(f.semaphore_wait_call(), "fakeWait");
         assert_eq!(
             f.calls(),
             ["bind", "signal_semaphore", "bind", "wait_semaphore"]
         );
+    }
+
+    /// A device's Vulkan broker is opened once, by the device's UUID; without a Vulkan loader
+    /// (CI) that is the refusal every semaphore and vk-memory case of the device gets, kept
+    /// and given again without a second try.
+    #[test]
+    fn the_vulkan_broker_is_opened_once_by_the_devices_uuid() {
+        let mut f = Fake::default();
+        f.info.uuid = "01234567-89ab-cdef-0123-456789abcdef".into();
+        match f.vulkan() {
+            Err(CaseError::Unsupported { reason, .. }) => {
+                eprintln!("{reason}");
+                let no_loader = reason.starts_with("Vulkan broker: no Vulkan loader: ");
+                let no_device = reason.contains(
+                    "no Vulkan device has the GPU's UUID 01234567-89ab-cdef-0123-456789abcdef",
+                ) || reason.contains("found no physical device");
+                assert!(no_loader || no_device, "{reason}");
+                assert!(matches!(f.vulkan, Some(Err(_))), "the refusal is kept");
+                assert!(
+                    matches!(f.vulkan(), Err(CaseError::Unsupported { reason: again, .. }) if again == reason)
+                );
+            }
+            other => panic!("a made-up UUID found a Vulkan device: {other:?}"),
+        }
+        assert!(f.calls().is_empty(), "{:?}", f.calls());
     }
 
     #[test]

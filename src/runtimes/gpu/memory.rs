@@ -34,7 +34,7 @@ pub(crate) trait GpuMemory: GpuCore {
     const EXPORT_CALL: &'static str;
     /// The call behind `ipc_get_handle`, named when an allocation has no IPC handle.
     const IPC_GET_CALL: &'static str;
-    /// The call behind `wait_semaphore`, named when a case may hang behind it.
+    /// The call behind `enqueue_wait`, named when a case may hang behind it.
     const SEMAPHORE_WAIT_CALL: &'static str;
 
     /// Refuse, before any call, what the loaded library does not export.
@@ -78,10 +78,10 @@ pub(crate) trait GpuMemory: GpuCore {
     fn destroy_semaphore_handle(&self, sem: u64) -> Result<(), ApiError>;
     /// Enqueues a signal of an imported binary semaphore on the peer's stream, after the work
     /// enqueued before it.
-    fn signal_semaphore(&self, sem: u64) -> Result<(), CaseError>;
+    fn enqueue_signal(&self, sem: u64) -> Result<(), CaseError>;
     /// Enqueues a wait for an imported binary semaphore on the peer's stream: the work
     /// enqueued after it runs once the semaphore is signalled.
-    fn wait_semaphore(&self, sem: u64) -> Result<(), CaseError>;
+    fn enqueue_wait(&self, sem: u64) -> Result<(), CaseError>;
     /// Another API's memory, exported as an opaque fd of `size` bytes (`dedicated`: allocated
     /// for one resource), imported and mapped as a buffer of its first `bytes`: the mapped
     /// address and the external-memory object. The import owns `fd` once it accepts it; a
@@ -272,13 +272,13 @@ pub(crate) fn import_semaphore_fd(g: &impl GpuMemory, fd: RawFd) -> Result<u64, 
 pub(crate) fn signal_semaphore(g: &impl GpuMemory, sem: u64) -> Result<(), CaseError> {
     g.require(Optional::ExternalSemaphore)?;
     g.bind()?;
-    g.signal_semaphore(sem)
+    g.enqueue_signal(sem)
 }
 
 pub(crate) fn wait_semaphore(g: &impl GpuMemory, sem: u64) -> Result<(), CaseError> {
     g.require(Optional::ExternalSemaphore)?;
     g.bind()?;
-    g.wait_semaphore(sem)
+    g.enqueue_wait(sem)
 }
 
 /// Another API's opaque-fd export of `size` bytes, its first `len` elements mapped; freed as

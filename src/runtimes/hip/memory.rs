@@ -372,7 +372,7 @@ impl GpuMemory for HipPeer {
     /// hipSignalExternalSemaphoresAsync with all-zero parameters (a binary semaphore: no fence
     /// value; clr refuses any flags), in the generation's layout (6.0 added `nvSciSync`).
     /// Unreached on Linux while clr refuses every semaphore import (see import_semaphore).
-    fn signal_semaphore(&self, sem: u64) -> Result<(), CaseError> {
+    fn enqueue_signal(&self, sem: u64) -> Result<(), CaseError> {
         let s = sem as ffi::hipExternalSemaphore_t;
         // SAFETY: all-zero plain integers.
         let (p6, p5): (
@@ -396,8 +396,8 @@ impl GpuMemory for HipPeer {
         .refused("hipSignalExternalSemaphoresAsync refused the imported semaphore")
     }
 
-    /// hipWaitExternalSemaphoresAsync, as signal_semaphore.
-    fn wait_semaphore(&self, sem: u64) -> Result<(), CaseError> {
+    /// hipWaitExternalSemaphoresAsync, as enqueue_signal.
+    fn enqueue_wait(&self, sem: u64) -> Result<(), CaseError> {
         let s = sem as ffi::hipExternalSemaphore_t;
         // SAFETY: all-zero plain integers.
         let (p6, p5): (
@@ -409,7 +409,7 @@ impl GpuMemory for HipPeer {
         } else {
             (&raw const p5).cast()
         };
-        // SAFETY: as in signal_semaphore.
+        // SAFETY: as in enqueue_signal.
         unsafe {
             hip_call!(
                 &self.hip,
