@@ -450,7 +450,7 @@ fn link<'m>(
         .ok_or_else(|| CaseError::Harness("the semaphore made above is gone".into()))
 }
 
-fn device<'p>(peer: &'p mut dyn PeerRuntime) -> Result<&'p mut dyn DeviceRuntime, CaseError> {
+fn device(peer: &mut dyn PeerRuntime) -> Result<&mut dyn DeviceRuntime, CaseError> {
     let label = peer.peer().label();
     peer.as_device()
         .ok_or_else(|| CaseError::unsupported(format!("{label} has no external semaphores")))

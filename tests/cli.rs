@@ -151,10 +151,8 @@ fn list_for_a_recorded_h200_probe_pairs_cuda_with_its_opencl_twin() {
         let want = format!("nvidia0+cuda0/{path}/semaphore/fft/");
         assert!(cuda.iter().any(|i| i.starts_with(&want)), "{want}");
     }
-    assert!(
-        !cuda.iter().any(|i| i.contains("/semaphore/")
-            && (i.contains("/copy/") || i.contains("+memcpy/") || i.contains("use-host-ptr/")))
-    );
+    assert!(!cuda.iter().any(|i| i.contains("/semaphore/")
+        && (i.contains("/copy/") || i.contains("+memcpy/") || i.contains("use-host-ptr/"))));
     assert!(
         cuda.iter()
             .any(|i| i.contains("/pinned+use-host-ptr/map/cholesky/"))

@@ -782,14 +782,18 @@ fn extension_functions(
 /// `cl_semaphore_khr` (cl_ext.h): an opaque handle.
 type ClSemaphoreRaw = *mut c_void;
 
+type CreateSemaphoreFn =
+    unsafe extern "C" fn(types::cl_context, *const u64, *mut i32) -> ClSemaphoreRaw;
+type ReleaseSemaphoreFn = unsafe extern "C" fn(ClSemaphoreRaw) -> i32;
+
 /// cl_khr_semaphore's entry points (cl_ext.h), resolved for one platform.
 #[derive(Debug, Clone, Copy)]
 struct SemaphoreFns {
-    create: unsafe extern "C" fn(types::cl_context, *const u64, *mut i32) -> ClSemaphoreRaw,
+    create: CreateSemaphoreFn,
     /// clEnqueueWaitSemaphoresKHR and clEnqueueSignalSemaphoresKHR share this signature.
     wait: EnqueueSemaphoresFn,
     signal: EnqueueSemaphoresFn,
-    release: unsafe extern "C" fn(ClSemaphoreRaw) -> i32,
+    release: ReleaseSemaphoreFn,
 }
 
 type EnqueueSemaphoresFn = unsafe extern "C" fn(
@@ -809,14 +813,18 @@ impl SemaphoreFns {
         // cl_ext.h's prototypes.
         unsafe {
             Ok(SemaphoreFns {
-                create: std::mem::transmute::<*mut c_void, _>(lookup(
+                create: std::mem::transmute::<*mut c_void, CreateSemaphoreFn>(lookup(
                     "clCreateSemaphoreWithPropertiesKHR",
                 )?),
-                wait: std::mem::transmute::<*mut c_void, _>(lookup("clEnqueueWaitSemaphoresKHR")?),
-                signal: std::mem::transmute::<*mut c_void, _>(lookup(
+                wait: std::mem::transmute::<*mut c_void, EnqueueSemaphoresFn>(lookup(
+                    "clEnqueueWaitSemaphoresKHR",
+                )?),
+                signal: std::mem::transmute::<*mut c_void, EnqueueSemaphoresFn>(lookup(
                     "clEnqueueSignalSemaphoresKHR",
                 )?),
-                release: std::mem::transmute::<*mut c_void, _>(lookup("clReleaseSemaphoreKHR")?),
+                release: std::mem::transmute::<*mut c_void, ReleaseSemaphoreFn>(lookup(
+                    "clReleaseSemaphoreKHR",
+                )?),
             })
         }
     }

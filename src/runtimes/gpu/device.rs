@@ -618,7 +618,10 @@ mod tests {
             lacks: Some(Optional::ExternalSemaphore),
             ..Fake::default()
         };
-        assert_eq!(reason(DeviceRuntime::signal_semaphore(&mut f, 9)), "lacks it");
+        assert_eq!(
+            reason(DeviceRuntime::signal_semaphore(&mut f, 9)),
+            "lacks it"
+        );
         assert_eq!(reason(DeviceRuntime::wait_semaphore(&mut f, 9)), "lacks it");
         assert!(f.calls().is_empty(), "{:?}", f.calls());
         let mut f = Fake::default();
