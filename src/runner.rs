@@ -623,6 +623,8 @@ struct Session<'s> {
     buffers: Vec<BufferSpan>,
     /// A harness error the worker reported for the running case before dying.
     harness_error: Option<String>,
+    /// The last blocking call the worker announced for the running case.
+    blocked_in: String,
     /// The kernel log from the running case's start.
     kernel_log: Option<KernelLog>,
 }
@@ -650,6 +652,7 @@ impl<'s> Session<'s> {
             streams_open: 2,
             buffers: Vec::new(),
             harness_error: None,
+            blocked_in: String::new(),
             kernel_log: None,
         })
     }
@@ -762,6 +765,7 @@ impl<'s> Session<'s> {
                 self.running = true;
                 self.buffers.clear();
                 self.harness_error = None;
+                self.blocked_in.clear();
                 self.kernel_log = Some(KernelLog::start());
                 self.restart_clock(opts);
                 on_event(&Event::Started {
@@ -787,6 +791,7 @@ impl<'s> Session<'s> {
             }
             WorkerEvent::Buffer { span } => self.buffers.push(span),
             WorkerEvent::HarnessError { reason } => self.harness_error = Some(reason),
+            WorkerEvent::Blocking { call } => self.blocked_in = call,
         }
         Ok(())
     }
@@ -913,8 +918,12 @@ impl<'s> Session<'s> {
         }
         if self.running {
             let after_s = self.elapsed(opts).as_secs_f64();
+            let blocked_in = std::mem::take(&mut self.blocked_in);
             self.record(
-                Outcome::Timeout { after_s },
+                Outcome::Timeout {
+                    after_s,
+                    blocked_in,
+                },
                 after_s,
                 opts,
                 on_event,

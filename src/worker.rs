@@ -55,6 +55,11 @@ pub enum WorkerEvent {
     HarnessError {
         reason: String,
     },
+    /// A call the running case is about to block in, or has enqueued a wait for: what a
+    /// timeout then names.
+    Blocking {
+        call: String,
+    },
 }
 
 impl WorkerEvent {
@@ -87,6 +92,10 @@ pub fn worker_main(
     crate::fault::set_announcer(Box::new(move |span| {
         // Best effort: a parent that is gone learns nothing either way.
         let _ = send(&announce_to, &WorkerEvent::Buffer { span: span.clone() });
+    }));
+    let blocking_to = protocol.clone();
+    crate::blocking::set_announcer(Box::new(move |call| {
+        let _ = send(&blocking_to, &WorkerEvent::Blocking { call: call.into() });
     }));
     let mut state = crate::ops::WorkerState::default();
     state.rocm_path = rocm_path;

@@ -13,7 +13,7 @@ use crate::tolerance;
 use num_complex::Complex32;
 
 use super::data::DataCache;
-use super::{Plant, peer_work, take_output, with_shared};
+use super::{Plant, peer_done, peer_work, take_output, with_shared};
 
 /// The peer uploads a random vector; OpenCL transforms it in place; the peer reads the result,
 /// which is held to the f64 reference FFT.
@@ -37,7 +37,7 @@ pub(super) fn fft_op(
     let got = with_shared(session, peer, case, case.n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer_work(plant, || peer.upload(m.peer, &input))?;
-        peer.synchronize()?;
+        peer_done(peer, case.sync)?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         let done = fft.forward(s, m.cl, case.n, &sync::raw(&ready)).running()?;
         let out = take_output(s, peer, m, case.sync, Some(&done), Access::Read, plant)?;

@@ -50,6 +50,12 @@ pub enum Plant {
     /// Die as ROCm does on a GPU page fault, at the handover: print ROCr's fault line for an
     /// address 4 KiB past the end of the case's shared memory, then abort.
     RocrFault,
+    /// `semaphore` cases: OpenCL leaves out its signal, so the peer's wait never ends. The
+    /// case must end as a timeout naming that wait, not hang the run.
+    SkipSignal,
+    /// `semaphore` cases: the peer waits on a decoy semaphore that the Vulkan broker signalled
+    /// at once, not on OpenCL's: its read races OpenCL's work and must be caught as stale.
+    WrongSemaphore,
     /// Plant nothing: the control run of a planted-error test.
     None,
 }
@@ -64,9 +70,11 @@ impl std::str::FromStr for Plant {
             "cl-noop" => Ok(Plant::ClNoop),
             "peer-noop" => Ok(Plant::PeerNoop),
             "rocr-fault" => Ok(Plant::RocrFault),
+            "skip-signal" => Ok(Plant::SkipSignal),
+            "wrong-semaphore" => Ok(Plant::WrongSemaphore),
             "none" => Ok(Plant::None),
             _ => Err(format!(
-                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, none)"
+                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none)"
             )),
         }
     }
@@ -95,6 +103,16 @@ fn peer_work(
     }
 }
 
+/// Waits for the peer's own work before handing the memory back, except under `semaphore`,
+/// whose signal on the peer's stream orders OpenCL after it with no host wait.
+fn peer_done(peer: &mut dyn PeerRuntime, sync_mode: SyncMode) -> Result<(), CaseError> {
+    if sync_mode == SyncMode::Semaphore {
+        Ok(())
+    } else {
+        peer.synchronize()
+    }
+}
+
 /// Hands OpenCL's output to the peer: the case's sync, or the plant's sabotage of it.
 fn take_output(
     s: &ClSession,
@@ -110,7 +128,17 @@ fn take_output(
     } else {
         sync_mode
     };
-    sync::to_peer(s, peer, m, mode, last, access)?;
+    let fault = match plant {
+        Some(Plant::SkipSignal) => Some(sync::SemaphoreFault::SkipSignal),
+        Some(Plant::WrongSemaphore) => Some(sync::SemaphoreFault::WrongSemaphore),
+        _ => None,
+    };
+    if fault.is_some() && sync_mode != SyncMode::Semaphore {
+        return Err(CaseError::Skip(format!(
+            "the {plant:?} plant applies to the semaphore sync only, not {sync_mode}"
+        )));
+    }
+    sync::to_peer_with(s, peer, m, mode, last, access, fault)?;
     match plant {
         Some(Plant::FlipElement) => {
             peer.flip_bit(m.peer, 2 * Plant::flip_index(m.len), Plant::FLIP_BIT)?;

@@ -15,7 +15,7 @@ use crate::sync::{self, Access};
 use crate::tolerance;
 
 use super::data::DataCache;
-use super::{Plant, peer_work, take_output, with_shared};
+use super::{Plant, peer_done, peer_work, take_output, with_shared};
 
 /// Seed 000's pipeline: OpenCL add -> OpenCL FFT -> peer scale -> peer magnitude, read back
 /// through OpenCL.
@@ -43,7 +43,7 @@ pub(super) fn pipeline(
     with_shared(session, peer, case, n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer_work(plant, || peer.upload(m.peer, a))?;
-        peer.synchronize()?;
+        peer_done(peer, case.sync)?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         let added = s
             .launch(
@@ -72,7 +72,7 @@ pub(super) fn pipeline(
             peer.scale(taken, scale)?;
             peer.magnitude(taken)
         })?;
-        peer.synchronize()?;
+        peer_done(peer, case.sync)?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         s.launch(
             "ccopy",

@@ -21,6 +21,7 @@
 
 use std::ffi::{CStr, c_void};
 use std::ptr::null_mut;
+use std::rc::Rc;
 
 use cudarc::driver::sys as cu;
 
@@ -29,6 +30,7 @@ use crate::runtimes::device::DeviceInfo;
 use crate::runtimes::gpu::device::GpuDevice;
 use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernels, Launch, kernel_source};
 use crate::runtimes::kernel_cache::{CompileKey, KernelCache};
+use crate::runtimes::vulkan::Broker;
 
 mod blas;
 mod discover;
@@ -71,6 +73,8 @@ pub struct CudaPeer {
     scratch: cu::CUdeviceptr,
     blas: Option<Result<BlasHandle, CaseError>>,
     solver: Option<Result<SolverHandle, CaseError>>,
+    /// The Vulkan broker on this GPU, for the semaphore sync and the vk-memory path.
+    vulkan: Option<Result<Rc<Broker>, CaseError>>,
     _nvrtc: Option<VendorLib>,
     /// Last: released after everything above has been released through it.
     _driver: VendorLib,
@@ -110,6 +114,7 @@ impl CudaPeer {
             scratch: 0,
             blas: None,
             solver: None,
+            vulkan: None,
             _nvrtc: None,
             _driver: driver,
         };
@@ -297,6 +302,10 @@ impl GpuDevice for CudaPeer {
     fn known_answer_check(&self) -> Result<(), CaseError> {
         let buf = DeviceBuffer::new(gpu::HEALTH_WORDS * 4, "health-check buffer")?;
         gpu::known_answer(self, buf.0 as usize, "cuda health check")
+    }
+
+    fn vulkan_slot(&mut self) -> &mut Option<Result<Rc<Broker>, CaseError>> {
+        &mut self.vulkan
     }
 }
 
