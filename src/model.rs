@@ -973,6 +973,13 @@ pub enum CaseError {
     Skip(String),
     /// The harness's own error, never the driver's.
     Harness(String),
+    /// A wait that can no longer end: OpenCL still waits on a semaphore the peer has already
+    /// signalled. The worker reports it as a `timeout` before the runner's limit, and exits:
+    /// its queue holds a wait that never completes.
+    Hung {
+        after_s: f64,
+        blocked_in: String,
+    },
     /// A helper process the case started died (the worker's own death is the runner's to see).
     Crashed {
         process: String,
@@ -1013,6 +1020,13 @@ impl CaseError {
             }
             CaseError::Skip(reason) => CaseError::Skip(format!("{reason} ({note})")),
             CaseError::Harness(reason) => CaseError::Harness(format!("{reason} ({note})")),
+            CaseError::Hung {
+                after_s,
+                blocked_in,
+            } => CaseError::Hung {
+                after_s,
+                blocked_in: format!("{blocked_in} ({note})"),
+            },
             CaseError::Crashed {
                 process,
                 signal,
@@ -1037,6 +1051,13 @@ impl CaseError {
             CaseError::Mismatch(m) => Outcome::mismatch(*m),
             CaseError::Skip(reason) => Outcome::Skip { reason },
             CaseError::Harness(reason) => Outcome::Error { reason },
+            CaseError::Hung {
+                after_s,
+                blocked_in,
+            } => Outcome::Timeout {
+                after_s,
+                blocked_in,
+            },
             CaseError::Crashed {
                 process,
                 signal,

@@ -905,7 +905,8 @@ impl DeviceBuffer {
         Ok(())
     }
 
-    /// Blocking read of `len` elements after all queued work.
+    /// Blocking read of `len` elements after all queued work. While the peer's queue is
+    /// watched (a semaphore handover is in the case), the host polls instead of blocking.
     pub fn read<T: Copy + Default>(
         &self,
         session: &ClSession,
@@ -914,12 +915,19 @@ impl DeviceBuffer {
         let mut out = vec![T::default(); len];
         let bytes = std::mem::size_of_val(out.as_slice());
         assert!(bytes <= self.bytes, "read past the buffer");
-        // SAFETY: blocking read into a live vector of exactly `bytes`.
+        let watched = crate::blocking::peer_queue().is_some();
+        let blocking = if watched {
+            cl3::types::CL_FALSE
+        } else {
+            cl3::types::CL_TRUE
+        };
+        // SAFETY: a read into a live vector of exactly `bytes`, which is not touched (nor
+        // freed: see below) until the read is complete.
         let ev = unsafe {
             cl3::command_queue::enqueue_read_buffer(
                 session.queue.get(),
                 self.mem,
-                cl3::types::CL_TRUE,
+                blocking,
                 0,
                 bytes,
                 out.as_mut_ptr() as *mut c_void,
@@ -929,8 +937,68 @@ impl DeviceBuffer {
         }
         .call("clEnqueueReadBuffer")
         .running()?;
-        drop(crate::runtimes::opencl::ClEvent(ev));
+        let ev = crate::runtimes::opencl::ClEvent(ev);
+        if watched && let Err(e) = wait_watching_peer(&ev) {
+            // The read may still land one day: its destination must outlive the worker,
+            // which exits after this case.
+            std::mem::forget(out);
+            std::mem::forget(ev);
+            return Err(e);
+        }
         Ok(out)
+    }
+}
+
+/// How long OpenCL may go on waiting once the peer's stream has run everything, its signal
+/// included. A signal reaches NVIDIA's OpenCL within microseconds; seconds mean it never will.
+const SIGNALLED_BUT_WAITING: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Wait for `ev` while watching the peer's stream: a peer that faulted is that fault; a peer
+/// that has run all its work while OpenCL still waits is a hang, named by the last call the
+/// case announced. A peer still at work is waited for (the runner's timeout still applies).
+fn wait_watching_peer(ev: &crate::runtimes::opencl::ClEvent) -> Result<(), CaseError> {
+    use crate::blocking::QueueState;
+    let started = std::time::Instant::now();
+    let mut idle_since = None;
+    loop {
+        let status =
+            cl3::event::get_event_info(ev.0, cl3::event::CL_EVENT_COMMAND_EXECUTION_STATUS)
+                .call("clGetEventInfo")
+                .running()?;
+        match status {
+            cl3::info_type::InfoType::Int(s) if s == cl3::event::CL_COMPLETE => {
+                return Ok(());
+            }
+            cl3::info_type::InfoType::Int(s) if s < 0 => {
+                let mut e = crate::runtimes::opencl::cl_error("clEnqueueReadBuffer", s);
+                e.detail = "the read's event ended in this error".into();
+                return Err(if e.is_device_fault() {
+                    CaseError::Fault(e)
+                } else {
+                    CaseError::Broken(e)
+                });
+            }
+            _ => {}
+        }
+        match crate::blocking::peer_queue() {
+            Some(QueueState::Failed(e)) if e.is_device_fault() => return Err(CaseError::Fault(e)),
+            Some(QueueState::Failed(e)) => return Err(CaseError::Broken(e)),
+            Some(QueueState::Idle) => {
+                let since = *idle_since.get_or_insert_with(std::time::Instant::now);
+                if since.elapsed() > SIGNALLED_BUT_WAITING {
+                    return Err(CaseError::Hung {
+                        after_s: started.elapsed().as_secs_f64(),
+                        blocked_in: format!(
+                            "{}; the peer's stream had run all its work {:.1} s before",
+                            crate::blocking::last_announced(),
+                            since.elapsed().as_secs_f64()
+                        ),
+                    });
+                }
+            }
+            Some(QueueState::Busy) | None => idle_since = None,
+        }
+        std::thread::sleep(std::time::Duration::from_micros(200));
     }
 }
 

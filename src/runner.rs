@@ -857,7 +857,8 @@ impl<'s> Session<'s> {
         results: &mut Vec<CaseResult>,
     ) {
         let planned = &self.batch[self.next];
-        self.last_was_fault = matches!(outcome, Outcome::Fault { .. });
+        // The worker retires itself after both (see `worker_main`).
+        self.last_was_fault = matches!(outcome, Outcome::Fault { .. } | Outcome::Timeout { .. });
         let bad_end = matches!(
             outcome,
             Outcome::Crash { .. } | Outcome::Fault { .. } | Outcome::Timeout { .. }

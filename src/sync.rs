@@ -444,6 +444,9 @@ fn link<'m>(
 ) -> Result<&'m mut SemaphoreLink, CaseError> {
     if m.semaphore.is_none() {
         m.semaphore = Some(SemaphoreLink::create(s, peer, m.path)?);
+        // From the first semaphore on, OpenCL's reads watch the peer's stream: a peer that
+        // faults never signals, and OpenCL would wait on it for good.
+        crate::blocking::watch_peer_queue(device(peer)?.queue_watch());
     }
     m.semaphore
         .as_mut()
@@ -529,11 +532,34 @@ fn semaphore_to_cl(
          its work on {path} memory (handover {})",
         link.handovers
     ));
-    let waited = link.cl.wait(s).running()?;
+    let mut waited = link.cl.wait(s).running()?;
+    if HOLD_BACK_OPENCL.get() {
+        waited = hold_back(s, waited)?;
+    }
     match buffer {
         Some(buffer) => Ok(vec![acquire_external(s, buffer, &[waited.0])?]),
         None => Ok(vec![waited]),
     }
+}
+
+thread_local! {
+    /// Set for a case under the wrong-semaphore plant.
+    static HOLD_BACK_OPENCL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Under the wrong-semaphore plant, OpenCL's work after each semaphore wait is held back by a
+/// spin kernel, so that the peer, waiting on a decoy, reads before OpenCL has written: every
+/// time, not only when the race happens to go that way (on an H200 it mostly did not).
+pub(crate) fn set_hold_back_opencl(on: bool) {
+    HOLD_BACK_OPENCL.set(on);
+}
+
+/// Steps of the spin kernel: ~200 ms on an H200's OpenCL.
+const SPIN_STEPS: u32 = 100_000_000;
+
+fn hold_back(s: &ClSession, after: ClEvent) -> Result<ClEvent, CaseError> {
+    let sink = crate::paths::DeviceBuffer::new(s, 4)?;
+    s.spin(sink.mem, SPIN_STEPS, &[after.0]).running()
 }
 
 /// Copy path, OpenCL to peer: read the buffer into host staging (waited on per the mode; not

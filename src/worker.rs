@@ -119,7 +119,10 @@ pub fn worker_main(
             Work::Case(case) => crate::ops::execute_planted(&mut state, case, seed, plant),
             Work::Mock(action) => crate::mock::perform(*action),
         });
-        let faulted = matches!(outcome, Outcome::Fault { .. });
+        // A fault leaves a context that is not trusted; a timeout the case found itself, a
+        // queue that holds a wait that never ends.
+        let faulted = matches!(outcome, Outcome::Fault { .. } | Outcome::Timeout { .. });
+        let hung = matches!(outcome, Outcome::Timeout { .. });
         send(
             &protocol,
             &WorkerEvent::Done {
@@ -128,6 +131,12 @@ pub fn worker_main(
                 duration_s: started.elapsed().as_secs_f64(),
             },
         )?;
+        if hung {
+            // Releasing a queue that holds a wait that never ends can block for good: the
+            // process exit leaves that to the kernel.
+            std::mem::forget(state);
+            return Ok(());
+        }
         if faulted {
             break;
         }

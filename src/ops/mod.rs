@@ -345,6 +345,7 @@ fn run(
     let peer = peer(peers, &case.pair.peer, rocm_path.as_deref())?;
     session.notes.clear();
     session.skip_kernels = plant == Some(Plant::ClNoop);
+    sync::set_hold_back_opencl(plant == Some(Plant::WrongSemaphore));
     let result = match case.op {
         Op::Handoff => handoff::handoff(session, peer, case, seed, plant),
         Op::Fft => fft::fft_op(session, fft, peer, case, (seed, data), plant),
@@ -355,6 +356,7 @@ fn run(
     };
     // What the case learned on the way (seed 001's refused tokens) is reported whatever the
     // verdict: on a driver where the path faults, that is where it matters most.
+    crate::blocking::watch_peer_queue(None);
     let notes = std::mem::take(&mut session.notes);
     if notes.is_empty() {
         return result;

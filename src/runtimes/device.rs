@@ -122,6 +122,12 @@ pub fn discovery_failure(e: CaseError) -> String {
 pub trait DeviceRuntime: PeerRuntime {
     fn info(&self) -> &DeviceInfo;
 
+    /// A non-blocking look at the peer's stream (None where the backend has none): how a host
+    /// wait on OpenCL tells a peer that will never signal from one that is still working.
+    fn queue_watch(&self) -> Option<crate::blocking::QueueWatch> {
+        None
+    }
+
     fn alloc(&mut self, kind: AllocKind, len: usize) -> Result<DeviceAlloc, CaseError>;
     fn free(&mut self, alloc: DeviceAlloc);
 

@@ -542,6 +542,38 @@ impl ClSession {
         Ok(ClEvent(ev))
     }
 
+    /// The `spin` kernel on one work-item, after `wait`: `steps` dependent steps that hold the
+    /// queue's later work back (a plant's tool, so not through the kernel cache, which needs
+    /// the session mutable).
+    pub fn spin(&self, sink: cl_mem, steps: u32, wait: &[cl_event]) -> Result<ClEvent, ApiError> {
+        let kernel = Kernel::create(&self.program, "spin").call("clCreateKernel")?;
+        // SAFETY: `spin(global uint*, uint)`: a buffer and a u32, as declared.
+        unsafe {
+            kernel.set_arg(0, &sink).call("clSetKernelArg")?;
+            kernel.set_arg(1, &steps).call("clSetKernelArg")?;
+        }
+        let one = [1usize];
+        // SAFETY: arguments are set; the sizes are 1-D arrays that outlive the call.
+        let ev = unsafe {
+            cl3::command_queue::enqueue_nd_range_kernel(
+                self.queue.get(),
+                kernel.get(),
+                1,
+                ptr::null(),
+                one.as_ptr(),
+                one.as_ptr(),
+                wait.len() as u32,
+                if wait.is_empty() {
+                    ptr::null()
+                } else {
+                    wait.as_ptr()
+                },
+            )
+        }
+        .call("clEnqueueNDRangeKernel")?;
+        Ok(ClEvent(ev))
+    }
+
     /// Fills `bytes` of `mem` with `word`, enqueued in order (clEnqueueFillBuffer, or
     /// clEnqueueSVMMemFill for an SVM pointer).
     pub fn fill(&self, mem: ClMem, bytes: usize, word: u32) -> Result<(), ApiError> {

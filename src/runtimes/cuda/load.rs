@@ -45,6 +45,7 @@ pub(super) const LIBCUDA: LibSpec = LibSpec {
         "cuStreamCreate",
         "cuStreamDestroy_v2",
         "cuStreamSynchronize",
+        "cuStreamQuery",
         "cuCtxSynchronize",
         "cuEventCreate",
         "cuEventRecord",

@@ -299,6 +299,23 @@ impl GpuDevice for CudaPeer {
         unsafe { call!(cu::cuCtxSynchronize(), "after the case") }
     }
 
+    fn stream_watch(&self) -> Option<crate::blocking::QueueWatch> {
+        use crate::blocking::QueueState;
+        // The stream outlives the watch: the case clears it before the peer could be closed.
+        let stream = self.stream as usize;
+        Some(Box::new(move || {
+            // SAFETY: a live stream of the context current on this (the worker's) thread;
+            // cuStreamQuery only reports.
+            match unsafe { call!(cu::cuStreamQuery(stream as cu::CUstream)) } {
+                Ok(()) => QueueState::Idle,
+                Err(e) if e.code == cu::cudaError_enum::CUDA_ERROR_NOT_READY as i64 => {
+                    QueueState::Busy
+                }
+                Err(e) => QueueState::Failed(e),
+            }
+        }))
+    }
+
     fn known_answer_check(&self) -> Result<(), CaseError> {
         let buf = DeviceBuffer::new(gpu::HEALTH_WORDS * 4, "health-check buffer")?;
         gpu::known_answer(self, buf.0 as usize, "cuda health check")

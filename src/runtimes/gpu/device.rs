@@ -28,11 +28,19 @@ pub(crate) trait GpuDevice: GpuMemory + GpuBlas + PeerRuntime {
     fn synchronize_device(&self) -> Result<(), ApiError>;
     /// [`super::known_answer`] on a device buffer of its own.
     fn known_answer_check(&self) -> Result<(), CaseError>;
+    /// [`DeviceRuntime::queue_watch`].
+    fn stream_watch(&self) -> Option<crate::blocking::QueueWatch> {
+        None
+    }
     /// Where the peer keeps its Vulkan broker once opened (or why it could not be).
     fn vulkan_slot(&mut self) -> &mut Option<Result<Rc<Broker>, CaseError>>;
 }
 
 impl<T: GpuDevice> DeviceRuntime for T {
+    fn queue_watch(&self) -> Option<crate::blocking::QueueWatch> {
+        self.stream_watch()
+    }
+
     fn info(&self) -> &DeviceInfo {
         self.device_info()
     }
