@@ -10,8 +10,7 @@ use crate::runtimes::opencl::ClSession;
 use crate::sync::{self, Access};
 use crate::tolerance;
 
-use super::data::DataCache;
-use super::{Plant, consume_on_cl, device, produce_on_cl, take_output, with_shared};
+use super::{Inputs, Plant, consume_on_cl, device, produce_on_cl, take_output, with_shared};
 
 /// cpotrf on the peer over an HPD matrix OpenCL produced, factor read back through OpenCL;
 /// then a non-HPD matrix whose `info` must match the reference's.
@@ -19,14 +18,15 @@ pub(super) fn cholesky(
     session: &mut ClSession,
     peer: &mut dyn PeerRuntime,
     case: &Case,
-    (seed, data): (u64, &mut DataCache),
+    mut data: Inputs<'_>,
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
+    let (seed, kind) = (data.seed, data.kind);
     let ld = n;
-    let inputs = data.get("cholesky inputs", seed, n, 2 * n * ld * 8, || {
-        let hpd = generate::hpd_matrix(seed, n, ld);
-        let (non_hpd, _) = generate::non_hpd_matrix(seed.wrapping_add(1), n, ld);
+    let inputs = data.get("cholesky inputs", n, 2 * n * ld * 8, || {
+        let hpd = generate::hpd_matrix_of(kind, seed, n, ld);
+        let (non_hpd, _) = generate::non_hpd_matrix_of(kind, seed.wrapping_add(1), n, ld);
         (hpd, non_hpd)
     });
     let (hpd, non_hpd) = &*inputs;
@@ -58,7 +58,7 @@ pub(super) fn cholesky(
         info as i64,
         0,
     )?;
-    let references = data.get("cholesky references", seed, n, n * ld * 16, || {
+    let references = data.get("cholesky references", n, n * ld * 16, || {
         let non_hpd_info = match reference::cholesky(Uplo::Lower, n, non_hpd, ld) {
             Err(info) => info,
             Ok(_) => 0,

@@ -9,8 +9,7 @@ use crate::runtimes::opencl::ClSession;
 use crate::sync::{self, Access};
 use crate::tolerance;
 
-use super::data::DataCache;
-use super::{Plant, peer_work, take_output, with_shared};
+use super::{Inputs, Plant, peer_work, take_output, with_shared};
 
 /// The peer uploads a random vector; OpenCL transforms it in place; the peer reads the result,
 /// which is held to the f64 reference FFT.
@@ -19,12 +18,13 @@ pub(super) fn fft_op(
     fft: &mut FftCache,
     peer: &mut dyn PeerRuntime,
     case: &Case,
-    (seed, data): (u64, &mut DataCache),
+    mut data: Inputs<'_>,
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
-    let input = data.get("fft input", seed, n, n * 8, || {
-        generate::complex_vec(seed, n)
+    let (seed, kind) = (data.seed, data.kind);
+    let input = data.get("fft input", n, n * 8, || {
+        generate::complex_vec_of(kind, seed, n)
     });
     let got = with_shared(session, peer, case, case.n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
@@ -35,7 +35,7 @@ pub(super) fn fft_op(
         let out = take_output(s, peer, m, case.sync, Some(&done), Access::Read, plant)?;
         peer.download(out)
     })?;
-    let want = data.get("fft reference", seed, n, n * 16, || {
+    let want = data.get("fft reference", n, n * 16, || {
         reference::fft_forward(&input)
     });
     let what = format!("OpenCL FFT output read by {}", case.pair.peer.label());

@@ -10,8 +10,9 @@ use crate::runtimes::opencl::ClSession;
 use crate::sync::{self, Access};
 use crate::tolerance;
 
-use super::data::DataCache;
-use super::{Plant, consume_on_cl, device, peer_work, produce_on_cl, take_output, with_shared};
+use super::{
+    Inputs, Plant, consume_on_cl, device, peer_work, produce_on_cl, take_output, with_shared,
+};
 
 /// cgemm on the peer over matrices OpenCL produced, through the path; C read back through
 /// OpenCL and held to the f64 reference (rocBLAS clients' bound).
@@ -19,13 +20,14 @@ pub(super) fn gemm(
     session: &mut ClSession,
     peer: &mut dyn PeerRuntime,
     case: &Case,
-    (seed, data): (u64, &mut DataCache),
+    mut data: Inputs<'_>,
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
+    let (seed, kind) = (data.seed, data.kind);
     let ld = n;
-    let inputs = data.get("gemm inputs", seed, n, 3 * n * ld * 8, || {
-        [0, 1, 2].map(|k| generate::matrix(seed.wrapping_add(k), n, n, ld))
+    let inputs = data.get("gemm inputs", n, 3 * n * ld * 8, || {
+        [0, 1, 2].map(|k| generate::matrix_of(kind, seed.wrapping_add(k), n, ld))
     });
     let [a, b, c] = &*inputs;
     let (alpha, beta) = (Complex32::new(1.0, 0.0), Complex32::new(-0.5, 0.25));
@@ -64,7 +66,7 @@ pub(super) fn gemm(
             })
         })
     })?;
-    let want = data.get("gemm reference", seed, n, n * ld * 16, || {
+    let want = data.get("gemm reference", n, n * ld * 16, || {
         reference::cgemm(
             Transpose::None,
             Transpose::None,

@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use num_complex::Complex32;
 
 use crate::fft::FftCache;
+use crate::generate::DataKind;
 use crate::model::{Case, CaseError, Op, Outcome, Peer, Phase, SyncMode};
 use crate::paths::{DeviceBuffer, Shared};
 pub use crate::peer::open_peer;
@@ -244,7 +245,19 @@ pub fn execute_planted(
     seed: u64,
     plant: Option<Plant>,
 ) -> Outcome {
-    let outcome = match run(state, case, data_seed(seed, case.op, case.n), plant) {
+    execute_with_data(state, case, seed, plant, DataKind::Seeded)
+}
+
+/// [`execute_planted`] on the data of `kind`: the seeded draw, as every run, or a simple input
+/// that `clhip repro` tries after shrinking a case's size.
+pub fn execute_with_data(
+    state: &mut WorkerState,
+    case: &Case,
+    seed: u64,
+    plant: Option<Plant>,
+    kind: DataKind,
+) -> Outcome {
+    let outcome = match run(state, case, data_seed(seed, case.op, case.n), plant, kind) {
         Ok(note) => Outcome::Pass { note },
         Err(e) => e.into_outcome(),
     };
@@ -277,11 +290,37 @@ pub fn data_seed(run_seed: u64, op: Op, n: usize) -> u64 {
     crate::hash::fnv1a64(key.as_bytes()) ^ run_seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
+/// A case's inputs: the data seed, what the data are, and the worker's cache of them.
+pub(crate) struct Inputs<'a> {
+    seed: u64,
+    kind: DataKind,
+    cache: &'a mut DataCache,
+}
+
+impl Inputs<'_> {
+    /// The seeded value `what` at size `n` from the cache (made by `make` the first time); a
+    /// simple input is made afresh, since the cache knows seeds, not kinds.
+    fn get<T: std::any::Any + Send + Sync>(
+        &mut self,
+        what: &'static str,
+        n: usize,
+        bytes: usize,
+        make: impl FnOnce() -> T,
+    ) -> std::sync::Arc<T> {
+        if self.kind.is_seeded() {
+            self.cache.get(what, self.seed, n, bytes, make)
+        } else {
+            std::sync::Arc::new(make())
+        }
+    }
+}
+
 fn run(
     state: &mut WorkerState,
     case: &Case,
     seed: u64,
     plant: Option<Plant>,
+    kind: DataKind,
 ) -> Result<String, CaseError> {
     let WorkerState {
         rocm_path,
@@ -295,12 +334,17 @@ fn run(
     let peer = peer(peers, &case.pair.peer, rocm_path.as_deref())?;
     session.notes.clear();
     session.skip_kernels = plant == Some(Plant::ClNoop);
+    let data = Inputs {
+        seed,
+        kind,
+        cache: data,
+    };
     let result = match case.op {
         Op::Handoff => handoff::handoff(session, peer, case, seed, plant),
-        Op::Fft => fft::fft_op(session, fft, peer, case, (seed, data), plant),
-        Op::Pipeline => pipeline::pipeline(session, fft, peer, case, (seed, data), plant),
-        Op::Gemm => gemm::gemm(session, peer, case, (seed, data), plant),
-        Op::Cholesky => cholesky::cholesky(session, peer, case, (seed, data), plant),
+        Op::Fft => fft::fft_op(session, fft, peer, case, data, plant),
+        Op::Pipeline => pipeline::pipeline(session, fft, peer, case, data, plant),
+        Op::Gemm => gemm::gemm(session, peer, case, data, plant),
+        Op::Cholesky => cholesky::cholesky(session, peer, case, data, plant),
         Op::Placement => placement::placement(session, peer, case, seed, plant),
     };
     // What the case learned on the way (seed 001's refused tokens) is reported whatever the

@@ -12,8 +12,7 @@ use crate::runtimes::opencl::{ClArg, ClSession};
 use crate::sync::{self, Access};
 use crate::tolerance;
 
-use super::data::DataCache;
-use super::{Plant, peer_work, take_output, with_shared};
+use super::{Inputs, Plant, peer_work, take_output, with_shared};
 
 /// Seed 000's pipeline: OpenCL add -> OpenCL FFT -> peer scale -> peer magnitude, read back
 /// through OpenCL.
@@ -22,12 +21,13 @@ pub(super) fn pipeline(
     fft: &mut FftCache,
     peer: &mut dyn PeerRuntime,
     case: &Case,
-    (seed, data): (u64, &mut DataCache),
+    mut data: Inputs<'_>,
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
-    let inputs = data.get("pipeline inputs", seed, n, 2 * n * 8, || {
-        [0, 1].map(|k| generate::complex_vec(seed.wrapping_add(k), n))
+    let (seed, kind) = (data.seed, data.kind);
+    let inputs = data.get("pipeline inputs", n, 2 * n * 8, || {
+        [0, 1].map(|k| generate::complex_vec_of(kind, seed.wrapping_add(k), n))
     });
     let [a, b] = &*inputs;
     let scale = 1.0 / n as f32;
@@ -86,7 +86,7 @@ pub(super) fn pipeline(
         .iter()
         .map(|z| if z.im == 0.0 { z.re } else { f32::NAN })
         .collect();
-    let want = data.get("pipeline reference", seed, n, n * 40, || {
+    let want = data.get("pipeline reference", n, n * 40, || {
         reference::pipeline(a, b, scale)
     });
     let what = format!(
