@@ -410,7 +410,14 @@ fn every_cuda_case_compiles_against_the_cuda_api() {
         std::fs::write(include.join(name), body).unwrap();
     }
     std::fs::write(include.join("cublas_api.h"), CUBLAS_API_STUB).unwrap();
-    let ops = [Op::Handoff, Op::Fft, Op::Pipeline, Op::Gemm, Op::Cholesky];
+    let ops = [
+        Op::Handoff,
+        Op::Fft,
+        Op::Pipeline,
+        Op::Gemm,
+        Op::Cholesky,
+        Op::Placement,
+    ];
     let cases = covered("nvidia0", Api::Cuda, &ops, |op| match op {
         Op::Gemm | Op::Cholesky => 33,
         Op::Handoff => 4097,
@@ -590,10 +597,6 @@ fn bad_ids_uncovered_cases_and_other_plants_are_refused_by_name() {
             "does not cover path vmm-fd+cl-import on cuda pairs",
         ),
         (
-            vec!["nvidia0+cuda0/copy/finish/placement/n=4096"],
-            "does not cover op placement on cuda pairs",
-        ),
-        (
             vec!["cl0+host/copy/finish/handoff/n=8"],
             "`cl` is no vendor clhip knows",
         ),
@@ -708,6 +711,7 @@ fn the_cuda_kernels_a_reproducer_embeds_compile() {
             &["clhip_pattern_fill", "clhip_pattern_check"][..],
         ),
         ("pipeline/n=64", &["clhip_cscale", "clhip_cmagnitude"][..]),
+        ("placement/n=4096", &["clhip_cscale"][..]),
         ("gemm/n=33", &[][..]),
     ] {
         let case = ReproCase::parse(&format!("nvidia0+cuda0/copy/finish/{op}")).unwrap();
@@ -880,7 +884,14 @@ fn every_hip_case_compiles_with_hipcc() {
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, body).unwrap();
     }
-    let ops = [Op::Handoff, Op::Fft, Op::Pipeline, Op::Gemm, Op::Cholesky];
+    let ops = [
+        Op::Handoff,
+        Op::Fft,
+        Op::Pipeline,
+        Op::Gemm,
+        Op::Cholesky,
+        Op::Placement,
+    ];
     let cases = covered("rocm0", Api::Hip, &ops, |op| match op {
         Op::Gemm | Op::Cholesky => 33,
         Op::Handoff => 4097,
@@ -1098,4 +1109,93 @@ fn a_simple_data_reproducer_passes_and_its_planted_twin_fails() {
         let (code, run) = build_and_run(&dir);
         assert_eq!(code, want, "{plant:?}: {run}");
     }
+}
+
+/// The checks no host case runs here (a gemm, cholesky or placement reproducer needs a GPU
+/// peer), run on planted data: the reference's own result passes, one wrong element fails.
+#[test]
+fn the_gpu_ops_checks_pass_the_reference_and_catch_one_wrong_element() {
+    let dir = scratch("checks");
+    let mut source = String::new();
+    for name in [
+        "std_includes",
+        "check_gemm",
+        "check_cholesky",
+        "check_exact",
+    ] {
+        source.push_str(repro::template_section(name));
+    }
+    source.push_str(
+        r#"
+int main(void)
+{
+    enum { n = 5 };
+    float a[2 * n * n], b[2 * n * n], c[2 * n * n], got[2 * n * n], hpd[2 * n * n], in[2 * n], out[2 * n];
+    double l[2 * n * n], beta[2] = {-0.5, 0.25};
+    int fails = 0;
+    for (int i = 0; i < 2 * n * n; i++)
+        a[i] = (float)(i % 7) - 3, b[i] = (float)(i % 5) - 2, c[i] = (float)(i % 3) - 1;
+    /* got = A B + beta C, exactly (small integers) */
+    for (int j = 0; j < n; j++)
+        for (int i = 0; i < n; i++) {
+            double sr = 0, si = 0;
+            for (int k = 0; k < n; k++) {
+                sr += a[2 * (i + k * n)] * b[2 * (k + j * n)] - a[2 * (i + k * n) + 1] * b[2 * (k + j * n) + 1];
+                si += a[2 * (i + k * n)] * b[2 * (k + j * n) + 1] + a[2 * (i + k * n) + 1] * b[2 * (k + j * n)];
+            }
+            int p = i + j * n;
+            got[2 * p] = (float)(sr + beta[0] * c[2 * p] - beta[1] * c[2 * p + 1]);
+            got[2 * p + 1] = (float)(si + beta[0] * c[2 * p + 1] + beta[1] * c[2 * p]);
+        }
+    fails += check_gemm("gemm, as computed", got, a, b, c, beta, n) != 0;
+    got[2 * 7 + 1] += 1.0f;
+    fails += 10 * (check_gemm("gemm, planted", got, a, b, c, beta, n) == 1);
+    /* an HPD matrix: n I plus ones, its factor as the reference computes it */
+    for (int p = 0; p < n * n; p++)
+        hpd[2 * p] = 1.0f + (p % (n + 1) == 0 ? n : 0), hpd[2 * p + 1] = 0.0f;
+    if (reference_cholesky(hpd, n, l) != 0)
+        return 99;
+    for (int p = 0; p < 2 * n * n; p++)
+        got[p] = (float)l[p];
+    fails += check_cholesky("cholesky, as computed", got, l, n) != 0;
+    got[2 * (3 + 1 * n)] *= 1.5f;
+    fails += 100 * (check_cholesky("cholesky, planted", got, l, n) == 1);
+    for (int i = 0; i < 2 * n; i++)
+        in[i] = (float)i / 16.0f - 0.25f, out[i] = in[i] * 2097152.0f;
+    fails += check_exact("placement, as computed", out, in, 2097152.0f, n) != 0;
+    out[3] = nextafterf(out[3], 1e30f);
+    fails += 1000 * (check_exact("placement, planted", out, in, 2097152.0f, n) == 1);
+    printf("score %d\n", fails);
+    return fails == 1110 ? 0 : 1;
+}
+"#,
+    );
+    std::fs::write(dir.join("checks.c"), source).unwrap();
+    cc(
+        &[
+            "-std=gnu11",
+            "-Wall",
+            "-Werror",
+            "-o",
+            "checks",
+            "checks.c",
+            "-lm",
+        ],
+        &dir,
+    );
+    let out = Command::new(dir.join("checks")).output().unwrap();
+    let run = text(&out);
+    assert!(out.status.success(), "{run}");
+    assert!(
+        run.contains("FAIL: 1 of 25 elements out of bound, first at [7]"),
+        "{run}"
+    );
+    assert!(
+        run.contains("FAIL: the factor is out of bound; its largest error is at [8]"),
+        "{run}"
+    );
+    assert!(
+        run.contains("FAIL: placement, planted: 1 of 10 floats differ (bit-exact), first at [3]"),
+        "{run}"
+    );
 }

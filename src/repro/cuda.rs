@@ -21,7 +21,14 @@ pub(super) const PATHS: &[PathKind] = &[
 ];
 
 /// The cuda pairs' ops the generator covers.
-pub(super) const OPS: &[Op] = &[Op::Handoff, Op::Fft, Op::Pipeline, Op::Gemm, Op::Cholesky];
+pub(super) const OPS: &[Op] = &[
+    Op::Handoff,
+    Op::Fft,
+    Op::Pipeline,
+    Op::Gemm,
+    Op::Cholesky,
+    Op::Placement,
+];
 
 pub(super) const API: DeviceApi = DeviceApi {
     template: include_str!("templates/cuda.c"),

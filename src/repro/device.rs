@@ -63,7 +63,10 @@ pub(super) fn target(api: &DeviceApi, case: &ReproCase, b: &Body) -> Target {
         (b.event, "event"),
         (kernels, "kernels"),
         (case.op == Op::Handoff, "pattern"),
-        (case.op == Op::Pipeline, "elementwise"),
+        (
+            matches!(case.op, Op::Pipeline | Op::Placement),
+            "elementwise",
+        ),
         (blas, "blas"),
         (b.solver, "solver"),
     ] {

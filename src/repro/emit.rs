@@ -791,12 +791,16 @@ pub(super) fn body(
             cholesky(&mut g, &mut b);
             Some(Draws::Hpd)
         }
-        other => unreachable!("op {other} is refused by check_covered"),
+        Op::Placement => {
+            placement(&mut g, &mut b);
+            // The op draws clhip's seeded vector whatever the data kind (ops/placement.rs).
+            b.generator = generator_sections(DataKind::Seeded, Draws::Vectors);
+            None
+        }
     };
-    b.generator = match draws {
-        None => vec![],
-        Some(d) => generator_sections(kind, d),
-    };
+    if let Some(d) = draws {
+        b.generator = generator_sections(kind, d);
+    }
     for s in g.extra {
         if !b.common.contains(&s) {
             b.common.push(s);
@@ -1175,6 +1179,38 @@ fn cholesky(g: &mut Gen, b: &mut Body) {
     ));
 }
 
+fn placement(g: &mut Gen, b: &mut Body) {
+    b.common = vec!["device_buffer", "check_exact"];
+    b.cl_kernels = vec!["ccopy"];
+    b.peer_kernels = vec!["clhip_cscale"];
+    let peer = g.peer_name();
+    g.declare("float *input = complex_vec(SEED, N), *got = malloc(8 * N);");
+    g.declare("struct timespec t0, t1;");
+    g.out.comment("ops/placement.rs: OpenCL writes the input through the path; the peer scales it by 2 on the shared memory, once untimed and 20 times timed; OpenCL reads it back, which must be 2^21 times the input bit for bit. (clhip also times the passes on the peer's own device and pinned memory, a note beside the verdict, left out here.)");
+    let mut m = g.mem("m", "N");
+    g.create(&m);
+    let ev = g.produce_on_cl(&mut m, "input");
+    g.take_output(&mut m, Some(&ev), Access::ReadWrite);
+    g.out.step(&format!("{peer} scales by 2, 21 times"));
+    g.out.line(
+        "peer_scale(m_peer, 2.0f);
+peer_synchronize();
+clock_gettime(CLOCK_MONOTONIC, &t0);
+         for (int i = 0; i < 20; i++)
+    peer_scale(m_peer, 2.0f);
+peer_synchronize();
+         clock_gettime(CLOCK_MONOTONIC, &t1);
+         printf(\"%.3f ms per scale pass over %zu bytes of shared memory\\n\", ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6) / 20, 8 * N);",
+    );
+    let ready = g.hand_to_cl(&mut m, g.case.sync);
+    g.consume_on_cl(&m, ready.as_deref(), "got");
+    g.release(&m);
+    g.out.line(format!(
+        "if (check_exact(\"data scaled on {peer} read back through OpenCL\", got, input, 2097152.0f, N))\n    return 1;\n\
+         puts(\"PASS: bit-exact\");\nreturn 0;"
+    ));
+}
+
 /// The common sections named, in order.
 pub(super) fn common_sections(names: &[&str]) -> String {
     names.iter().map(|n| section(COMMON, n)).collect()
@@ -1217,6 +1253,9 @@ pub(super) fn assemble(case: &ReproCase, b: &Body, t: &Target) -> String {
     s.push_str(section(COMMON, "includes"));
     s.push_str(&t.includes);
     s.push_str(section(COMMON, "std_includes"));
+    if b.main.contains("clock_gettime") {
+        s.push_str("#include <time.h>\n");
+    }
     s.push('\n');
     s.push_str(section(COMMON, "cl_errors"));
     s.push_str(&t.check);
@@ -1259,6 +1298,7 @@ pub(super) fn assemble(case: &ReproCase, b: &Body, t: &Target) -> String {
         "check_pipeline",
         "check_gemm",
         "check_cholesky",
+        "check_exact",
         "host_alloc",
     ] {
         if b.common.contains(&name) {

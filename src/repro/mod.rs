@@ -415,6 +415,12 @@ fn data_text(kind: DataKind) -> &'static str {
     }
 }
 
+/// A section of the common C template by name (`check_gemm`, `check_exact`, ...), for the tests
+/// that run a check on planted data.
+pub fn template_section(name: &str) -> &'static str {
+    emit::section(emit::COMMON, name)
+}
+
 /// The C generator of data `kind` alone (every stream's function and the handoff pattern), for
 /// the test that compares it word for word with `generate`.
 pub fn generator_source(kind: DataKind) -> String {

@@ -467,6 +467,25 @@ static int check_cholesky(const char *what, const float *got, const double *want
                got[2 * at + 1], want[2 * at], want[2 * at + 1]);
     return !(rel <= bound);
 }
+/*@ check_exact @*/
+/* clhip's exact check (tolerance.rs check_exact_c32): every word of got is the word of
+   input * factor, bit for bit (doubling is exact in float for these inputs). */
+static int check_exact(const char *what, const float *got, const float *input, float factor, size_t n)
+{
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < 2 * n; i++) {
+        float want = input[i] * factor;
+        if (memcmp(&got[i], &want, 4) != 0 && bad++ == 0)
+            first = i;
+    }
+    if (bad)
+        printf("FAIL: %s: %zu of %zu floats differ (bit-exact), first at [%zu] (%s of element %zu): "
+               "got %.8e want %.8e\n", what, bad, 2 * n, first, first % 2 ? "im" : "re", first / 2,
+               got[first], input[first] * factor);
+    else
+        printf("%s: %zu complex floats bit-exact\n", what, n);
+    return bad != 0;
+}
 /*@ svm_alloc @*/
 /* clhip checks the device's SVM capabilities before clSVMAlloc (paths.rs svm_alloc). */
 static void *svm_alloc(int fine, size_t bytes)
