@@ -776,7 +776,7 @@ fn common_reproducers_are_short() {
         (
             "nvidia0+cuda0/cl-svm-coarse/finish/handoff/n=1",
             seeded,
-            415,
+            420,
         ),
         ("rocm0+hip0/copy/finish/handoff/n=4097", seeded, 430),
     ];
