@@ -503,6 +503,16 @@ fn every_cuda_case_compiles_against_the_cuda_api() {
         to_svm < fft && fft < from_svm,
         "cuMemcpy in, FFT on the SVM, cuMemcpy out"
     );
+    // cl-gpu-va: the peer takes the address a kernel read of a plain buffer.
+    let va = ReproCase::parse("nvidia0+cuda0/cl-gpu-va/event/handoff/n=4097").unwrap();
+    let src = repro::generate(&va, seeded, &header(), None)
+        .unwrap()
+        .source;
+    let read = src
+        .find("launch(\"buffer_address\", 1, 2, (struct arg[]){mem(m_buf), mem(m_va)}, 0, NULL);")
+        .unwrap();
+    let used = src.find("peer_fill_pattern(m_peer, a);").unwrap();
+    assert!(read < used && src.contains("__kernel void buffer_address("));
 }
 
 #[test]

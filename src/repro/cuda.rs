@@ -18,6 +18,7 @@ pub(super) const PATHS: &[PathKind] = &[
     PathKind::DevicePtrAsClArg,
     PathKind::ClSvmCoarseMemcpy,
     PathKind::ClSvmFineMemcpy,
+    PathKind::ClGpuVa,
 ];
 
 /// The cuda pairs' ops the generator covers.

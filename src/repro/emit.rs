@@ -233,6 +233,8 @@ struct Gen<'a> {
     take_sync: SyncMode,
     /// Common sections the handovers and paths call.
     extra: Vec<&'static str>,
+    /// OpenCL kernels the path launches (cl-gpu-va's address kernel).
+    path_kernels: Vec<&'static str>,
 }
 
 impl Gen<'_> {
@@ -390,6 +392,19 @@ impl Gen<'_> {
                     fine as u8
                 ));
             }
+            PathKind::ClGpuVa => {
+                self.declare(format!("cl_mem {v}_buf, {v}_va;"));
+                self.uses("device_buffer");
+                self.path_kernels.push("buffer_address");
+                self.out.comment("cl-gpu-va: a plain OpenCL buffer; the peer dereferences its device address as a kernel reads it (clhip also asks clGetMemObjectInfo for seed 001's tokens 0x4100 and 0x4101, a note; left out)");
+                self.out.line(format!(
+                    "CHECK(CL, ({v}_buf = clCreateBuffer(context, CL_MEM_READ_WRITE, {bytes}, NULL, &err), err));\n\
+                     {v}_va = device_buffer(8, NULL);\n\
+                     launch(\"buffer_address\", 1, 2, (struct arg[]){{mem({v}_buf), mem({v}_va)}}, 0, NULL);\n\
+                     CHECK(CL, clEnqueueReadBuffer(queue, {v}_va, CL_TRUE, 0, 8, &{v}_peer, 0, NULL, NULL));\n\
+                     printf(\"device address of {v}: 0x%llx\\n\", (unsigned long long){v}_peer);"
+                ));
+            }
             other => unreachable!("path {other} is refused by check_covered"),
         }
         // Poison: what each side allocated, filled by that side (paths.rs Shared::poison).
@@ -407,7 +422,10 @@ impl Gen<'_> {
             }
             self.out.line("CHECK(CL, clFinish(queue));");
         }
-        if !matches!(m.path, PathKind::ClSvmCoarse | PathKind::ClSvmFine) {
+        if !matches!(
+            m.path,
+            PathKind::ClSvmCoarse | PathKind::ClSvmFine | PathKind::ClGpuVa
+        ) {
             self.uses("poison");
             self.out.line(format!(
                 "peer_upload({v}_peer, poison_vec({len}), {bytes});"
@@ -471,6 +489,7 @@ impl Gen<'_> {
                 let d = self.dialect();
                 d.call(d.free, &dev, "")
             }
+            PathKind::ClGpuVa => format!("CHECK(CL, clReleaseMemObject({v}_buf));"),
             PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy => {
                 let d = self.dialect();
                 format!("clSVMFree(context, {v}_svm);\n{}", d.call(d.free, &dev, ""))
@@ -754,6 +773,7 @@ pub(super) fn body(
         decls: Vec::new(),
         take_sync: if skip_sync { SyncMode::None } else { case.sync },
         extra: Vec::new(),
+        path_kernels: Vec::new(),
     };
     let mut b = Body {
         common: vec![],
@@ -804,6 +824,11 @@ pub(super) fn body(
     for s in g.extra {
         if !b.common.contains(&s) {
             b.common.push(s);
+        }
+    }
+    for k in g.path_kernels {
+        if !b.cl_kernels.contains(&k) {
+            b.cl_kernels.push(k);
         }
     }
     let text = collapse_repeated_syncs(&g.out.text);
