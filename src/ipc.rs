@@ -1,16 +1,23 @@
 //! The IPC path's second process. hipIpcOpenMemHandle / cuIpcOpenMemHandle refuse a handle
 //! from their own process, so the allocation under test is made by another clhip process (the
-//! exporter: `clhip __ipc-export`), which keeps it alive until the worker closes its stdin.
+//! exporter: `clhip __ipc-export`).
 //!
-//! Protocol: the exporter writes one line to stdout, after [`PREFIX`]: an [`ExporterLine`],
-//! either the handle (128 hex digits) or the outcome that stopped it (a refusal, a fault). The
-//! worker answers nothing; EOF on the exporter's stdin means "done, free it and exit".
+//! One exporter serves a worker's IPC cases one after another: a process and a device context
+//! per case cost more than the rest of such a case (1.5 s of its 1.7 s on an H200 at `-j 4`).
+//! It starts on the worker's first IPC case and dies with the worker.
+//!
+//! Protocol: the worker writes `alloc <elements>` or `free` lines to the exporter's stdin; the
+//! exporter answers each with one line to stdout, after [`PREFIX`]: an [`ExporterLine`]. EOF
+//! on its stdin means "free what you hold and exit".
 
-use std::io::{BufRead, BufReader, Read, Write};
+use std::collections::VecDeque;
+use std::io::{BufRead, BufReader, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::mpsc::{Receiver, RecvTimeoutError};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
@@ -28,15 +35,8 @@ const EXPORTER_START: Duration = Duration::from_secs(60);
 #[serde(rename_all = "kebab-case")]
 pub enum ExporterLine {
     Handle { hex: String },
+    Freed,
     Stopped { outcome: Outcome },
-}
-
-/// The exporter process, seen from the worker. Dropping it closes the exporter's stdin and
-/// waits for it; [`Exporter::finish`] does the same and says how it ended.
-#[derive(Debug)]
-pub struct Exporter {
-    child: Option<Child>,
-    stdin: Option<ChildStdin>,
 }
 
 fn exporter_error(detail: String) -> ApiError {
@@ -65,20 +65,26 @@ pub fn decode(hex: &str) -> Result<IpcHandle, String> {
     Ok(out)
 }
 
-impl Exporter {
-    /// Start `exe __ipc-export <reopen_args> --len <len>` and read its handle. A refusal in
-    /// the exporter (no device, hipMalloc refused) comes back as the case's own outcome; an
-    /// exporter that dies is a crash of that process.
-    pub fn spawn(
-        exe: PathBuf,
-        reopen_args: &[String],
-        len: usize,
-    ) -> Result<(Exporter, IpcHandle), CaseError> {
-        let mut child = Command::new(&exe)
+/// A running exporter process: its stdin, its protocol lines, the tail of its stderr.
+#[derive(Debug)]
+struct Process {
+    /// What started it (executable and device arguments): a case for another device gets
+    /// its own exporter.
+    key: Vec<String>,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Receiver<String>,
+    stderr: Arc<Mutex<VecDeque<String>>>,
+}
+
+/// The worker's exporters between two IPC cases, one per device it has opened.
+static IDLE: Mutex<Vec<Process>> = Mutex::new(Vec::new());
+
+impl Process {
+    fn start(exe: &PathBuf, reopen_args: &[String], key: Vec<String>) -> Result<Self, CaseError> {
+        let mut child = Command::new(exe)
             .arg("__ipc-export")
             .args(reopen_args)
-            .arg("--len")
-            .arg(len.to_string())
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -87,84 +93,203 @@ impl Exporter {
                 CaseError::Broken(exporter_error(format!("starting {}: {e}", exe.display())))
             })?;
         let stdin = child.stdin.take();
-        let stdout = child.stdout.take();
-        let mut exporter = Exporter {
-            child: Some(child),
+        let (tx, lines) = std::sync::mpsc::channel();
+        if let Some(out) = child.stdout.take() {
+            // Skip driver chatter; the channel closes at the exporter's EOF.
+            std::thread::spawn(move || {
+                for line in BufReader::new(out).lines() {
+                    let Ok(line) = line else { return };
+                    if line.starts_with(PREFIX) && tx.send(line).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+        let stderr = Arc::new(Mutex::new(VecDeque::new()));
+        if let Some(err) = child.stderr.take() {
+            // Drained all the time: a long-lived exporter must never block on a full pipe.
+            let tail = stderr.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(err).lines() {
+                    let Ok(line) = line else { return };
+                    let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+                    t.push_back(line);
+                    if t.len() > 10 {
+                        t.pop_front();
+                    }
+                }
+            });
+        }
+        Ok(Process {
+            key,
+            child,
             stdin,
-        };
-        let line = match stdout {
-            Some(out) => read_line_within(out, EXPORTER_START),
-            None => None,
-        };
-        let parsed = line
-            .as_deref()
-            .and_then(|l| l.strip_prefix(PREFIX))
-            .map(serde_json::from_str::<ExporterLine>);
-        match parsed {
-            Some(Ok(ExporterLine::Handle { hex })) => match decode(&hex) {
-                Ok(h) => Ok((exporter, h)),
-                Err(e) => Err(CaseError::Broken(exporter_error(format!(
-                    "unreadable handle: {e}"
-                )))),
-            },
-            Some(Ok(ExporterLine::Stopped { outcome })) => {
-                exporter.finish_quietly();
-                Err(from_exporter_outcome(outcome))
-            }
-            Some(Err(e)) => Err(CaseError::Broken(exporter_error(format!(
-                "unreadable protocol line: {e}"
-            )))),
-            None => Err(exporter.died()),
-        }
+            lines,
+            stderr,
+        })
     }
 
-    /// Close the exporter's stdin (it frees the allocation and exits) and wait for it.
-    pub fn finish(mut self) -> Result<(), CaseError> {
-        self.stdin = None;
-        let Some(mut child) = self.child.take() else {
-            return Ok(());
+    /// Send one request and read its answer. `None`: the exporter is gone or hung.
+    fn ask(&mut self, request: &str, limit: Duration) -> Option<Result<ExporterLine, String>> {
+        let stdin = self.stdin.as_mut()?;
+        stdin
+            .write_all(format!("{request}\n").as_bytes())
+            .and_then(|()| stdin.flush())
+            .ok()?;
+        let line = match self.lines.recv_timeout(limit) {
+            Ok(l) => l,
+            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => return None,
         };
-        let status = child
-            .wait()
-            .map_err(|e| CaseError::Broken(exporter_error(format!("waiting: {e}"))))?;
-        if status.success() {
-            return Ok(());
-        }
-        Err(crashed(status, stderr_tail(&mut child)))
+        let json = line.strip_prefix(PREFIX).unwrap_or(&line);
+        Some(serde_json::from_str(json).map_err(|e| format!("unreadable protocol line: {e}")))
     }
 
-    fn finish_quietly(&mut self) {
-        self.stdin = None;
-        if let Some(mut c) = self.child.take() {
-            let _ = c.wait();
-        }
+    fn stderr_tail(&self) -> String {
+        let t = self.stderr.lock().unwrap_or_else(|e| e.into_inner());
+        t.iter().cloned().collect::<Vec<_>>().join("\n")
     }
 
-    /// The exporter gave no line: it died, or hung past [`EXPORTER_START`].
-    fn died(&mut self) -> CaseError {
+    /// The exporter gave no answer: it died, or hung past the limit. Say how it ended.
+    fn died(mut self) -> CaseError {
         self.stdin = None;
-        let Some(mut child) = self.child.take() else {
-            return CaseError::Broken(exporter_error("gone".into()));
-        };
-        if let Ok(None) = child.try_wait() {
-            let _ = child.kill();
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
         }
-        match child.wait() {
+        match self.child.wait() {
             Ok(status) if status.signal().is_some() || !status.success() => {
-                crashed(status, stderr_tail(&mut child))
+                // Let the reader threads catch the last of stderr.
+                std::thread::sleep(Duration::from_millis(50));
+                crashed(status, self.stderr_tail())
             }
             Ok(_) => CaseError::Broken(exporter_error(format!(
-                "exited without a handle: {}",
-                stderr_tail(&mut child)
+                "exited without answering: {}",
+                self.stderr_tail()
             ))),
             Err(e) => CaseError::Broken(exporter_error(format!("waiting: {e}"))),
         }
+    }
+
+    /// The exporter said it stopped (a refusal, a fault) and exits by itself: reap it.
+    fn reap(mut self) {
+        self.stdin = None;
+        let _ = self.child.wait();
+    }
+}
+
+/// One case's allocation in the exporter. [`Exporter::finish`] frees it and says how that
+/// went; dropping it frees it quietly.
+#[derive(Debug)]
+pub struct Exporter {
+    process: Option<Process>,
+}
+
+impl Exporter {
+    /// Have an exporter (this worker's, or a new one for `exe __ipc-export <reopen_args>`)
+    /// allocate `len` elements and hand over its IPC handle. A refusal in the exporter (no
+    /// device, hipMalloc refused) comes back as the case's own outcome; an exporter that dies
+    /// is a crash of that process.
+    pub fn spawn(
+        exe: PathBuf,
+        reopen_args: &[String],
+        len: usize,
+    ) -> Result<(Exporter, IpcHandle), CaseError> {
+        let mut key = vec![exe.display().to_string()];
+        key.extend(reopen_args.iter().cloned());
+        let idle = {
+            let mut idle = IDLE.lock().unwrap_or_else(|e| e.into_inner());
+            idle.iter()
+                .position(|p| p.key == key)
+                .map(|i| idle.swap_remove(i))
+        };
+        let request = format!("alloc {len}");
+        // An idle exporter that has gone away since its last case is replaced, once.
+        let (mut process, answer) = match idle {
+            Some(mut p) => match p.ask(&request, EXPORTER_START) {
+                Some(answer) => (p, Some(answer)),
+                None => {
+                    let _ = p.died();
+                    (Process::start(&exe, reopen_args, key)?, None)
+                }
+            },
+            None => (Process::start(&exe, reopen_args, key)?, None),
+        };
+        let answer = match answer {
+            Some(a) => Some(a),
+            None => crate::trace::timed("IPC exporter start and first allocation", || {
+                process.ask(&request, EXPORTER_START)
+            }),
+        };
+        match answer {
+            Some(Ok(ExporterLine::Handle { hex })) => match decode(&hex) {
+                Ok(h) => Ok((
+                    Exporter {
+                        process: Some(process),
+                    },
+                    h,
+                )),
+                Err(e) => {
+                    process.reap();
+                    Err(CaseError::Broken(exporter_error(format!(
+                        "unreadable handle: {e}"
+                    ))))
+                }
+            },
+            Some(Ok(ExporterLine::Stopped { outcome })) => {
+                process.reap();
+                Err(from_exporter_outcome(outcome))
+            }
+            Some(Ok(other)) => {
+                process.reap();
+                Err(CaseError::Broken(exporter_error(format!(
+                    "answered {other:?} to an allocation"
+                ))))
+            }
+            Some(Err(e)) => {
+                process.reap();
+                Err(CaseError::Broken(exporter_error(e)))
+            }
+            None => Err(process.died()),
+        }
+    }
+
+    /// Have the exporter free the allocation, and keep it for the worker's next IPC case.
+    pub fn finish(mut self) -> Result<(), CaseError> {
+        let Some(process) = self.process.take() else {
+            return Ok(());
+        };
+        release(process)
+    }
+}
+
+fn release(mut process: Process) -> Result<(), CaseError> {
+    match process.ask("free", EXPORTER_START) {
+        Some(Ok(ExporterLine::Freed)) => {
+            IDLE.lock().unwrap_or_else(|e| e.into_inner()).push(process);
+            Ok(())
+        }
+        Some(Ok(ExporterLine::Stopped { outcome })) => {
+            process.reap();
+            Err(from_exporter_outcome(outcome))
+        }
+        Some(Ok(other)) => {
+            process.reap();
+            Err(CaseError::Broken(exporter_error(format!(
+                "answered {other:?} to a free"
+            ))))
+        }
+        Some(Err(e)) => {
+            process.reap();
+            Err(CaseError::Broken(exporter_error(e)))
+        }
+        None => Err(process.died()),
     }
 }
 
 impl Drop for Exporter {
     fn drop(&mut self) {
-        self.finish_quietly();
+        if let Some(process) = self.process.take() {
+            let _ = release(process);
+        }
     }
 }
 
@@ -179,48 +304,6 @@ fn crashed(status: std::process::ExitStatus, stderr_tail: String) -> CaseError {
         signal_name,
         stderr_tail,
     }
-}
-
-fn stderr_tail(child: &mut Child) -> String {
-    let mut text = String::new();
-    if let Some(mut e) = child.stderr.take() {
-        let _ = e.read_to_string(&mut text);
-    }
-    let lines: Vec<&str> = text.lines().collect();
-    lines[lines.len().saturating_sub(10)..].join("\n")
-}
-
-/// One line from `out`, or `None` at EOF or after `limit` (read on a thread: a pipe read has
-/// no timeout, and a hung exporter must not hang the worker past the runner's own timeout).
-fn read_line_within(out: impl Read + Send + 'static, limit: Duration) -> Option<String> {
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut reader = BufReader::new(out);
-        let start = Instant::now();
-        let mut line = String::new();
-        // Skip driver chatter until the protocol line.
-        loop {
-            line.clear();
-            match reader.read_line(&mut line) {
-                Ok(0) | Err(_) => {
-                    let _ = tx.send(None);
-                    return;
-                }
-                Ok(_) if line.starts_with(PREFIX) => {
-                    let _ = tx.send(Some(line.trim_end().to_string()));
-                    // Keep draining so the exporter never blocks on a full pipe.
-                    let _ = std::io::copy(&mut reader, &mut std::io::sink());
-                    return;
-                }
-                Ok(_) if start.elapsed() > limit => {
-                    let _ = tx.send(None);
-                    return;
-                }
-                Ok(_) => {}
-            }
-        }
-    });
-    rx.recv_timeout(limit).ok().flatten()
 }
 
 /// What the exporter's own outcome means for the case: its refusals and faults are the case's.
@@ -240,21 +323,20 @@ fn from_exporter_outcome(outcome: Outcome) -> CaseError {
     }
 }
 
-/// The exporter's side (`clhip __ipc-export`): open the device, allocate `len` elements, print
-/// the handle, hold the allocation until stdin closes.
-pub fn serve(
-    api: Api,
-    ordinal: usize,
-    rocm_path: Option<PathBuf>,
-    len: usize,
-) -> anyhow::Result<()> {
+/// The exporter's side (`clhip __ipc-export`): open the device once, then allocate and free
+/// as the worker asks, one allocation at a time, until stdin closes.
+pub fn serve(api: Api, ordinal: usize, rocm_path: Option<PathBuf>) -> anyhow::Result<()> {
+    crate::process::die_with_parent("IPC exporter");
     let mut stdout = std::io::stdout().lock();
     let say = |out: &mut dyn Write, line: &ExporterLine| -> anyhow::Result<()> {
         writeln!(out, "{PREFIX}{}", serde_json::to_string(line)?)?;
         out.flush()?;
         Ok(())
     };
-    let mut peer = match crate::peer::open_peer(api, ordinal, rocm_path.as_deref()) {
+    let opened = crate::trace::timed("exporter: open peer", || {
+        crate::peer::open_peer(api, ordinal, rocm_path.as_deref())
+    });
+    let mut peer = match opened {
         Ok(p) => p,
         Err(e) => {
             let outcome = e.into_outcome();
@@ -265,33 +347,54 @@ pub fn serve(
         let outcome = Outcome::unsupported(format!("{} has no device runtime", api.name()));
         return say(&mut stdout, &ExporterLine::Stopped { outcome });
     };
-    let exported = dev
-        .alloc(crate::runtimes::device::AllocKind::Device, len)
-        .and_then(|a| match dev.ipc_handle(&a) {
-            Ok(h) => Ok((a, h)),
-            Err(e) => {
-                dev.free(a);
-                Err(e)
+    let mut held = None;
+    for request in std::io::stdin().lock().lines() {
+        let request = request?;
+        let request = request.trim();
+        if request == "free" {
+            if let Some(alloc) = held.take() {
+                dev.free(alloc);
             }
-        });
-    let alloc = match exported {
-        Ok((alloc, handle)) => {
-            say(
-                &mut stdout,
-                &ExporterLine::Handle {
-                    hex: encode(&handle),
-                },
-            )?;
-            alloc
+            say(&mut stdout, &ExporterLine::Freed)?;
+            continue;
         }
-        Err(e) => {
-            let outcome = e.into_outcome();
-            return say(&mut stdout, &ExporterLine::Stopped { outcome });
+        let Some(len) = request
+            .strip_prefix("alloc ")
+            .and_then(|n| n.parse::<usize>().ok())
+        else {
+            anyhow::bail!("unknown request from the worker: {request:?}");
+        };
+        if let Some(alloc) = held.take() {
+            dev.free(alloc);
         }
-    };
-    // Hold the allocation until the worker is done with it.
-    let _ = std::io::copy(&mut std::io::stdin().lock(), &mut std::io::sink());
-    dev.free(alloc);
+        let exported = dev
+            .alloc(crate::runtimes::device::AllocKind::Device, len)
+            .and_then(|a| match dev.ipc_handle(&a) {
+                Ok(h) => Ok((a, h)),
+                Err(e) => {
+                    dev.free(a);
+                    Err(e)
+                }
+            });
+        match exported {
+            Ok((alloc, handle)) => {
+                held = Some(alloc);
+                say(
+                    &mut stdout,
+                    &ExporterLine::Handle {
+                        hex: encode(&handle),
+                    },
+                )?;
+            }
+            Err(e) => {
+                let outcome = e.into_outcome();
+                return say(&mut stdout, &ExporterLine::Stopped { outcome });
+            }
+        }
+    }
+    if let Some(alloc) = held.take() {
+        dev.free(alloc);
+    }
     Ok(())
 }
 
@@ -321,33 +424,57 @@ mod tests {
         assert!(matches!(e, CaseError::Broken(_)), "{e:?}");
     }
 
-    /// An executable script standing in for `clhip __ipc-export`.
-    fn fake_exporter(name: &str, body: &str) -> PathBuf {
+    /// An executable script standing in for `clhip __ipc-export`: it answers each request
+    /// line with the shell snippet's output.
+    fn fake_exporter(name: &str, on_alloc: &str, on_free: &str) -> PathBuf {
         use std::os::unix::fs::PermissionsExt;
         let dir = std::env::temp_dir().join(format!("clhip-ipc-test-{}", std::process::id()));
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(name);
-        std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\necho driver chatter\nwhile read req; do case \"$req\" in alloc*) {on_alloc};; free) {on_free};; esac; done\n"
+            ),
+        )
+        .unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         path
     }
 
+    fn line(l: &ExporterLine) -> String {
+        format!("echo '{PREFIX}{}'", serde_json::to_string(l).unwrap())
+    }
+
     #[test]
-    fn the_handle_arrives_and_finish_waits_for_a_clean_exit() {
+    fn one_exporter_serves_case_after_case() {
         let hex = "ab".repeat(64);
-        let line = serde_json::to_string(&ExporterLine::Handle { hex: hex.clone() }).unwrap();
+        // Counts its allocations in a file: a second process would start from 1 again.
+        let count = std::env::temp_dir().join(format!("clhip-ipc-count-{}", std::process::id()));
+        let _ = std::fs::remove_file(&count);
         let exe = fake_exporter(
             "ok",
-            &format!("echo driver chatter; echo '{PREFIX}{line}'; cat >/dev/null"),
+            &format!(
+                "echo $$ >> {}; {}",
+                count.display(),
+                line(&ExporterLine::Handle { hex: hex.clone() })
+            ),
+            &line(&ExporterLine::Freed),
         );
-        let (exporter, handle) = Exporter::spawn(exe, &[], 4).unwrap();
-        assert_eq!(handle, [0xab; 64]);
-        exporter.finish().unwrap();
+        for _ in 0..3 {
+            let (exporter, handle) = Exporter::spawn(exe.clone(), &[], 4).unwrap();
+            assert_eq!(handle, [0xab; 64]);
+            exporter.finish().unwrap();
+        }
+        let pids = std::fs::read_to_string(&count).unwrap();
+        let pids: Vec<&str> = pids.lines().collect();
+        assert_eq!(pids.len(), 3, "{pids:?}");
+        assert!(pids.iter().all(|p| *p == pids[0]), "one process: {pids:?}");
     }
 
     #[test]
     fn a_dead_exporter_is_a_crash_of_that_process() {
-        let exe = fake_exporter("segv", "echo dying >&2; kill -SEGV $$");
+        let exe = fake_exporter("segv", "echo dying >&2; kill -SEGV $$", "");
         match Exporter::spawn(exe, &[], 4) {
             Err(CaseError::Crashed {
                 process,
@@ -364,19 +491,38 @@ mod tests {
     }
 
     #[test]
-    fn an_exporter_crash_after_the_handle_is_reported_by_finish() {
-        let line = serde_json::to_string(&ExporterLine::Handle {
-            hex: "00".repeat(64),
-        })
-        .unwrap();
+    fn an_exporter_crash_while_freeing_is_reported_by_finish() {
         let exe = fake_exporter(
             "segv-late",
-            &format!("echo '{PREFIX}{line}'; cat >/dev/null; kill -SEGV $$"),
+            &line(&ExporterLine::Handle {
+                hex: "00".repeat(64),
+            }),
+            "kill -SEGV $$",
         );
         let (exporter, _) = Exporter::spawn(exe, &[], 4).unwrap();
         assert!(matches!(
             exporter.finish(),
             Err(CaseError::Crashed { signal: 11, .. })
         ));
+    }
+
+    #[test]
+    fn a_refusal_in_the_exporter_is_the_case_outcome() {
+        let exe = fake_exporter(
+            "refuses",
+            &format!(
+                "{}; exit 0",
+                line(&ExporterLine::Stopped {
+                    outcome: Outcome::unsupported("no HIP device"),
+                })
+            ),
+            "",
+        );
+        match Exporter::spawn(exe, &[], 4) {
+            Err(CaseError::Unsupported { reason, .. }) => {
+                assert!(reason.contains("no HIP device"), "{reason}")
+            }
+            other => panic!("{other:?}"),
+        }
     }
 }

@@ -6,6 +6,7 @@
 //! `runner` and `worker` (isolated execution), `report` (what people and machines read).
 
 pub mod bench;
+pub mod blocking;
 pub mod cases;
 pub mod consistency;
 pub mod expectations;
@@ -34,4 +35,5 @@ pub mod runner;
 pub mod runtimes;
 pub mod sync;
 pub mod tolerance;
+pub mod trace;
 pub mod worker;

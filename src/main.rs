@@ -158,7 +158,7 @@ enum Cmd {
     /// `probe`, one per vendor).
     #[command(name = "__probe-opencl-vendor", hide = true)]
     ProbeOpenclVendor,
-    /// Allocates device memory and holds it for another process's IPC open until stdin closes
+    /// Allocates device memory for another process's IPC open, as the worker on its stdin asks
     /// (internal: started by a worker for the IPC path).
     #[command(name = "__ipc-export", hide = true)]
     IpcExport {
@@ -168,9 +168,6 @@ enum Cmd {
         ordinal: usize,
         #[arg(long)]
         rocm_path: Option<PathBuf>,
-        /// Complex f32 elements.
-        #[arg(long)]
-        len: usize,
     },
 }
 
@@ -475,8 +472,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
             api,
             ordinal,
             rocm_path,
-            len,
-        } => clhip::ipc::serve(api, ordinal, rocm_path, len).map(|()| ExitCode::SUCCESS),
+        } => clhip::ipc::serve(api, ordinal, rocm_path).map(|()| ExitCode::SUCCESS),
         Cmd::Probe { json, rocm_path } => {
             // Before any runtime is loaded: what a driver prints must not land in the JSON.
             let mut out = clhip::process::take_stdout_for_protocol()?;

@@ -288,7 +288,11 @@ fn segfault() -> ! {
 
 /// Hangs, after starting a helper process that hangs too and holds the worker's output pipes:
 /// killing only the worker would leave it running and the runner's readers waiting for EOF.
+/// What the hang mock announces before it blocks: the timeout must name it.
+pub const HANG_CALL: &str = "mock: waiting forever on a helper that sleeps an hour";
+
 fn hang() -> ! {
+    crate::blocking::announce(HANG_CALL);
     match std::process::Command::new("sleep").arg("3600").spawn() {
         Ok(helper) => eprintln!("mock: hanging, helper pid {}", helper.id()),
         Err(e) => eprintln!("mock: hanging (no helper: {e})"),

@@ -198,6 +198,11 @@ named_enum! {
         /// A device allocation of another process, opened with hipIpcOpenMemHandle /
         /// cuIpcOpenMemHandle and passed to OpenCL kernels as an SVM pointer (seed 001 §3).
         IpcDevicePtrAsClArg => "ipc+device-ptr-as-cl-arg",
+        /// Memory a third API exports (Vulkan's vkGetMemoryFdKHR, an opaque fd per importer),
+        /// imported by OpenCL (cl_khr_external_memory_opaque_fd) and by the peer
+        /// (cuImportExternalMemory / hipImportExternalMemory): zero copy without either side
+        /// exporting anything.
+        VkMemoryImport => "vk-memory+import",
     }
 }
 
@@ -207,12 +212,22 @@ impl PathKind {
     /// USE_HOST_PTR memory only between map and unmap (OpenCL 3.0 §5.6.1, §5.4.2); a device
     /// peer never maps, so finish/event order its kernels against OpenCL's. Some listed modes
     /// break a rule on purpose: see [`Case::is_negative_control`].
+    ///
+    /// `semaphore` orders the device work of OpenCL's queue and the peer's stream on the GPU,
+    /// with no host wait between them, so it is listed where both sides' kernels work on the
+    /// one allocation in place: SVM, a device pointer or address OpenCL takes, and imported
+    /// memory (with acquire/release around OpenCL's use, as Khronos's CTS `test_vulkan` does).
+    /// Not on `copy` and the `+memcpy` paths, where the data cross in copies the host waits
+    /// for (there is no device work left to order), nor on USE_HOST_PTR, whose memory OpenCL
+    /// may only hand over by map/unmap, nor for the host, which has no semaphores.
     pub fn syncs(self, peer: Api) -> &'static [SyncMode] {
         use SyncMode::*;
         let device = peer != Api::Host;
         match self {
             PathKind::Copy => &[Finish, Event, None],
-            PathKind::ClSvmCoarse if device => &[Finish, Event, Map, None],
+            PathKind::ClSvmCoarse | PathKind::ClSvmFine if device => {
+                &[Finish, Event, Map, Semaphore, None]
+            }
             PathKind::ClSvmCoarse => &[Map, None],
             PathKind::ClSvmFine => &[Finish, Event, Map, None],
             PathKind::UseHostPtr
@@ -220,9 +235,11 @@ impl PathKind {
             | PathKind::DeviceUseHostPtr
             | PathKind::ManagedUseHostPtr => &[Map, Finish, None],
             PathKind::DevicePtrAsClArg | PathKind::ClGpuVa | PathKind::IpcDevicePtrAsClArg => {
-                &[Finish, Event, None]
+                &[Finish, Event, Semaphore, None]
             }
-            PathKind::VmmFdClImport => &[AcquireRelease, Semaphore, Finish, None],
+            PathKind::VmmFdClImport | PathKind::VkMemoryImport => {
+                &[AcquireRelease, Semaphore, Finish, None]
+            }
             PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy => &[Finish, Event, Map, None],
             PathKind::ClDmabufHipImport => &[Finish, Event, Semaphore, None],
         }
@@ -252,7 +269,8 @@ impl PathKind {
             | PathKind::ClSvmCoarseMemcpy
             | PathKind::ClSvmFineMemcpy
             | PathKind::ClGpuVa
-            | PathKind::IpcDevicePtrAsClArg => peer != Api::Host,
+            | PathKind::IpcDevicePtrAsClArg
+            | PathKind::VkMemoryImport => peer != Api::Host,
             PathKind::ClDmabufHipImport => peer == Api::Hip,
         }
     }
@@ -269,6 +287,12 @@ impl PathKind {
                 | PathKind::ClDmabufHipImport
                 | PathKind::IpcDevicePtrAsClArg
         )
+    }
+
+    /// Paths whose OpenCL object is another API's export imported with cl_khr_external_memory,
+    /// which OpenCL must acquire before use and release after.
+    pub fn is_imported(self) -> bool {
+        matches!(self, PathKind::VmmFdClImport | PathKind::VkMemoryImport)
     }
 
     /// Paths whose OpenCL object is a CL_MEM_USE_HOST_PTR buffer over the peer's memory.
@@ -338,7 +362,7 @@ impl Op {
 /// See [`Case::is_negative_control`].
 pub fn is_negative_control(path: PathKind, sync: SyncMode) -> bool {
     sync == SyncMode::None
-        || (sync == SyncMode::Finish && (path.is_use_host_ptr() || path == PathKind::VmmFdClImport))
+        || (sync == SyncMode::Finish && (path.is_use_host_ptr() || path.is_imported()))
 }
 
 /// One cell of the matrix on one pair at one size: the unit that runs, passes or fails.
@@ -498,6 +522,10 @@ pub enum Outcome {
     },
     Timeout {
         after_s: f64,
+        /// The last blocking call the worker announced before it stopped answering (a
+        /// semaphore wait it enqueued, say): where it most likely hangs.
+        #[serde(default, skip_serializing_if = "String::is_empty")]
+        blocked_in: String,
     },
     /// The capability is absent, or an API call cleanly refused the combination.
     Unsupported {
@@ -556,6 +584,14 @@ impl Outcome {
         }
     }
 
+    /// No result within `after_s` seconds, with no blocking call announced.
+    pub fn timeout(after_s: f64) -> Self {
+        Outcome::Timeout {
+            after_s,
+            blocked_in: String::new(),
+        }
+    }
+
     pub fn mismatch(m: Mismatch) -> Self {
         Outcome::Fail {
             reason: FailReason::Mismatch(m),
@@ -587,7 +623,18 @@ impl Outcome {
                 };
                 format!("{how} {last}").trim_end().to_string()
             }
-            Outcome::Timeout { after_s } => format!("no result after {after_s:.1} s"),
+            Outcome::Timeout {
+                after_s,
+                blocked_in,
+            } if blocked_in.is_empty() => {
+                format!("no result after {after_s:.1} s")
+            }
+            Outcome::Timeout {
+                after_s,
+                blocked_in,
+            } => format!(
+                "no result after {after_s:.1} s; last blocking call announced: {blocked_in}"
+            ),
             Outcome::Unsupported { reason, error } => match error {
                 Some(e) => format!("{reason}: {e}"),
                 None => reason.clone(),

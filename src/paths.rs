@@ -9,6 +9,7 @@ use cl3::memory::{CL_MEM_READ_WRITE, CL_MEM_SVM_FINE_GRAIN_BUFFER, CL_MEM_USE_HO
 use num_complex::Complex32;
 
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
+use std::rc::Rc;
 
 use cl3::types::cl_mem_properties;
 
@@ -16,6 +17,7 @@ use crate::ipc::Exporter;
 use crate::model::{CaseError, PathKind, Phase};
 use crate::runtimes::device::{AllocKind, DeviceAlloc, DeviceRuntime, ExportHandle};
 use crate::runtimes::opencl::{ClArg, ClEvent, ClMem, ClResultExt, ClSession, SvmCaps, cl_error};
+use crate::runtimes::vulkan::{Broker, ExportedMemory};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 
 /// What new memory holds before a case writes it: a quiet-NaN word, so that a consumer whose
@@ -84,6 +86,14 @@ pub(crate) enum Backing {
         alloc: DeviceAlloc,
         exporter: Exporter,
     },
+    /// Memory the Vulkan broker exported, imported by OpenCL (`buffer`) and by the peer
+    /// (`alloc`, an ImportedExternal mapping); the broker's own allocation is freed last.
+    VkImported {
+        buffer: *mut c_void,
+        alloc: DeviceAlloc,
+        memory: ExportedMemory,
+        broker: Rc<Broker>,
+    },
 }
 
 /// One allocation reachable from both sides through `path`.
@@ -102,6 +112,9 @@ pub struct Shared {
     pub(crate) mapped: Option<*mut c_void>,
     /// A live clEnqueueSVMMap of this allocation, to unmap.
     pub(crate) svm_mapped: bool,
+    /// The semaphore that orders this memory's handovers under the `semaphore` sync, made at
+    /// the first one.
+    pub(crate) semaphore: Option<crate::sync::SemaphoreLink>,
 }
 
 fn device_peer(
@@ -188,6 +201,61 @@ fn import_fd(
     // model that cl_khr_external_memory follows; closing it here could close the driver's.
     let _ = fd.into_raw_fd();
     Ok(buffer)
+}
+
+/// Memory the peer's GPU's Vulkan device exports: one opaque fd imported by the peer, a second
+/// by OpenCL (each import owns its fd), both over the broker's one allocation. Anything made
+/// before a refusal is undone. OpenCL's import has the allocation's whole size, so that the
+/// buffer is the memory object the driver exported, not a part of it.
+fn import_vulkan_memory(
+    session: &ClSession,
+    peer: &mut dyn PeerRuntime,
+    len: usize,
+) -> Result<(*mut c_void, DeviceAlloc, ExportedMemory, Rc<Broker>), CaseError> {
+    let dev = device_peer(peer, PathKind::VkMemoryImport)?;
+    let broker = dev.vulkan()?;
+    let bytes = len.max(1) * size_of::<Complex32>();
+    let memory = broker.memory(bytes as u64)?;
+    let alloc = match broker
+        .memory_fd(&memory)
+        .and_then(|fd| dev.import_memory_fd(fd, memory.size, memory.dedicated, len))
+    {
+        Ok(a) => a,
+        Err(e) => {
+            let note = vulkan_memory_note(&broker, &memory_note(&memory));
+            broker.free_memory(memory);
+            return Err(e.with_note(&note));
+        }
+    };
+    let imported = broker
+        .memory_fd(&memory)
+        .and_then(|fd| import_fd(session, fd, ExportHandle::OpaqueFd, memory.size as usize));
+    match imported {
+        Ok(buffer) => Ok((buffer, alloc, memory, broker)),
+        Err(e) => {
+            let note = vulkan_memory_note(&broker, &memory_note(&memory));
+            dev.free(alloc);
+            broker.free_memory(memory);
+            Err(e.with_note(&note))
+        }
+    }
+}
+
+fn memory_note(m: &ExportedMemory) -> String {
+    format!(
+        "{} bytes, {}{}",
+        m.size,
+        m.memory_type,
+        if m.dedicated { ", dedicated" } else { "" }
+    )
+}
+
+/// Which Vulkan device exported what, for a refusal's reason.
+fn vulkan_memory_note(broker: &Broker, memory: &str) -> String {
+    format!(
+        "exported by Vulkan device {} ({}, {}): {memory}",
+        broker.survey.name, broker.survey.driver, broker.survey.uuid
+    )
 }
 
 fn release_buffer(b: *mut c_void) {
@@ -313,6 +381,15 @@ fn buffer_address(session: &mut ClSession, buffer: *mut c_void) -> Result<usize,
 impl Shared {
     pub fn bytes(&self) -> usize {
         self.len * size_of::<Complex32>()
+    }
+
+    /// The OpenCL buffer of an imported path (another API's export), which OpenCL acquires
+    /// before use and releases after.
+    pub(crate) fn imported_buffer(&self) -> Option<*mut c_void> {
+        match &self.backing {
+            Backing::Imported { buffer, .. } | Backing::VkImported { buffer, .. } => Some(*buffer),
+            _ => None,
+        }
     }
 
     /// The SVM pointer OpenCL kernels take (null for a buffer object).
@@ -507,6 +584,22 @@ impl Shared {
                 let p = alloc.ptr;
                 (ClMem::Svm(ptr), p, Backing::ClExported { ptr, alloc })
             }
+            PathKind::VkMemoryImport => {
+                let (buffer, alloc, memory, broker) = import_vulkan_memory(session, peer, len)?;
+                // Imported memory starts out owned by its exporter: OpenCL must acquire it.
+                owner = Owner::Peer;
+                let p = alloc.ptr;
+                (
+                    ClMem::Buffer(buffer),
+                    p,
+                    Backing::VkImported {
+                        buffer,
+                        alloc,
+                        memory,
+                        broker,
+                    },
+                )
+            }
             PathKind::IpcDevicePtrAsClArg => {
                 let dev = device_peer(peer, path)?;
                 let exe = std::env::current_exe().map_err(|e| {
@@ -533,6 +626,7 @@ impl Shared {
             owner,
             mapped: None,
             svm_mapped: false,
+            semaphore: None,
         };
         shared.announce();
         match shared.poison(session, peer) {
@@ -560,6 +654,7 @@ impl Shared {
             Backing::GpuVa { .. } => "buffer at its kernel-read device address",
             Backing::ClExported { .. } => "OpenCL SVM imported by the peer",
             Backing::Ipc { .. } => "IPC-opened allocation of the exporter process",
+            Backing::VkImported { .. } => "Vulkan memory imported by OpenCL and the peer",
         };
         let bytes = self.bytes() as u64;
         crate::fault::announce(crate::fault::BufferSpan {
@@ -591,7 +686,10 @@ impl Shared {
             Backing::Svm { ptr }
             | Backing::SvmMemcpy { ptr, .. }
             | Backing::ClExported { ptr, .. } => Some(ClMem::Svm(*ptr)),
-            Backing::DeviceArg { .. } | Backing::Imported { .. } | Backing::Ipc { .. } => None,
+            Backing::DeviceArg { .. }
+            | Backing::Imported { .. }
+            | Backing::Ipc { .. }
+            | Backing::VkImported { .. } => None,
         };
         if let Some(mem) = cl_owned {
             session
@@ -604,7 +702,8 @@ impl Shared {
             | Backing::UseHostPtr { .. }
             | Backing::DeviceArg { .. }
             | Backing::Imported { .. }
-            | Backing::Ipc { .. } => Some(self.peer),
+            | Backing::Ipc { .. }
+            | Backing::VkImported { .. } => Some(self.peer),
             Backing::SvmMemcpy { peer_mem, .. } => Some(peer_mem.ptr),
             Backing::Svm { .. } | Backing::GpuVa { .. } | Backing::ClExported { .. } => None,
         };
@@ -650,13 +749,17 @@ impl Shared {
             }
         }
         // Imported memory acquired by OpenCL goes back to its exporter before it is freed.
-        if let (Owner::OpenCl, Backing::Imported { buffer, .. }) = (self.owner, &self.backing)
-            && let Err(e) = crate::sync::release_external(session, *buffer, &[])
+        if let (Owner::OpenCl, Some(buffer)) = (self.owner, self.imported_buffer())
+            && let Err(e) = crate::sync::release_external(session, buffer, &[])
         {
             first_err.get_or_insert(e);
         }
         if let Err(e) = session.finish().running() {
             first_err.get_or_insert(e);
+        }
+        // Both sides are idle: the semaphore can go before the memory it ordered.
+        if let Some(link) = self.semaphore {
+            link.release(peer);
         }
         match self.backing {
             Backing::Copy {
@@ -717,6 +820,19 @@ impl Shared {
                 if let Err(e) = exporter.finish() {
                     first_err.get_or_insert(e);
                 }
+            }
+            Backing::VkImported {
+                buffer,
+                alloc,
+                memory,
+                broker,
+            } => {
+                // Both importers let go before the exporter frees what they mapped.
+                release_buffer(buffer);
+                if let Some(d) = peer.as_device() {
+                    d.free(alloc);
+                }
+                broker.free_memory(memory);
             }
         }
         match first_err {

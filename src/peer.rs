@@ -13,6 +13,16 @@ pub fn open_peer(
     ordinal: usize,
     rocm_path: Option<&std::path::Path>,
 ) -> Result<Box<dyn PeerRuntime>, CaseError> {
+    crate::trace::timed(&format!("open peer {}", api.name()), || {
+        open_checked(api, ordinal, rocm_path)
+    })
+}
+
+fn open_checked(
+    api: Api,
+    ordinal: usize,
+    rocm_path: Option<&std::path::Path>,
+) -> Result<Box<dyn PeerRuntime>, CaseError> {
     let mut opened: Box<dyn PeerRuntime> = match api {
         Api::Host => Box::new(HostPeer),
         Api::Cuda => Box::new(crate::runtimes::cuda::CudaPeer::open(ordinal)?),
@@ -26,7 +36,8 @@ pub fn open_peer(
     };
     let label = opened.peer().label();
     if let Some(d) = opened.as_device() {
-        d.health_check().map_err(|e| unfit(&label, e))?;
+        crate::trace::timed("known-answer check", || d.health_check())
+            .map_err(|e| unfit(&label, e))?;
     }
     Ok(opened)
 }

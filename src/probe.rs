@@ -29,6 +29,7 @@ use crate::model::{Api, ApiError};
 use crate::runtimes::device::DeviceInfo;
 use crate::runtimes::locate::{self, RuntimeStatus};
 use crate::runtimes::opencl::{self, SvmCaps, VendorLibrary, types::cl_device_id};
+use crate::runtimes::vulkan::{self, VulkanStatus};
 
 /// How long one OpenCL vendor library may take to list its platforms and devices before it is
 /// reported as hung and its process group killed. Generous: a GPU driver's first
@@ -157,6 +158,10 @@ pub struct Probe {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hip_installs: Vec<HipInstall>,
     pub cuda: RuntimeStatus,
+    /// The Vulkan broker's view: loader, instance, and each physical device with its UUID and
+    /// what it exports. Empty (status "") in probe files older than the broker.
+    #[serde(default)]
+    pub vulkan: VulkanStatus,
     pub host_cpu: String,
     pub os_kernel: String,
     pub kernel_modules: Vec<(String, String)>,
@@ -651,6 +656,7 @@ fn probe_rest(hip: RuntimeStatus, hip_installs: Vec<HipInstall>) -> Probe {
         hip,
         hip_installs,
         cuda: locate::probe_cuda(),
+        vulkan: vulkan::probe(),
         host_cpu: host_cpu(),
         os_kernel: read_trim("/proc/sys/kernel/osrelease"),
         kernel_modules: kernel_modules(),
@@ -1399,6 +1405,7 @@ impl Probe {
                 api: rt.name(),
                 ..runtime(rt.status)
             })
+            .chain(self.vulkan_fingerprint())
             .collect(),
             kernel_modules: self.kernel_modules.clone(),
             host_cpu: self.host_cpu.clone(),
@@ -1510,11 +1517,119 @@ impl Probe {
                 let _ = writeln!(o, "  tried {}: {}", a.candidate, a.error);
             }
         }
+        self.render_vulkan(&mut o);
         let _ = writeln!(o, "host: {} | Linux {}", self.host_cpu, self.os_kernel);
         for (m, v) in &self.kernel_modules {
             let _ = writeln!(o, "  module {m} {v}");
         }
         o
+    }
+}
+
+impl Probe {
+    /// The Vulkan driver the semaphore and vk-memory cases ran on, as a runtime of the
+    /// fingerprint; nothing for a probe file older than the broker.
+    fn vulkan_fingerprint(&self) -> Option<RuntimeFingerprint> {
+        let v = &self.vulkan;
+        (!v.status.is_empty()).then(|| RuntimeFingerprint {
+            api: "vulkan".into(),
+            status: v.status.clone(),
+            library: v.loader.clone(),
+            version: v.instance_version.clone(),
+            devices: v
+                .devices
+                .iter()
+                .map(|d| DeviceFingerprint {
+                    ordinal: d.index,
+                    name: d.name.clone(),
+                    arch: d.device_type.clone(),
+                    uuid: d.uuid.clone(),
+                    driver_version: d.driver.clone(),
+                    runtime_version: d.api_version.clone(),
+                    ..DeviceFingerprint::default()
+                })
+                .collect(),
+        })
+    }
+
+    /// The labels of the OpenCL and device-runtime devices with this UUID.
+    fn same_uuid(&self, uuid: &str) -> Vec<String> {
+        let uuid = uuid.to_ascii_lowercase();
+        let mut out: Vec<String> = self
+            .platforms
+            .iter()
+            .flat_map(|p| &p.devices)
+            .filter(|d| value(&d.uuid).as_deref() == Some(uuid.as_str()))
+            .map(|d| d.label.clone())
+            .collect();
+        for rt in self.device_runtimes() {
+            out.extend(
+                rt.status
+                    .devices
+                    .iter()
+                    .filter(|d| d.uuid.to_ascii_lowercase() == uuid)
+                    .map(|d| rt.device_label(d.ordinal)),
+            );
+        }
+        out
+    }
+
+    fn render_vulkan(&self, o: &mut String) {
+        let v = &self.vulkan;
+        if v.status.is_empty() {
+            return;
+        }
+        let _ = writeln!(o, "vulkan: {}", v.status);
+        for (k, val) in [("loader", &v.loader), ("instance", &v.instance_version)] {
+            if let Some(val) = val {
+                let _ = writeln!(o, "  {k:<18} {val}");
+            }
+        }
+        for e in &v.driver_env {
+            let _ = writeln!(o, "  {e}");
+        }
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        for d in &v.devices {
+            let _ = writeln!(
+                o,
+                "    device {}: {} ({}, Vulkan {}, {})",
+                d.index, d.name, d.device_type, d.api_version, d.driver
+            );
+            let twins = self.same_uuid(&d.uuid);
+            let broker = match (d.refusal(), d.semaphore_refusal(), d.memory_refusal()) {
+                (Some(why), _, _) => format!("unusable: {why}"),
+                (None, None, None) => "semaphores and memory".into(),
+                (None, Some(why), None) => format!("memory only; semaphores: {why}"),
+                (None, _, Some(why)) => format!("semaphores only; memory: {why}"),
+            };
+            for (k, val) in [
+                ("UUID", d.uuid.clone()),
+                (
+                    "external fds",
+                    format!(
+                        "VK_KHR_external_semaphore_fd {}, VK_KHR_external_memory_fd {}",
+                        yes(d.semaphore_fd),
+                        yes(d.memory_fd)
+                    ),
+                ),
+                ("timeline semaphores", yes(d.timeline_semaphores).into()),
+                ("opaque-fd exports", d.exports_line()),
+                ("broker", broker),
+                (
+                    "pairs with",
+                    if twins.is_empty() {
+                        "no OpenCL or device-runtime device of this UUID".into()
+                    } else {
+                        twins.join(", ")
+                    },
+                ),
+            ] {
+                let _ = writeln!(o, "      {k:<19} {val}");
+            }
+        }
+        for a in &v.tried {
+            let _ = writeln!(o, "  tried {}: {}", a.candidate, a.error);
+        }
     }
 }
 

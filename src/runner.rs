@@ -379,31 +379,42 @@ fn run_alone(items: &[Planned], opts: &RunOptions) -> anyhow::Result<Option<Case
         return Ok(None);
     };
     let mut results = Vec::new();
-    let mut rest = items;
+    let mut rest: VecDeque<Planned> = items.iter().cloned().collect();
     while !rest.is_empty() && !opts.control.is_interrupted() {
-        match run_batch(rest, opts, &mut |_| {}, &mut results)? {
-            BatchEnd::Consumed(n) => rest = &rest[n..],
-            BatchEnd::CouldNotStart(_) => break,
+        let mut source = |env: Option<&[(String, String)]>| next_of(&mut rest, env);
+        let (end, leftover) = run_batch(&mut source, opts, &mut |_| {}, &mut results)?;
+        for item in leftover.into_iter().rev() {
+            rest.push_front(item);
+        }
+        if let BatchEnd::CouldNotStart(_) = end {
+            break;
         }
     }
     Ok(results.into_iter().find(|r| r.id == last.id))
+}
+
+/// The next case for a worker: any case for a new one (`env` None), else only one that needs
+/// the worker's own environment.
+fn next_of(queue: &mut VecDeque<Planned>, env: Option<&[(String, String)]>) -> Option<Planned> {
+    match env {
+        Some(env) if queue.front()?.env != env => None,
+        _ => queue.pop_front(),
+    }
 }
 
 /// What the runner threads share.
 struct Shared {
     /// One queue per GPU, in the plan's order of first appearance.
     queues: Vec<Mutex<VecDeque<Planned>>>,
-    /// Threads serving each queue.
-    threads_of: Vec<usize>,
     aborted: Mutex<Option<String>>,
     start_failures: Mutex<HashMap<String, u32>>,
     failed_starts_in_a_row: Mutex<usize>,
 }
 
 /// Per GPU, `opts.jobs` threads (at least one, at most one per item), each driving one worker
-/// at a time over that GPU's queue, batch after batch; what a worker did not reach goes back
-/// to the front for the next one. Events reach `on_event` on the caller's thread. Results come back in plan
-/// order.
+/// at a time, which takes that GPU's cases one by one; what a worker was given and did not
+/// start goes back to the front for the next one. Events reach `on_event` on the caller's
+/// thread. Results come back in plan order.
 fn run_workers(
     plan: Vec<Planned>,
     opts: &RunOptions,
@@ -426,11 +437,7 @@ fn run_workers(
         .enumerate()
         .flat_map(|(g, (_, q))| std::iter::repeat_n(g, opts.jobs.clamp(1, q.len().max(1))))
         .collect();
-    let threads_of: Vec<usize> = (0..groups.len())
-        .map(|g| threads.iter().filter(|&&t| t == g).count())
-        .collect();
     let shared = Shared {
-        threads_of,
         queues: groups.into_iter().map(|(_, q)| Mutex::new(q)).collect(),
         aborted: Mutex::new(None),
         start_failures: Mutex::new(HashMap::new()),
@@ -481,7 +488,7 @@ fn run_workers(
     })
 }
 
-/// One runner thread: batch after batch from its GPU's queue until it is empty or the run
+/// One runner thread: worker after worker on its GPU's queue until it is empty or the run
 /// stops.
 fn run_thread(
     shared: &Shared,
@@ -497,31 +504,25 @@ fn run_thread(
         if lock(&shared.aborted).is_some() || opts.control.is_interrupted() {
             break;
         }
-        let batch: Vec<Planned> = {
-            let mut q = lock(&shared.queues[queue]);
-            let env = q.front().map(|p| p.env.clone()).unwrap_or_default();
-            // No bigger than an even share of what is left: one worker taking the whole
-            // queue would leave the other jobs idle (36 cases and 64 a batch ran on one).
-            let share = q.len().div_ceil(shared.threads_of[queue].max(1)).max(1);
-            let take = q
-                .iter()
-                .take(opts.cases_per_worker.min(share))
-                .take_while(|p| p.env == env)
-                .count();
-            q.drain(..take).collect()
-        };
-        if batch.is_empty() {
+        if lock(&shared.queues[queue]).is_empty() {
             break;
         }
-        let end = run_batch(&batch, opts, &mut send, &mut mine)?;
-        let (requeue_from, start_failure) = match end {
-            BatchEnd::Consumed(done) => {
-                *lock(&shared.failed_starts_in_a_row) = 0;
-                (done, None)
+        // The worker takes case after case from the GPU's queue while it lives: a new worker
+        // costs two device contexts, whose creation the NVIDIA driver serialises.
+        let mut source = |env: Option<&[(String, String)]>| {
+            if lock(&shared.aborted).is_some() || opts.control.is_interrupted() {
+                return None;
             }
-            BatchEnd::CouldNotStart(why) => (0, Some(why)),
+            next_of(&mut lock(&shared.queues[queue]), env)
         };
-        let mut requeue: Vec<Planned> = batch.into_iter().skip(requeue_from).collect();
+        let (end, mut requeue) = run_batch(&mut source, opts, &mut send, &mut mine)?;
+        let start_failure = match end {
+            BatchEnd::Ran => {
+                *lock(&shared.failed_starts_in_a_row) = 0;
+                None
+            }
+            BatchEnd::CouldNotStart(why) => Some(why),
+        };
         if let Some(why) = start_failure
             && let Some(first) = requeue.first()
         {
@@ -569,9 +570,8 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 enum BatchEnd {
-    /// The first `n` items of the batch have results (n >= 1), or the run was interrupted
-    /// after `n` of them.
-    Consumed(usize),
+    /// The worker ran at least one case (or the source had none, or the run was interrupted).
+    Ran,
     /// The worker died or stalled before starting its first case.
     CouldNotStart(String),
 }
@@ -583,20 +583,33 @@ enum Stop {
     Stalled,
 }
 
-/// One worker process working through one batch.
+/// Where a worker's cases come from, one at a time. `Some(env)` asks only for a case that needs
+/// that environment (the worker's own); `None`, for any case (a new worker's first).
+type Source<'s> = dyn FnMut(Option<&[(String, String)]>) -> Option<Planned> + 's;
+
+/// One worker process working through cases from `source`, one at a time, until it dies,
+/// faults, has run `opts.cases_per_worker` cases, or the source has none for it. Returns how it
+/// ended and the cases it was given but did not start, which go back to the source's owner.
 fn run_batch(
-    batch: &[Planned],
+    source: &mut Source<'_>,
     opts: &RunOptions,
     on_event: &mut dyn FnMut(&Event),
     results: &mut Vec<CaseResult>,
-) -> anyhow::Result<BatchEnd> {
-    let mut session = Session::start(batch, opts)?;
+) -> anyhow::Result<(BatchEnd, Vec<Planned>)> {
+    let Some(first) = source(None) else {
+        return Ok((BatchEnd::Ran, Vec::new()));
+    };
+    let mut session = Session::start(first, source, opts)?;
     let stop = session.pump(opts, on_event, results)?;
     session.finish(stop, opts, on_event, results)
 }
 
-struct Session<'b> {
-    batch: &'b [Planned],
+struct Session<'s> {
+    /// The cases given to this worker so far, in order.
+    batch: Vec<Planned>,
+    source: &'s mut Source<'s>,
+    /// Closed (None) once the worker is to get no more cases: it then exits at EOF.
+    stdin: Option<ChildStdin>,
     worker: WorkerProcess,
     rx: Receiver<Msg>,
     tail: Tail,
@@ -613,17 +626,25 @@ struct Session<'b> {
     buffers: Vec<BufferSpan>,
     /// A harness error the worker reported for the running case before dying.
     harness_error: Option<String>,
+    /// The last blocking call the worker announced for the running case.
+    blocked_in: String,
     /// The kernel log from the running case's start.
     kernel_log: Option<KernelLog>,
 }
 
-impl<'b> Session<'b> {
-    fn start(batch: &'b [Planned], opts: &RunOptions) -> anyhow::Result<Self> {
-        let env = batch.first().map_or(&[][..], |p| p.env.as_slice());
-        let (worker, stdin, rx) = WorkerProcess::spawn(opts, env)?;
-        feed(stdin, batch)?;
+impl<'s> Session<'s> {
+    fn start(
+        first: Planned,
+        source: &'s mut Source<'s>,
+        opts: &RunOptions,
+    ) -> anyhow::Result<Self> {
+        let (worker, mut stdin, rx) = WorkerProcess::spawn(opts, &first.env)?;
+        // A worker that is already gone shows as one that could not start its first case.
+        let stdin = write_item(&mut stdin, &first).ok().map(|()| stdin);
         Ok(Session {
-            batch,
+            batch: vec![first],
+            source,
+            stdin,
             worker,
             rx,
             tail: Tail::default(),
@@ -634,6 +655,7 @@ impl<'b> Session<'b> {
             streams_open: 2,
             buffers: Vec::new(),
             harness_error: None,
+            blocked_in: String::new(),
             kernel_log: None,
         })
     }
@@ -746,6 +768,7 @@ impl<'b> Session<'b> {
                 self.running = true;
                 self.buffers.clear();
                 self.harness_error = None;
+                self.blocked_in.clear();
                 self.kernel_log = Some(KernelLog::start());
                 self.restart_clock(opts);
                 on_event(&Event::Started {
@@ -767,11 +790,36 @@ impl<'b> Session<'b> {
                     );
                 }
                 self.record(outcome, duration_s, opts, on_event, results);
+                self.feed_next(opts);
             }
             WorkerEvent::Buffer { span } => self.buffers.push(span),
             WorkerEvent::HarnessError { reason } => self.harness_error = Some(reason),
+            WorkerEvent::Blocking { call } => self.blocked_in = call,
         }
         Ok(())
+    }
+
+    /// Gives the worker its next case, or EOF when it is to get none: after a fault (it exits
+    /// by itself, its context untrusted), after `cases_per_worker` cases, or when the source
+    /// has no case for its environment.
+    fn feed_next(&mut self, opts: &RunOptions) {
+        let Some(stdin) = self.stdin.as_mut() else {
+            return;
+        };
+        let next = if self.last_was_fault || self.batch.len() >= opts.cases_per_worker {
+            None
+        } else {
+            (self.source)(Some(&self.batch[0].env))
+        };
+        let Some(item) = next else {
+            self.stdin = None;
+            return;
+        };
+        if write_item(stdin, &item).is_err() {
+            // The worker is gone: the case stays in the batch, not started, and goes back.
+            self.stdin = None;
+        }
+        self.batch.push(item);
     }
 
     fn running_id(&self) -> &str {
@@ -838,26 +886,27 @@ impl<'b> Session<'b> {
         self.restart_clock(opts);
     }
 
-    /// Ends the worker and decides what its end means for the batch.
+    /// Ends the worker and decides what its end means for its cases; returns those it did not
+    /// start.
     fn finish(
         mut self,
         stop: Stop,
         opts: &RunOptions,
         on_event: &mut dyn FnMut(&Event),
         results: &mut Vec<CaseResult>,
-    ) -> anyhow::Result<BatchEnd> {
+    ) -> anyhow::Result<(BatchEnd, Vec<Planned>)> {
+        self.stdin = None;
         match stop {
             Stop::Stalled => self.after_stall(opts, on_event, results)?,
             Stop::Exited => self.after_exit(opts, on_event, results)?,
         }
-        if opts.control.is_interrupted() {
-            return Ok(BatchEnd::Consumed(self.next));
-        }
-        if self.next == 0 {
-            let why = self.could_not_start(stop, opts);
-            return Ok(BatchEnd::CouldNotStart(why));
-        }
-        Ok(BatchEnd::Consumed(self.next))
+        let end = if self.next == 0 && !opts.control.is_interrupted() {
+            BatchEnd::CouldNotStart(self.could_not_start(stop, opts))
+        } else {
+            BatchEnd::Ran
+        };
+        let not_started = self.batch.split_off(self.next);
+        Ok((end, not_started))
     }
 
     fn after_stall(
@@ -872,8 +921,12 @@ impl<'b> Session<'b> {
         }
         if self.running {
             let after_s = self.elapsed(opts).as_secs_f64();
+            let blocked_in = std::mem::take(&mut self.blocked_in);
             self.record(
-                Outcome::Timeout { after_s },
+                Outcome::Timeout {
+                    after_s,
+                    blocked_in,
+                },
                 after_s,
                 opts,
                 on_event,
@@ -1058,25 +1111,20 @@ fn crash_outcome(status: ExitStatus, stderr_tail: String) -> Outcome {
 /// A thread, because a large batch can fill the pipe while the worker is busy with a case and
 /// the parent must keep watching the clock meanwhile. Write errors are the worker having died,
 /// which the parent learns about from its exit.
-fn feed(stdin: ChildStdin, batch: &[Planned]) -> anyhow::Result<()> {
-    let mut lines = String::new();
-    for p in batch {
-        let item = WorkItem {
-            id: p.id.clone(),
-            work: p.work.clone(),
-            data: p.data,
-        };
-        lines.push_str(&serde_json::to_string(&item).context("encoding a work item")?);
-        lines.push('\n');
-    }
-    std::thread::Builder::new()
-        .name("clhip-feed".into())
-        .spawn(move || {
-            let mut stdin = stdin;
-            let _ = stdin.write_all(lines.as_bytes());
-        })
-        .context("starting the worker feed thread")?;
-    Ok(())
+/// One work item, as one line on the worker's stdin. The worker holds at most this one unread
+/// line, so the write never waits on a full pipe.
+fn write_item(stdin: &mut ChildStdin, p: &Planned) -> anyhow::Result<()> {
+    let item = WorkItem {
+        id: p.id.clone(),
+        work: p.work.clone(),
+        data: p.data,
+    };
+    let mut line = serde_json::to_string(&item).context("encoding a work item")?;
+    line.push('\n');
+    stdin
+        .write_all(line.as_bytes())
+        .and_then(|()| stdin.flush())
+        .context("writing a work item to the worker")
 }
 
 /// A line from a worker, by stream, or the end of one stream.
@@ -1126,6 +1174,7 @@ impl WorkerProcess {
             .spawn()
             .with_context(|| format!("starting worker {}", opts.worker_exe.display()))?;
         let pgid = Pid::from_raw(i32::try_from(child.id()).context("worker pid out of range")?);
+        crate::trace::mark(&format!("spawned worker {pgid}"));
         opts.control.register(pgid.as_raw());
         // From here on the guard owns the child, so an error below still kills and reaps it.
         let mut worker = WorkerProcess {

@@ -3,7 +3,9 @@
 //! missing sync is visible as a stale read rather than papered over.
 
 use std::ffi::c_void;
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
 use std::ptr;
+use std::rc::Rc;
 
 use cl3::memory::{CL_MAP_READ, CL_MAP_WRITE, CL_MAP_WRITE_INVALIDATE_REGION};
 use cl3::types::{CL_FALSE, CL_TRUE, cl_event};
@@ -12,7 +14,11 @@ use num_complex::Complex32;
 use crate::model::{Api, ApiError, CaseError, PathKind, Phase, SyncMode};
 use crate::paths::{Backing, Owner, Shared};
 use crate::runtimes::PeerRuntime;
-use crate::runtimes::opencl::{ClEvent, ClResultExt, ClSession, ExternalMemoryFns, cl_error};
+use crate::runtimes::device::DeviceRuntime;
+use crate::runtimes::opencl::{
+    ClEvent, ClResultExt, ClSemaphore, ClSession, ExternalMemoryFns, cl_error,
+};
+use crate::runtimes::vulkan::{Broker, ExportedSemaphore, SemaphoreKind};
 
 /// What the next owner will do with the memory. Writing only lets a copy skip its read and a
 /// map use CL_MAP_WRITE_INVALIDATE_REGION.
@@ -58,12 +64,25 @@ pub fn to_peer(
     last: Option<&ClEvent>,
     access: Access,
 ) -> Result<(), CaseError> {
+    to_peer_with(s, peer, m, sync, last, access, None)
+}
+
+/// [`to_peer`], with a semaphore fault planted (tests only) when `fault` is given.
+pub fn to_peer_with(
+    s: &ClSession,
+    peer: &mut dyn PeerRuntime,
+    m: &mut Shared,
+    sync: SyncMode,
+    last: Option<&ClEvent>,
+    access: Access,
+    fault: Option<SemaphoreFault>,
+) -> Result<(), CaseError> {
     if m.owner == Owner::Peer {
         return Ok(());
     }
     let waits = wait_list(last);
     match (m.path, sync) {
-        (_, SyncMode::Semaphore) => return Err(semaphores(s, peer)),
+        (_, SyncMode::Semaphore) => semaphore_to_peer(s, peer, m, &waits, fault)?,
         (PathKind::Copy, _) => copy_to_peer(s, peer, m, sync, &waits, access)?,
         (PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy, _) => {
             memcpy_to_peer(s, peer, m, sync, last, access)?
@@ -79,14 +98,10 @@ pub fn to_peer(
         (p, SyncMode::Map) if p.is_use_host_ptr() => map_host_ptr(s, m, &waits, access)?,
         // USE_HOST_PTR without map, imported memory without release: the rule-breaking
         // negative controls finish OpenCL's work and nothing more.
-        (p, SyncMode::Finish) if p.is_use_host_ptr() || p == PathKind::VmmFdClImport => {
-            s.finish().running()?
-        }
-        (PathKind::VmmFdClImport, SyncMode::AcquireRelease) => {
-            let Backing::Imported { buffer, .. } = &m.backing else {
-                unreachable!("the import path has its backing")
-            };
-            release_external(s, *buffer, &waits)?.wait().running()?;
+        (p, SyncMode::Finish) if p.is_use_host_ptr() || p.is_imported() => s.finish().running()?,
+        (p, SyncMode::AcquireRelease) if p.is_imported() => {
+            let buffer = imported(m)?;
+            release_external(s, buffer, &waits)?.wait().running()?;
         }
         (path, sync) => unreachable!("sync {sync} on {path} is rejected when cases are built"),
     }
@@ -105,9 +120,10 @@ pub fn to_cl(
     if m.owner == Owner::OpenCl {
         return Ok(Vec::new());
     }
-    // The peer's half: its work must be done before OpenCL may touch the memory.
+    // The peer's half: its work must be done before OpenCL may touch the memory. Under
+    // `semaphore` the peer's signal on its stream orders OpenCL after it, with no host wait.
     match sync {
-        SyncMode::None => {}
+        SyncMode::None | SyncMode::Semaphore => {}
         SyncMode::Event => peer
             .as_device()
             .map_or(Ok(()), |d| d.record_and_wait_event())?,
@@ -115,7 +131,7 @@ pub fn to_cl(
     }
     let mut events = Vec::new();
     match (m.path, sync) {
-        (_, SyncMode::Semaphore) => return Err(semaphores(s, peer)),
+        (_, SyncMode::Semaphore) => events.extend(semaphore_to_cl(s, peer, m)?),
         (PathKind::Copy, _) => events.extend(copy_to_cl(s, peer, m, sync)?),
         (PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy, _) => {
             let Backing::SvmMemcpy { ptr, peer_mem } = &m.backing else {
@@ -157,12 +173,9 @@ pub fn to_cl(
                 events.push(ClEvent(ev));
             }
         }
-        (p, SyncMode::Finish) if p.is_use_host_ptr() || p == PathKind::VmmFdClImport => {}
-        (PathKind::VmmFdClImport, SyncMode::AcquireRelease) => {
-            let Backing::Imported { buffer, .. } = &m.backing else {
-                unreachable!("the import path has its backing")
-            };
-            events.push(acquire_external(s, *buffer)?);
+        (p, SyncMode::Finish) if p.is_use_host_ptr() || p.is_imported() => {}
+        (p, SyncMode::AcquireRelease) if p.is_imported() => {
+            events.push(acquire_external(s, imported(m)?, &[])?);
         }
         (path, sync) => unreachable!("sync {sync} on {path} is rejected when cases are built"),
     }
@@ -242,65 +255,284 @@ fn memcpy_to_peer(
     Ok(())
 }
 
-/// External semaphores. Neither OpenCL we can reach (NVIDIA 580, ROCm, PoCL) exports one, and
-/// HIP and CUDA only import: without cl_khr_external_semaphore there is nothing to share. The
-/// peer's import is still asked, with an fd that is no semaphore (/dev/null), so that the
-/// report says how it answers: ROCm's clr returns hipErrorNotSupported on Linux whatever the
-/// fd (hipImportExternalSemaphore in hipamd/src/hip_memory.cpp calls a rocdevice.hpp stub).
-/// Always an error: the handshake itself is not driven yet.
-fn semaphores(s: &ClSession, peer: &mut dyn PeerRuntime) -> CaseError {
-    // cl_khr_external_semaphore: CL_DEVICE_SEMAPHORE_EXPORT_HANDLE_TYPES_KHR, and
-    // CL_SEMAPHORE_HANDLE_OPAQUE_FD_KHR among them (OpenCL-Headers cl_ext.h).
-    const EXPORT_HANDLE_TYPES: u32 = 0x204E;
-    const OPAQUE_FD: u32 = 0x2055;
-    let lacks = if !s.has_extension("cl_khr_external_semaphore") {
-        "the OpenCL device lacks cl_khr_external_semaphore".to_string()
+/// The OpenCL buffer of an imported path.
+fn imported(m: &Shared) -> Result<*mut c_void, CaseError> {
+    m.imported_buffer()
+        .ok_or_else(|| CaseError::Harness(format!("path {} has no imported buffer", m.path)))
+}
+
+/// A semaphore fault planted in a handover (tests only), which the case must come out non-pass
+/// for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SemaphoreFault {
+    /// OpenCL does not signal after its work: the peer's wait never ends, and the case must
+    /// end as a timeout naming that wait.
+    SkipSignal,
+    /// The peer waits on another semaphore, one the broker signalled at once, and on the right
+    /// one only after its read: its read races OpenCL's work, a stale read to be caught.
+    WrongSemaphore,
+}
+
+/// Whether the `semaphore` sync means something on `path`: both sides' device work on the
+/// one allocation in place (see [`PathKind::syncs`]).
+fn semaphore_orders(path: PathKind) -> bool {
+    path.shares_one_address() || path.is_imported()
+}
+
+/// One binary semaphore of the Vulkan broker, imported by OpenCL and by the peer, that orders
+/// every handover of one [`Shared`]: the side that gives the memory up signals it after its
+/// work, the side that takes it waits on it before its own, each on its device queue, and the
+/// host waits for neither. A binary semaphore must be waited on once between two signals; the
+/// handovers of one allocation alternate in direction (ownership toggles), so one semaphore
+/// serves them all.
+pub(crate) struct SemaphoreLink {
+    broker: Rc<Broker>,
+    exported: ExportedSemaphore,
+    cl: ClSemaphore,
+    peer: u64,
+    /// The wrong-semaphore plant's: signalled by the broker at once, imported by the peer.
+    decoy: Option<(ExportedSemaphore, u64)>,
+    /// Under that plant the peer still owes the right semaphore its wait (taken after its
+    /// read, before its next signal, so that each signal is still waited on once).
+    owed_wait: bool,
+    handovers: u32,
+}
+
+impl std::fmt::Debug for SemaphoreLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SemaphoreLink")
+            .field("broker", &self.broker)
+            .field("handovers", &self.handovers)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The peer's import of a semaphore fd: a successful import owns the fd (CUDA's and HIP's
+/// rule), a refused one leaves it to be closed here.
+fn import_peer_semaphore(dev: &mut dyn DeviceRuntime, fd: OwnedFd) -> Result<u64, CaseError> {
+    let sem = dev.import_semaphore_fd(fd.as_raw_fd())?;
+    let _ = fd.into_raw_fd();
+    Ok(sem)
+}
+
+impl SemaphoreLink {
+    /// The broker's binary semaphore on the peer's GPU, one opaque fd imported by the peer and
+    /// another by OpenCL. What is missing for it (a peer without semaphores, an OpenCL without
+    /// cl_khr_external_semaphore_opaque_fd, no Vulkan, a refused import) is `Unsupported` with
+    /// its reason; anything made before a refusal is undone.
+    fn create(
+        s: &ClSession,
+        peer: &mut dyn PeerRuntime,
+        path: PathKind,
+    ) -> Result<Self, CaseError> {
+        if !semaphore_orders(path) {
+            return Err(CaseError::unsupported(format!(
+                "the semaphore sync orders device work on shared memory; on {path} the data \
+                 cross in copies the host waits for, or by map/unmap"
+            )));
+        }
+        let label = peer.peer().label();
+        let dev = peer
+            .as_device()
+            .ok_or_else(|| CaseError::unsupported(format!("{label} has no external semaphores")))?;
+        for ext in [
+            "cl_khr_external_semaphore",
+            "cl_khr_external_semaphore_opaque_fd",
+        ] {
+            if !s.has_extension(ext) {
+                return Err(CaseError::unsupported(format!(
+                    "the OpenCL device lacks {ext}, so it cannot import the Vulkan broker's \
+                     semaphore"
+                )));
+            }
+        }
+        let broker = dev.vulkan()?;
+        let exported = broker.semaphore(SemaphoreKind::Binary)?;
+        let peer_sem = match broker
+            .semaphore_fd(&exported)
+            .and_then(|fd| import_peer_semaphore(dev, fd))
+        {
+            Ok(sem) => sem,
+            Err(e) => {
+                broker.destroy_semaphore(exported);
+                return Err(e.with_note(&broker_note(&broker)));
+            }
+        };
+        let imported = broker.semaphore_fd(&exported).and_then(|fd| {
+            ClSemaphore::import_opaque_fd(s, fd)
+                .refused("OpenCL would not import the Vulkan broker's semaphore")
+        });
+        match imported {
+            Ok(cl) => Ok(SemaphoreLink {
+                broker,
+                exported,
+                cl,
+                peer: peer_sem,
+                decoy: None,
+                owed_wait: false,
+                handovers: 0,
+            }),
+            Err(e) => {
+                dev.destroy_semaphore(peer_sem);
+                broker.destroy_semaphore(exported);
+                Err(e.with_note(&broker_note(&broker)))
+            }
+        }
+    }
+
+    /// The decoy of the wrong-semaphore plant, signalled now by the broker's own queue.
+    fn signalled_decoy(&mut self, dev: &mut dyn DeviceRuntime) -> Result<u64, CaseError> {
+        if self.decoy.is_none() {
+            let exported = self.broker.semaphore(SemaphoreKind::Binary)?;
+            let sem = match self
+                .broker
+                .semaphore_fd(&exported)
+                .and_then(|fd| import_peer_semaphore(dev, fd))
+            {
+                Ok(sem) => sem,
+                Err(e) => {
+                    self.broker.destroy_semaphore(exported);
+                    return Err(e);
+                }
+            };
+            self.decoy = Some((exported, sem));
+        }
+        let Some((exported, sem)) = &self.decoy else {
+            unreachable!("made above")
+        };
+        self.broker.signal_now(exported)?;
+        Ok(*sem)
+    }
+
+    /// Destroys every import and the broker's semaphores, once both sides are idle.
+    pub(crate) fn release(self, peer: &mut dyn PeerRuntime) {
+        let SemaphoreLink {
+            broker,
+            exported,
+            cl,
+            peer: peer_sem,
+            decoy,
+            ..
+        } = self;
+        drop(cl);
+        if let Some(dev) = peer.as_device() {
+            dev.destroy_semaphore(peer_sem);
+            if let Some((_, sem)) = &decoy {
+                dev.destroy_semaphore(*sem);
+            }
+        }
+        broker.destroy_semaphore(exported);
+        if let Some((exported, _)) = decoy {
+            broker.destroy_semaphore(exported);
+        }
+    }
+}
+
+/// Which Vulkan device and driver made the semaphore, for a refusal's reason.
+fn broker_note(broker: &Broker) -> String {
+    format!(
+        "semaphore exported by Vulkan device {} ({}, {})",
+        broker.survey.name, broker.survey.driver, broker.survey.uuid
+    )
+}
+
+/// `m`'s semaphore, made at its first handover.
+fn link<'m>(
+    s: &ClSession,
+    peer: &mut dyn PeerRuntime,
+    m: &'m mut Shared,
+) -> Result<&'m mut SemaphoreLink, CaseError> {
+    if m.semaphore.is_none() {
+        m.semaphore = Some(SemaphoreLink::create(s, peer, m.path)?);
+    }
+    m.semaphore
+        .as_mut()
+        .ok_or_else(|| CaseError::Harness("the semaphore made above is gone".into()))
+}
+
+fn device(peer: &mut dyn PeerRuntime) -> Result<&mut dyn DeviceRuntime, CaseError> {
+    let label = peer.peer().label();
+    peer.as_device()
+        .ok_or_else(|| CaseError::unsupported(format!("{label} has no external semaphores")))
+}
+
+/// OpenCL to the peer: OpenCL releases imported memory (cl_khr_external_memory), signals the
+/// semaphore after its work, and flushes so the signal reaches the device; the peer's stream
+/// waits for it. No host wait: the peer's next synchronizing call is where a missing signal
+/// would hang, so the wait is announced first.
+fn semaphore_to_peer(
+    s: &ClSession,
+    peer: &mut dyn PeerRuntime,
+    m: &mut Shared,
+    waits: &[cl_event],
+    fault: Option<SemaphoreFault>,
+) -> Result<(), CaseError> {
+    let path = m.path;
+    let released = match m.imported_buffer() {
+        Some(buffer) => Some(release_external(s, buffer, waits)?),
+        None => None,
+    };
+    let after = released
+        .as_ref()
+        .map_or_else(|| waits.to_vec(), |e| vec![e.0]);
+    let label = peer.peer().label();
+    let link = link(s, peer, m)?;
+    link.handovers += 1;
+    if fault != Some(SemaphoreFault::SkipSignal) {
+        drop(link.cl.signal(s, &after).running()?);
+        s.flush().running()?;
+    }
+    let dev = device(peer)?;
+    let planted = match fault {
+        Some(SemaphoreFault::SkipSignal) => "; planted skip-signal: OpenCL never signals it",
+        Some(SemaphoreFault::WrongSemaphore) => {
+            "; planted wrong-semaphore: the peer waits on a decoy the broker signalled at once"
+        }
+        None => "",
+    };
+    crate::blocking::announce(&format!(
+        "{} on {label}'s stream, for the semaphore OpenCL signals after its work on {path} \
+         memory (handover {}{planted})",
+        dev.semaphore_wait_call(),
+        link.handovers
+    ));
+    if fault == Some(SemaphoreFault::WrongSemaphore) {
+        let decoy = link.signalled_decoy(dev)?;
+        dev.wait_semaphore(decoy)?;
+        link.owed_wait = true;
     } else {
-        match crate::runtimes::opencl::device_bytes(s.device.id, EXPORT_HANDLE_TYPES) {
-            Ok(b) if b.chunks_exact(4).any(|c| c == OPAQUE_FD.to_ne_bytes()) => {
-                return CaseError::Skip(
-                    "the OpenCL device exports opaque-fd semaphores, but clhip does not drive \
-                     the semaphore handshake yet"
-                        .into(),
-                );
-            }
-            Ok(_) => "the OpenCL device exports no opaque-fd semaphore \
-                      (CL_DEVICE_SEMAPHORE_EXPORT_HANDLE_TYPES_KHR lacks OPAQUE_FD)"
-                .to_string(),
-            Err(e) => format!("the OpenCL device's semaphore export types: {e}"),
-        }
-    };
-    let Some(dev) = peer.as_device() else {
-        return CaseError::unsupported(format!("{lacks}; the peer has no semaphores"));
-    };
-    let placeholder = match std::fs::File::open("/dev/null") {
-        Ok(f) => std::os::fd::OwnedFd::from(f),
-        Err(e) => return CaseError::unsupported(format!("{lacks}; /dev/null: {e}")),
-    };
-    // A successful import owns the fd (CUDA's rule); a refused one leaves it to us.
-    let fd = std::os::fd::IntoRawFd::into_raw_fd(placeholder);
-    match dev.import_semaphore_fd(fd) {
-        Ok(sem) => {
-            dev.destroy_semaphore(sem);
-            CaseError::unsupported(format!(
-                "{lacks}, so there is no semaphore to share (the peer's import accepted \
-                 /dev/null as an opaque-fd semaphore)"
-            ))
-        }
-        Err(e) => {
-            // SAFETY: the refused import did not take the fd; it is ours to close.
-            drop(unsafe { <std::os::fd::OwnedFd as std::os::fd::FromRawFd>::from_raw_fd(fd) });
-            match e {
-                CaseError::Unsupported { reason, error } => CaseError::Unsupported {
-                    reason: format!(
-                        "{lacks}, so there is no semaphore to share; the peer's import, given \
-                         /dev/null, answers: {reason}"
-                    ),
-                    error,
-                },
-                other => other,
-            }
-        }
+        dev.wait_semaphore(link.peer)?;
+    }
+    Ok(())
+}
+
+/// The peer to OpenCL: the peer's stream signals the semaphore after its work; OpenCL's queue
+/// waits for it, then acquires imported memory. Returns the event OpenCL's next command waits
+/// on; no host wait.
+fn semaphore_to_cl(
+    s: &ClSession,
+    peer: &mut dyn PeerRuntime,
+    m: &mut Shared,
+) -> Result<Vec<ClEvent>, CaseError> {
+    let (path, buffer) = (m.path, m.imported_buffer());
+    let label = peer.peer().label();
+    let link = link(s, peer, m)?;
+    let dev = device(peer)?;
+    if link.owed_wait {
+        dev.wait_semaphore(link.peer)?;
+        link.owed_wait = false;
+    }
+    dev.signal_semaphore(link.peer)?;
+    link.handovers += 1;
+    crate::blocking::announce(&format!(
+        "clEnqueueWaitSemaphoresKHR on OpenCL's queue, for the semaphore {label} signals after \
+         its work on {path} memory (handover {})",
+        link.handovers
+    ));
+    let waited = link.cl.wait(s).running()?;
+    match buffer {
+        Some(buffer) => Ok(vec![acquire_external(s, buffer, &[waited.0])?]),
+        None => Ok(vec![waited]),
     }
 }
 
@@ -465,12 +697,18 @@ fn external_fns(s: &ClSession) -> Result<ExternalMemoryFns, CaseError> {
     })
 }
 
-/// clEnqueueAcquireExternalMemObjectsKHR: OpenCL takes imported memory from its exporter.
-pub fn acquire_external(s: &ClSession, buffer: *mut c_void) -> Result<ClEvent, CaseError> {
+/// clEnqueueAcquireExternalMemObjectsKHR after `waits`: OpenCL takes imported memory from its
+/// exporter.
+pub fn acquire_external(
+    s: &ClSession,
+    buffer: *mut c_void,
+    waits: &[cl_event],
+) -> Result<ClEvent, CaseError> {
     let f = external_fns(s)?;
+    let (n, w) = raw_wait(waits);
     let mut ev: cl_event = ptr::null_mut();
     // SAFETY: one imported buffer of this context; the out-event is ours to release.
-    let rc = unsafe { (f.acquire)(s.queue.get(), 1, &buffer, 0, ptr::null(), &mut ev) };
+    let rc = unsafe { (f.acquire)(s.queue.get(), 1, &buffer, n, w, &mut ev) };
     if rc != 0 {
         return Err(CaseError::Broken(cl_error(
             "clEnqueueAcquireExternalMemObjectsKHR",

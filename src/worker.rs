@@ -60,6 +60,11 @@ pub enum WorkerEvent {
     HarnessError {
         reason: String,
     },
+    /// A call the running case is about to block in, or has enqueued a wait for: what a
+    /// timeout then names.
+    Blocking {
+        call: String,
+    },
 }
 
 impl WorkerEvent {
@@ -85,12 +90,17 @@ pub fn worker_main(
     rocm_path: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
     crate::process::die_with_parent("worker");
+    crate::trace::mark("worker start");
     let protocol = Arc::new(Mutex::new(crate::process::take_stdout_for_protocol()?));
     report_panics_as_harness_errors(protocol.clone());
     let announce_to = protocol.clone();
     crate::fault::set_announcer(Box::new(move |span| {
         // Best effort: a parent that is gone learns nothing either way.
         let _ = send(&announce_to, &WorkerEvent::Buffer { span: span.clone() });
+    }));
+    let blocking_to = protocol.clone();
+    crate::blocking::set_announcer(Box::new(move |call| {
+        let _ = send(&blocking_to, &WorkerEvent::Blocking { call: call.into() });
     }));
     let mut state = crate::ops::WorkerState::default();
     state.rocm_path = rocm_path;
@@ -110,12 +120,12 @@ pub fn worker_main(
             },
         )?;
         let started = Instant::now();
-        let outcome = match &item.work {
+        let outcome = crate::trace::timed(&format!("case {}", item.id), || match &item.work {
             Work::Case(case) => {
                 crate::ops::execute_with_data(&mut state, case, seed, plant, item.data)
             }
             Work::Mock(action) => crate::mock::perform(*action),
-        };
+        });
         let faulted = matches!(outcome, Outcome::Fault { .. });
         send(
             &protocol,

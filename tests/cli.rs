@@ -110,6 +110,13 @@ fn list_shows_the_default_matrix_for_the_host_pair() {
     assert!(ids.len() >= 40, "{} ids", ids.len());
     assert!(ids.iter().any(|i| i.ends_with("/fft/n=4194304")));
     assert!(ids.iter().all(|i| i.contains("+host/")));
+    // The host has no semaphores and imports nothing: the Vulkan broker's sync and path are
+    // device pairs' only, so a host-only machine runs what it ran before them.
+    assert!(
+        ids.iter()
+            .all(|i| !i.contains("/semaphore/") && !i.contains("/vk-memory+import/")),
+        "{ids:?}"
+    );
 }
 
 #[test]
@@ -134,6 +141,18 @@ fn list_for_a_recorded_h200_probe_pairs_cuda_with_its_opencl_twin() {
         cuda.iter()
             .any(|i| i.contains("/vmm-fd+cl-import/acquire-release/gemm/n=2048"))
     );
+    // The Vulkan broker's path with every sync it takes, and the semaphore sync on the paths
+    // where both sides work on one allocation in place, but not on copies.
+    for sync in ["acquire-release", "semaphore", "finish", "none"] {
+        let want = format!("nvidia0+cuda0/vk-memory+import/{sync}/");
+        assert!(cuda.iter().any(|i| i.starts_with(&want)), "{want}");
+    }
+    for path in ["cl-svm-coarse", "device-ptr-as-cl-arg", "cl-gpu-va"] {
+        let want = format!("nvidia0+cuda0/{path}/semaphore/fft/");
+        assert!(cuda.iter().any(|i| i.starts_with(&want)), "{want}");
+    }
+    assert!(!cuda.iter().any(|i| i.contains("/semaphore/")
+        && (i.contains("/copy/") || i.contains("+memcpy/") || i.contains("use-host-ptr/"))));
     assert!(
         cuda.iter()
             .any(|i| i.contains("/pinned+use-host-ptr/map/cholesky/"))

@@ -118,7 +118,14 @@ fn each_failure_costs_one_case_and_the_run_goes_on() {
         other => panic!("abort: {other:?}"),
     }
     match outcomes["mock/hang/5"] {
-        Outcome::Timeout { after_s } => assert!((2.0..10.0).contains(after_s), "{after_s}"),
+        Outcome::Timeout {
+            after_s,
+            blocked_in,
+        } => {
+            assert!((2.0..10.0).contains(after_s), "{after_s}");
+            // The call the worker announced before it blocked is what the timeout names.
+            assert_eq!(blocked_in, clhip::mock::HANG_CALL);
+        }
         other => panic!("hang: {other:?}"),
     }
     match outcomes["mock/exit/7"] {

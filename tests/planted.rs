@@ -187,3 +187,100 @@ fn a_rocr_fault_line_and_abort_in_an_opencl_case_is_a_fault_placed_past_its_buff
         );
     }
 }
+
+/// Runs `clhip run --plant PLANT` over the `semaphore` cases of `paths` x `ops` at `n` on the
+/// pair `CLHIP_SEMAPHORE_PAIR` names (`nvidia0+cuda0`), with a short case limit. `None` without
+/// that variable: the semaphore handover needs a GPU, its Vulkan driver and OpenCL's semaphore
+/// import, none of which CI has.
+fn run_semaphore_planted(paths: &str, ops: &str, n: usize, plant: &str) -> Option<RunReport> {
+    let pair = std::env::var("CLHIP_SEMAPHORE_PAIR").ok()?;
+    let dir = std::env::temp_dir().join(format!(
+        "clhip-planted-semaphore-{}-{plant}-{n}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).unwrap();
+    let cases = dir.join("cases.toml");
+    std::fs::write(
+        &cases,
+        format!(
+            "version = 1\n[[group]]\npaths = [{paths}]\nsyncs = [\"semaphore\"]\nops = [{ops}]\nsizes = [{n}]\n"
+        ),
+    )
+    .unwrap();
+    let json = dir.join("results.json");
+    let out = Command::new(env!("CARGO_BIN_EXE_clhip"))
+        .args(["run", "--plant", plant, "--timeout", "20", "--cases"])
+        .arg(&cases)
+        .arg("--json")
+        .arg(&json)
+        .arg(format!("{pair}/*"))
+        .output()
+        .unwrap();
+    let report = load_json(Path::new(&json))
+        .unwrap_or_else(|e| panic!("{e}\nstderr: {}", String::from_utf8_lossy(&out.stderr)));
+    assert!(
+        !report.results.is_empty(),
+        "no semaphore case ran on {pair}"
+    );
+    for r in &report.results {
+        eprintln!("{plant}: {} -> {}", r.id, r.outcome.reason());
+    }
+    Some(report)
+}
+
+const SEMAPHORE_PATHS: &str = r#""vk-memory+import", "vmm-fd+cl-import""#;
+
+/// On a GPU (`CLHIP_SEMAPHORE_PAIR=nvidia0+cuda0`): without a plant the semaphore handover
+/// passes (the control of the two below); with OpenCL's signal left out, every case ends as a
+/// timeout that names the peer's semaphore wait, and the run goes on; with the peer waiting on
+/// a decoy the broker signalled at once, the read races OpenCL's 2^22-point FFT and must not
+/// pass.
+#[test]
+fn semaphore_plants_come_out_non_pass_on_a_gpu() {
+    let Some(control) = run_semaphore_planted(SEMAPHORE_PATHS, r#""handoff", "fft""#, 4096, "none")
+    else {
+        eprintln!("skipped: CLHIP_SEMAPHORE_PAIR is not set (needs a GPU with Vulkan)");
+        return;
+    };
+    for r in &control.results {
+        assert_eq!(
+            r.outcome.kind(),
+            OutcomeKind::Pass,
+            "{}: {:?}",
+            r.id,
+            r.outcome
+        );
+    }
+    let skipped = run_semaphore_planted(SEMAPHORE_PATHS, r#""handoff""#, 4097, "skip-signal")
+        .expect("the pair was set above");
+    for r in &skipped.results {
+        match &r.outcome {
+            Outcome::Timeout { blocked_in, .. } => assert!(
+                blocked_in.contains("WaitExternalSemaphoresAsync")
+                    && blocked_in.contains("planted skip-signal"),
+                "{}: {blocked_in}",
+                r.id
+            ),
+            other => panic!(
+                "{}: expected a timeout naming the wait, got {other:?}",
+                r.id
+            ),
+        }
+    }
+    let wrong = run_semaphore_planted(
+        SEMAPHORE_PATHS,
+        r#""fft", "pipeline""#,
+        1 << 22,
+        "wrong-semaphore",
+    )
+    .expect("the pair was set above");
+    for r in &wrong.results {
+        assert_ne!(
+            r.outcome.kind(),
+            OutcomeKind::Pass,
+            "{}: {:?}",
+            r.id,
+            r.outcome
+        );
+    }
+}

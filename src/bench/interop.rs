@@ -296,7 +296,7 @@ fn death(
                 reason: format!("unreadable protocol line from the bench child: {line}"),
             });
         }
-        Ended::TimedOut => return Some(Outcome::Timeout { after_s: timeout_s }),
+        Ended::TimedOut => return Some(Outcome::timeout(timeout_s)),
         Ended::Exited(status) => *status,
     };
     if finished && status.success() {
@@ -675,7 +675,7 @@ mod tests {
             "{rocr:?}"
         );
         let late = death(&Ended::TimedOut, false, &[], Api::Host, 7.0).unwrap();
-        assert_eq!(late, Outcome::Timeout { after_s: 7.0 });
+        assert_eq!(late, Outcome::timeout(7.0));
     }
 
     #[test]

@@ -89,7 +89,7 @@ pub fn outcome_text(o: &Outcome) -> String {
         } => format!("crash ({signal_name} before it finished)"),
         Outcome::Crash { signal_name, .. } => format!("crash {signal_name}"),
         Outcome::Fault { error } => format!("fault {} in {}", error.name, error.call),
-        Outcome::Timeout { after_s } => format!("timeout after {after_s:.0} s"),
+        Outcome::Timeout { after_s, .. } => format!("timeout after {after_s:.0} s"),
         other => format!("{} ({})", other.kind().name(), other.reason()),
     }
 }

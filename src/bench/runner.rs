@@ -28,10 +28,17 @@ pub fn run_runner(
         "{} cases; per configuration: wall time, summed case time, runner overhead per case",
         plan.len()
     )?;
-    for c in configs {
+    for (i, c) in configs.iter().enumerate() {
         let mut opts = base.clone();
         opts.jobs = c.jobs;
         opts.cases_per_worker = c.cases_per_worker;
+        let trace_dir =
+            std::env::temp_dir().join(format!("clhip-bench-trace-{}-{i}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&trace_dir);
+        opts.worker_env.push((
+            crate::trace::TRACE_ENV.to_string(),
+            trace_dir.display().to_string(),
+        ));
         let t = Instant::now();
         let end = crate::runner::run(plan.to_vec(), &opts, &mut |_| {})?;
         let wall = t.elapsed().as_secs_f64();
@@ -50,6 +57,25 @@ pub fn run_runner(
             }
         )
         .context("writing the bench")?;
+        // Where the workers' time went: a step whose time in flight is near its summed time
+        // ran one at a time across processes, and more jobs cannot shorten it.
+        let steps = crate::trace::read_dir(&trace_dir).unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&trace_dir);
+        for t in crate::trace::totals(&steps).iter().take(TRACE_LINES) {
+            writeln!(
+                out,
+                "      {:<40} {:>4} x {:7.1} ms = {:7.2} s summed, {:7.2} s in flight",
+                t.what,
+                t.count,
+                t.total_s * 1e3 / t.count.max(1) as f64,
+                t.total_s,
+                t.in_flight_s
+            )
+            .context("writing the bench")?;
+        }
     }
     Ok(())
 }
+
+/// Steps shown per configuration, longest summed time first.
+const TRACE_LINES: usize = 10;

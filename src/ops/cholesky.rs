@@ -1,5 +1,7 @@
 //! The cholesky op: cpotrf on the peer over matrices OpenCL produced, HPD and not.
 
+use std::sync::Arc;
+
 use num_complex::Complex32;
 
 use crate::generate;
@@ -14,6 +16,16 @@ use super::{Inputs, Plant, consume_on_cl, device, produce_on_cl, take_output, wi
 
 /// cpotrf on the peer over an HPD matrix OpenCL produced, factor read back through OpenCL;
 /// then a non-HPD matrix whose `info` must match the reference's.
+/// The HPD matrix and the non-HPD one of one (seed, kind, n), made once per worker.
+pub(super) fn inputs(data: &mut Inputs, n: usize) -> Arc<(Vec<Complex32>, Vec<Complex32>)> {
+    let (seed, kind) = (data.seed, data.kind);
+    data.get("cholesky inputs", n, 2 * n * n * 8, || {
+        let hpd = generate::hpd_matrix_of(kind, seed, n, n);
+        let (non_hpd, _) = generate::non_hpd_matrix_of(kind, seed.wrapping_add(1), n, n);
+        (hpd, non_hpd)
+    })
+}
+
 pub(super) fn cholesky(
     session: &mut ClSession,
     peer: &mut dyn PeerRuntime,
@@ -22,13 +34,8 @@ pub(super) fn cholesky(
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
-    let (seed, kind) = (data.seed, data.kind);
     let ld = n;
-    let inputs = data.get("cholesky inputs", n, 2 * n * ld * 8, || {
-        let hpd = generate::hpd_matrix_of(kind, seed, n, ld);
-        let (non_hpd, _) = generate::non_hpd_matrix_of(kind, seed.wrapping_add(1), n, ld);
-        (hpd, non_hpd)
-    });
+    let inputs = inputs(&mut data, n);
     let (hpd, non_hpd) = &*inputs;
     device(peer, case)?;
     let (info, factor, bad_info) = with_shared(session, peer, case, n * ld, |s, peer, m| {

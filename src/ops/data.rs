@@ -74,7 +74,7 @@ impl DataCache {
             // Same key, another type: a programming error in the caller's key names. Make it
             // afresh rather than hand back the wrong thing.
         }
-        let value = Arc::new(make());
+        let value = Arc::new(crate::trace::timed(&format!("data: {what} n={n}"), make));
         if bytes <= self.budget {
             while self.held + bytes > self.budget {
                 match self.entries.pop_front() {

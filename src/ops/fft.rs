@@ -1,5 +1,7 @@
 //! The fft op: the peer's data transformed by OpenCL's FFT, read back by the peer.
 
+use std::sync::Arc;
+
 use crate::fft::FftCache;
 use crate::generate;
 use crate::model::{Case, CaseError, Phase};
@@ -8,11 +10,20 @@ use crate::runtimes::PeerRuntime;
 use crate::runtimes::opencl::ClSession;
 use crate::sync::{self, Access};
 use crate::tolerance;
+use num_complex::Complex32;
 
-use super::{Inputs, Plant, peer_work, take_output, with_shared};
+use super::{Inputs, Plant, peer_done, peer_work, take_output, with_shared};
 
 /// The peer uploads a random vector; OpenCL transforms it in place; the peer reads the result,
 /// which is held to the f64 reference FFT.
+/// The input of one (seed, kind, n), made once per worker.
+pub(super) fn input(data: &mut Inputs, n: usize) -> Arc<Vec<Complex32>> {
+    let (seed, kind) = (data.seed, data.kind);
+    data.get("fft input", n, n * 8, || {
+        generate::complex_vec_of(kind, seed, n)
+    })
+}
+
 pub(super) fn fft_op(
     session: &mut ClSession,
     fft: &mut FftCache,
@@ -22,14 +33,11 @@ pub(super) fn fft_op(
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
-    let (seed, kind) = (data.seed, data.kind);
-    let input = data.get("fft input", n, n * 8, || {
-        generate::complex_vec_of(kind, seed, n)
-    });
+    let input = input(&mut data, n);
     let got = with_shared(session, peer, case, case.n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer_work(plant, || peer.upload(m.peer, &input))?;
-        peer.synchronize()?;
+        peer_done(peer, case.sync)?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         let done = fft.forward(s, m.cl, case.n, &sync::raw(&ready)).running()?;
         let out = take_output(s, peer, m, case.sync, Some(&done), Access::Read, plant)?;

@@ -1,5 +1,7 @@
 //! The gemm op: cgemm on the peer over matrices OpenCL produced.
 
+use std::sync::Arc;
+
 use num_complex::Complex32;
 
 use crate::generate;
@@ -16,6 +18,14 @@ use super::{
 
 /// cgemm on the peer over matrices OpenCL produced, through the path; C read back through
 /// OpenCL and held to the f64 reference (rocBLAS clients' bound).
+/// A, B and C of one (seed, kind, n), made once per worker.
+pub(super) fn inputs(data: &mut Inputs, n: usize) -> Arc<[Vec<Complex32>; 3]> {
+    let (seed, kind) = (data.seed, data.kind);
+    data.get("gemm inputs", n, 3 * n * n * 8, || {
+        [0, 1, 2].map(|k| generate::matrix_of(kind, seed.wrapping_add(k), n, n))
+    })
+}
+
 pub(super) fn gemm(
     session: &mut ClSession,
     peer: &mut dyn PeerRuntime,
@@ -24,11 +34,8 @@ pub(super) fn gemm(
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
-    let (seed, kind) = (data.seed, data.kind);
     let ld = n;
-    let inputs = data.get("gemm inputs", n, 3 * n * ld * 8, || {
-        [0, 1, 2].map(|k| generate::matrix_of(kind, seed.wrapping_add(k), n, ld))
-    });
+    let inputs = inputs(&mut data, n);
     let [a, b, c] = &*inputs;
     let (alpha, beta) = (Complex32::new(1.0, 0.0), Complex32::new(-0.5, 0.25));
     device(peer, case)?;

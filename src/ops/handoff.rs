@@ -7,7 +7,7 @@ use crate::runtimes::opencl::{ClArg, ClEvent, ClSession};
 use crate::runtimes::{PatternCheck, PeerRuntime};
 use crate::sync::{self, Access};
 
-use super::{Plant, peer_work, take_output, with_shared};
+use super::{Plant, peer_done, peer_work, take_output, with_shared};
 
 /// The three seeds of a handoff, distinct so a stale pattern never passes for a fresh one.
 fn handoff_seeds(seed: u64) -> [u32; 3] {
@@ -39,7 +39,7 @@ pub(super) fn handoff(
     let seen_by_peer = with_shared(session, peer, case, case.n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer_work(plant, || peer.fill_pattern(m.peer, a))?;
-        peer.synchronize()?;
+        peer_done(peer, case.sync)?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         let checked = cl_check_pattern(s, m.cl, a, words, &result_a, Some(b), &sync::raw(&ready))?;
         let out = take_output(
@@ -53,7 +53,7 @@ pub(super) fn handoff(
         )?;
         let seen = peer.check_pattern(out, b)?;
         peer_work(plant, || peer.fill_pattern(m.peer, c))?;
-        peer.synchronize()?;
+        peer_done(peer, case.sync)?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         cl_check_pattern(s, m.cl, c, words, &result_c, None, &sync::raw(&ready))?;
         Ok(seen)

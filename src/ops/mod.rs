@@ -51,6 +51,12 @@ pub enum Plant {
     /// Die as ROCm does on a GPU page fault, at the handover: print ROCr's fault line for an
     /// address 4 KiB past the end of the case's shared memory, then abort.
     RocrFault,
+    /// `semaphore` cases: OpenCL leaves out its signal, so the peer's wait never ends. The
+    /// case must end as a timeout naming that wait, not hang the run.
+    SkipSignal,
+    /// `semaphore` cases: the peer waits on a decoy semaphore that the Vulkan broker signalled
+    /// at once, not on OpenCL's: its read races OpenCL's work and must be caught as stale.
+    WrongSemaphore,
     /// Plant nothing: the control run of a planted-error test.
     None,
 }
@@ -65,9 +71,11 @@ impl std::str::FromStr for Plant {
             "cl-noop" => Ok(Plant::ClNoop),
             "peer-noop" => Ok(Plant::PeerNoop),
             "rocr-fault" => Ok(Plant::RocrFault),
+            "skip-signal" => Ok(Plant::SkipSignal),
+            "wrong-semaphore" => Ok(Plant::WrongSemaphore),
             "none" => Ok(Plant::None),
             _ => Err(format!(
-                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, none)"
+                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none)"
             )),
         }
     }
@@ -96,6 +104,16 @@ fn peer_work(
     }
 }
 
+/// Waits for the peer's own work before handing the memory back, except under `semaphore`,
+/// whose signal on the peer's stream orders OpenCL after it with no host wait.
+fn peer_done(peer: &mut dyn PeerRuntime, sync_mode: SyncMode) -> Result<(), CaseError> {
+    if sync_mode == SyncMode::Semaphore {
+        Ok(())
+    } else {
+        peer.synchronize()
+    }
+}
+
 /// Hands OpenCL's output to the peer: the case's sync, or the plant's sabotage of it.
 fn take_output(
     s: &ClSession,
@@ -111,7 +129,17 @@ fn take_output(
     } else {
         sync_mode
     };
-    sync::to_peer(s, peer, m, mode, last, access)?;
+    let fault = match plant {
+        Some(Plant::SkipSignal) => Some(sync::SemaphoreFault::SkipSignal),
+        Some(Plant::WrongSemaphore) => Some(sync::SemaphoreFault::WrongSemaphore),
+        _ => None,
+    };
+    if fault.is_some() && sync_mode != SyncMode::Semaphore {
+        return Err(CaseError::Skip(format!(
+            "the {plant:?} plant applies to the semaphore sync only, not {sync_mode}"
+        )));
+    }
+    sync::to_peer_with(s, peer, m, mode, last, access, fault)?;
     match plant {
         Some(Plant::FlipElement) => {
             peer.flip_bit(m.peer, 2 * Plant::flip_index(m.len), Plant::FLIP_BIT)?;
@@ -188,7 +216,8 @@ fn session<'a>(
         let want = &case.pair.opencl;
         if !sessions.contains_key(&want.label) {
             let devices = devices.get_or_insert_with(|| {
-                opencl::enumerate().refused("no OpenCL platform could be enumerated")
+                crate::trace::timed("OpenCL platforms and devices", opencl::enumerate)
+                    .refused("no OpenCL platform could be enumerated")
             });
             let opened = match devices {
                 Err(e) => Err(e.clone()),
@@ -212,7 +241,10 @@ fn session<'a>(
                             }
                         )))
                     }
-                    Some(d) => ClSession::open(d.clone()).map_err(|e| match e {
+                    Some(d) => crate::trace::timed("OpenCL context, queue and program", || {
+                        ClSession::open(d.clone())
+                    })
+                    .map_err(|e| match e {
                         SessionError::Api(e) => CaseError::Unsupported {
                             reason: "OpenCL refused a context or queue".into(),
                             error: Some(e),
@@ -330,6 +362,33 @@ fn run(
         peers,
         data,
     } = state;
+    // A worker's first case opens both runtimes, and a worker starts again after every crash
+    // or fault. On NVIDIA each start-up makes a context (OpenCL's own and CUDA's primary,
+    // ~130 ms apiece on an H200, alone): they are made side by side. Only for CUDA: ROCm's
+    // OpenCL and HIP runtimes starting at once in one process has never been tried.
+    if case.pair.peer.api == crate::model::Api::Cuda
+        && !sessions.contains_key(&case.pair.opencl.label)
+        && !peers.contains_key(&case.pair.peer)
+    {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                // Kept in `sessions`, errors included; taken below.
+                let _ = session(devices, sessions, case);
+            });
+            // The case's inputs too (a 2048 x 2048 HPD matrix takes 170 ms to draw).
+            s.spawn(|| {
+                make_inputs(
+                    &mut Inputs {
+                        seed,
+                        kind,
+                        cache: data,
+                    },
+                    case,
+                )
+            });
+            let _ = peer(peers, &case.pair.peer, rocm_path.as_deref());
+        });
+    }
     let session = session(devices, sessions, case)?;
     let peer = peer(peers, &case.pair.peer, rocm_path.as_deref())?;
     session.notes.clear();
@@ -357,6 +416,21 @@ fn run(
     match result {
         Ok(summary) => Ok(format!("{summary}; {notes}")),
         Err(e) => Err(e.with_note(&notes)),
+    }
+}
+
+/// Make the case's inputs into the worker's cache, ahead of the op that takes them from there.
+/// A simple input is not cached (it is made when the op asks), so nothing is made ahead.
+fn make_inputs(data: &mut Inputs, case: &Case) {
+    if !data.kind.is_seeded() {
+        return;
+    }
+    match case.op {
+        Op::Gemm => drop(gemm::inputs(data, case.n)),
+        Op::Cholesky => drop(cholesky::inputs(data, case.n)),
+        Op::Fft => drop(fft::input(data, case.n)),
+        Op::Pipeline => drop(pipeline::inputs(data, case.n)),
+        Op::Handoff | Op::Placement => {}
     }
 }
 

@@ -1,5 +1,7 @@
 //! The pipeline op (seed 000's): OpenCL add and FFT, then peer scale and magnitude.
 
+use std::sync::Arc;
+
 use num_complex::Complex32;
 
 use crate::fft::FftCache;
@@ -12,10 +14,18 @@ use crate::runtimes::opencl::{ClArg, ClSession};
 use crate::sync::{self, Access};
 use crate::tolerance;
 
-use super::{Inputs, Plant, peer_work, take_output, with_shared};
+use super::{Inputs, Plant, peer_done, peer_work, take_output, with_shared};
 
 /// Seed 000's pipeline: OpenCL add -> OpenCL FFT -> peer scale -> peer magnitude, read back
 /// through OpenCL.
+/// The two input vectors of one (seed, kind, n), made once per worker.
+pub(super) fn inputs(data: &mut Inputs, n: usize) -> Arc<[Vec<Complex32>; 2]> {
+    let (seed, kind) = (data.seed, data.kind);
+    data.get("pipeline inputs", n, 2 * n * 8, || {
+        [0, 1].map(|k| generate::complex_vec_of(kind, seed.wrapping_add(k), n))
+    })
+}
+
 pub(super) fn pipeline(
     session: &mut ClSession,
     fft: &mut FftCache,
@@ -25,10 +35,7 @@ pub(super) fn pipeline(
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
-    let (seed, kind) = (data.seed, data.kind);
-    let inputs = data.get("pipeline inputs", n, 2 * n * 8, || {
-        [0, 1].map(|k| generate::complex_vec_of(kind, seed.wrapping_add(k), n))
-    });
+    let inputs = inputs(&mut data, n);
     let [a, b] = &*inputs;
     let scale = 1.0 / n as f32;
     let b_buf = DeviceBuffer::with_data(session, b)?;
@@ -36,7 +43,7 @@ pub(super) fn pipeline(
     with_shared(session, peer, case, n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer_work(plant, || peer.upload(m.peer, a))?;
-        peer.synchronize()?;
+        peer_done(peer, case.sync)?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         let added = s
             .launch(
@@ -65,7 +72,7 @@ pub(super) fn pipeline(
             peer.scale(taken, scale)?;
             peer.magnitude(taken)
         })?;
-        peer.synchronize()?;
+        peer_done(peer, case.sync)?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
         s.launch(
             "ccopy",

@@ -634,8 +634,8 @@ mod tests {
         for outcome in [
             Outcome::pass(),
             Outcome::unsupported("no"),
-            Outcome::Timeout { after_s: 1.0 },
-            Outcome::Timeout { after_s: 1.0 },
+            Outcome::timeout(1.0),
+            Outcome::timeout(1.0),
         ] {
             cell.add(&result(
                 &pocl,

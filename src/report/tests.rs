@@ -127,7 +127,7 @@ pub(super) fn sample_results() -> Vec<CaseResult> {
             Map,
             Pipeline,
             4096,
-            Outcome::Timeout { after_s: 60.0 },
+            Outcome::timeout(60.0),
         ),
         result(
             &pocl,

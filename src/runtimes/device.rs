@@ -3,12 +3,14 @@
 //! share every line of path, sync and op logic.
 
 use std::os::fd::{OwnedFd, RawFd};
+use std::rc::Rc;
 
 use num_complex::Complex32;
 use serde::{Deserialize, Serialize};
 
 use crate::model::{ApiError, CaseError};
 use crate::model::{Transpose, Uplo};
+use crate::runtimes::vulkan::Broker;
 use crate::runtimes::{PeerPtr, PeerRuntime};
 
 /// How the peer allocates memory that a path shares with OpenCL.
@@ -155,6 +157,30 @@ pub trait DeviceRuntime: PeerRuntime {
     /// cuImportExternalSemaphore); returns the runtime's semaphore handle.
     fn import_semaphore_fd(&mut self, fd: RawFd) -> Result<u64, CaseError>;
     fn destroy_semaphore(&mut self, sem: u64);
+    /// Enqueue a signal of an imported semaphore on the peer's stream, after its work so far
+    /// (cuSignalExternalSemaphoresAsync / hipSignalExternalSemaphoresAsync).
+    fn signal_semaphore(&mut self, sem: u64) -> Result<(), CaseError>;
+    /// Enqueue a wait for an imported semaphore on the peer's stream: later work waits for its
+    /// signal (cuWaitExternalSemaphoresAsync / hipWaitExternalSemaphoresAsync).
+    fn wait_semaphore(&mut self, sem: u64) -> Result<(), CaseError>;
+    /// The call `wait_semaphore` makes, for a case to name where it may hang.
+    fn semaphore_wait_call(&self) -> &'static str;
+
+    /// Import memory another API exported as an opaque fd (`size` bytes, `dedicated` as it
+    /// was allocated), its first `len` elements mapped (cuImportExternalMemory +
+    /// cuExternalMemoryGetMappedBuffer / the hip calls). The import owns the fd once it
+    /// accepts it. Free the result with `free`.
+    fn import_memory_fd(
+        &mut self,
+        fd: OwnedFd,
+        size: u64,
+        dedicated: bool,
+        len: usize,
+    ) -> Result<DeviceAlloc, CaseError>;
+
+    /// The Vulkan broker on this device's GPU (the Vulkan device of the same UUID), opened on
+    /// first use and kept with the peer for the worker's life.
+    fn vulkan(&mut self) -> Result<Rc<Broker>, CaseError>;
 
     /// Command-line arguments that open this same device in another clhip process
     /// (`--api hip --ordinal 0 [--rocm-path DIR]`), for the IPC exporter.

@@ -81,6 +81,22 @@ pub fn open_first(candidates: &[String]) -> Result<(Library, String), Vec<Attemp
     Err(tried)
 }
 
+/// The file the loader mapped for `lib<stem>.so*`: `libcublas.so` is a symlink to something like
+/// `libcublas.so.13.1.0.3`, and the real name is what a fingerprint should carry.
+pub fn mapped_file(stem: &str) -> Option<String> {
+    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
+    let prefix = format!("lib{stem}.so");
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .find(|p| {
+            Path::new(p)
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with(&prefix))
+        })
+        .map(str::to_string)
+}
+
 /// libloading's Display says only "dlopen failed"; dlerror()'s text is in the source.
 fn error_chain(e: &dyn std::error::Error) -> String {
     match e.source() {

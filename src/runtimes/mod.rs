@@ -16,6 +16,7 @@ pub mod kernel_cache;
 pub mod locate;
 pub mod opencl;
 pub mod text;
+pub mod vulkan;
 
 /// An address the peer can dereference: a host virtual address for the host, a device (or
 /// unified) address for a GPU runtime. `len` counts complex f32 elements.

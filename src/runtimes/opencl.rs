@@ -425,7 +425,7 @@ fn build_program(
 impl ClSession {
     pub fn open(device: ClDevice) -> Result<Self, SessionError> {
         let dev = Device::new(device.id);
-        let context = Context::from_device(&dev)
+        let context = crate::trace::timed("clCreateContext", || Context::from_device(&dev))
             .call("clCreateContext")
             .map_err(SessionError::Api)?;
         #[allow(deprecated)]
@@ -438,7 +438,9 @@ impl ClSession {
             .iter()
             .map(|(name, text)| format!("// ---- kernels/{name} ----\n{text}\n"))
             .collect();
-        let program = build_program(&context, &device, &source)?;
+        let program = crate::trace::timed("OpenCL program (cache or build)", || {
+            build_program(&context, &device, &source)
+        })?;
         let svm = SvmCaps::query(device.id).unwrap_or_default();
         let max_work_group = device_u64(device.id, cl3::device::CL_DEVICE_MAX_WORK_GROUP_SIZE)
             .map_err(SessionError::Api)? as usize;
@@ -724,38 +726,213 @@ pub struct ExternalMemoryFns {
 
 impl ExternalMemoryFns {
     pub fn resolve(platform: cl_platform_id) -> Result<Self, ApiError> {
-        type GetAddr = unsafe extern "C" fn(cl_platform_id, *const std::ffi::c_char) -> *mut c_void;
-        let missing = |name: &str, why: String| {
-            let mut e = cl_error(name, 0);
-            e.name = "NOT_FOUND".into();
-            e.detail = why;
-            e
+        let lookup = extension_functions(platform)?;
+        // SAFETY: the platform returned each entry point for exactly this name, whose C
+        // signature (cl_ext.h) is ExternalMemFn.
+        unsafe {
+            Ok(ExternalMemoryFns {
+                acquire: std::mem::transmute::<*mut c_void, ExternalMemFn>(lookup(
+                    "clEnqueueAcquireExternalMemObjectsKHR",
+                )?),
+                release: std::mem::transmute::<*mut c_void, ExternalMemFn>(lookup(
+                    "clEnqueueReleaseExternalMemObjectsKHR",
+                )?),
+            })
+        }
+    }
+}
+
+/// An extension function that is not there, as an error naming it.
+fn missing_function(name: &str, why: String) -> ApiError {
+    let mut e = cl_error(name, 0);
+    e.name = "NOT_FOUND".into();
+    e.detail = why;
+    e
+}
+
+/// Looks up extension entry points of `platform` by name with
+/// clGetExtensionFunctionAddressForPlatform: a null answer is an error naming the function.
+fn extension_functions(
+    platform: cl_platform_id,
+) -> Result<impl Fn(&str) -> Result<*mut c_void, ApiError>, ApiError> {
+    type GetAddr = unsafe extern "C" fn(cl_platform_id, *const std::ffi::c_char) -> *mut c_void;
+    // SAFETY: the same loader cl3 opened; dlopen of a loaded library only adds a reference.
+    let lib = unsafe { libloading::Library::new("libOpenCL.so.1") }
+        .map_err(|e| missing_function("libOpenCL.so.1", e.to_string()))?;
+    // SAFETY: the C signature from cl_ext.h.
+    let get: GetAddr =
+        *unsafe { lib.get::<GetAddr>(b"clGetExtensionFunctionAddressForPlatform\0") }.map_err(
+            |e| missing_function("clGetExtensionFunctionAddressForPlatform", e.to_string()),
+        )?;
+    // The loader stays loaded for the process (cl3 holds it); keep our reference too so the
+    // entry points can never dangle.
+    std::mem::forget(lib);
+    Ok(move |name: &str| {
+        let c = std::ffi::CString::new(name).expect("no NUL in a function name");
+        // SAFETY: a valid platform and a NUL-terminated name.
+        let p = unsafe { get(platform, c.as_ptr()) };
+        if p.is_null() {
+            return Err(missing_function(
+                name,
+                "the platform does not provide it".into(),
+            ));
+        }
+        Ok(p)
+    })
+}
+
+/// `cl_semaphore_khr` (cl_ext.h): an opaque handle.
+type ClSemaphoreRaw = *mut c_void;
+
+type CreateSemaphoreFn =
+    unsafe extern "C" fn(types::cl_context, *const u64, *mut i32) -> ClSemaphoreRaw;
+type ReleaseSemaphoreFn = unsafe extern "C" fn(ClSemaphoreRaw) -> i32;
+
+/// cl_khr_semaphore's entry points (cl_ext.h), resolved for one platform.
+#[derive(Debug, Clone, Copy)]
+struct SemaphoreFns {
+    create: CreateSemaphoreFn,
+    /// clEnqueueWaitSemaphoresKHR and clEnqueueSignalSemaphoresKHR share this signature.
+    wait: EnqueueSemaphoresFn,
+    signal: EnqueueSemaphoresFn,
+    release: ReleaseSemaphoreFn,
+}
+
+type EnqueueSemaphoresFn = unsafe extern "C" fn(
+    types::cl_command_queue,
+    u32,
+    *const ClSemaphoreRaw,
+    *const u64,
+    u32,
+    *const cl_event,
+    *mut cl_event,
+) -> i32;
+
+impl SemaphoreFns {
+    fn resolve(platform: cl_platform_id) -> Result<Self, ApiError> {
+        let lookup = extension_functions(platform)?;
+        // SAFETY: the platform returned each entry point for exactly this name; the types are
+        // cl_ext.h's prototypes.
+        unsafe {
+            Ok(SemaphoreFns {
+                create: std::mem::transmute::<*mut c_void, CreateSemaphoreFn>(lookup(
+                    "clCreateSemaphoreWithPropertiesKHR",
+                )?),
+                wait: std::mem::transmute::<*mut c_void, EnqueueSemaphoresFn>(lookup(
+                    "clEnqueueWaitSemaphoresKHR",
+                )?),
+                signal: std::mem::transmute::<*mut c_void, EnqueueSemaphoresFn>(lookup(
+                    "clEnqueueSignalSemaphoresKHR",
+                )?),
+                release: std::mem::transmute::<*mut c_void, ReleaseSemaphoreFn>(lookup(
+                    "clReleaseSemaphoreKHR",
+                )?),
+            })
+        }
+    }
+}
+
+/// A binary semaphore OpenCL imported (cl_khr_external_semaphore), released on drop.
+pub struct ClSemaphore {
+    raw: ClSemaphoreRaw,
+    fns: SemaphoreFns,
+}
+
+impl ClSemaphore {
+    /// clCreateSemaphoreWithPropertiesKHR of a binary semaphore from an opaque fd, for this
+    /// session's device (CL_SEMAPHORE_DEVICE_HANDLE_LIST_KHR, 0x2053: the memory import's
+    /// 0x2051 there is CL_INVALID_PROPERTY). The import owns the fd once it accepts it, as in
+    /// Vulkan's model that cl_khr_external_semaphore follows; a refused one closes it.
+    pub fn import_opaque_fd(
+        session: &ClSession,
+        fd: std::os::fd::OwnedFd,
+    ) -> Result<Self, ApiError> {
+        // cl_khr_semaphore / cl_khr_external_semaphore (OpenCL-Headers cl_ext.h).
+        const CL_SEMAPHORE_TYPE_KHR: u64 = 0x203D;
+        const CL_SEMAPHORE_TYPE_BINARY_KHR: u64 = 1;
+        const CL_SEMAPHORE_HANDLE_OPAQUE_FD_KHR: u64 = 0x2055;
+        const CL_SEMAPHORE_DEVICE_HANDLE_LIST_KHR: u64 = 0x2053;
+        const CL_SEMAPHORE_DEVICE_HANDLE_LIST_END_KHR: u64 = 0;
+        let fns = SemaphoreFns::resolve(session.device.platform)?;
+        let raw_fd = std::os::fd::AsRawFd::as_raw_fd(&fd);
+        let props: [u64; 8] = [
+            CL_SEMAPHORE_TYPE_KHR,
+            CL_SEMAPHORE_TYPE_BINARY_KHR,
+            CL_SEMAPHORE_HANDLE_OPAQUE_FD_KHR,
+            raw_fd as u64,
+            CL_SEMAPHORE_DEVICE_HANDLE_LIST_KHR,
+            session.device.id as u64,
+            CL_SEMAPHORE_DEVICE_HANDLE_LIST_END_KHR,
+            0,
+        ];
+        let mut err = 0i32;
+        // SAFETY: a live context and a zero-terminated property list that outlives the call.
+        let raw = unsafe { (fns.create)(session.context.get(), props.as_ptr(), &mut err) };
+        if err != 0 || raw.is_null() {
+            let mut e = cl_error(
+                "clCreateSemaphoreWithPropertiesKHR(CL_SEMAPHORE_HANDLE_OPAQUE_FD_KHR)",
+                err,
+            );
+            e.detail = format!("binary semaphore, fd {raw_fd}");
+            return Err(e);
+        }
+        let _ = std::os::fd::IntoRawFd::into_raw_fd(fd);
+        Ok(ClSemaphore { raw, fns })
+    }
+
+    fn enqueue(
+        &self,
+        f: EnqueueSemaphoresFn,
+        call: &str,
+        session: &ClSession,
+        waits: &[cl_event],
+    ) -> Result<ClEvent, ApiError> {
+        let mut ev: cl_event = ptr::null_mut();
+        let wait_ptr = if waits.is_empty() {
+            ptr::null()
+        } else {
+            waits.as_ptr()
         };
-        // SAFETY: the same loader cl3 opened; dlopen of a loaded library only adds a reference.
-        let lib = unsafe { libloading::Library::new("libOpenCL.so.1") }
-            .map_err(|e| missing("libOpenCL.so.1", e.to_string()))?;
-        // SAFETY: the C signature from cl_ext.h.
-        let get: libloading::Symbol<GetAddr> =
-            unsafe { lib.get(b"clGetExtensionFunctionAddressForPlatform\0") }
-                .map_err(|e| missing("clGetExtensionFunctionAddressForPlatform", e.to_string()))?;
-        let lookup = |name: &str| -> Result<ExternalMemFn, ApiError> {
-            let c = std::ffi::CString::new(name).expect("no NUL in a function name");
-            // SAFETY: a valid platform and a NUL-terminated name.
-            let p = unsafe { get(platform, c.as_ptr()) };
-            if p.is_null() {
-                return Err(missing(name, "the platform does not provide it".into()));
-            }
-            // SAFETY: the platform returned this entry point for exactly this name, whose
-            // signature is ExternalMemFn.
-            Ok(unsafe { std::mem::transmute::<*mut c_void, ExternalMemFn>(p) })
+        // SAFETY: one live semaphore of this context, no payloads (binary), live events.
+        let rc = unsafe {
+            f(
+                session.queue.get(),
+                1,
+                &self.raw,
+                ptr::null(),
+                waits.len() as u32,
+                wait_ptr,
+                &mut ev,
+            )
         };
-        let fns = ExternalMemoryFns {
-            acquire: lookup("clEnqueueAcquireExternalMemObjectsKHR")?,
-            release: lookup("clEnqueueReleaseExternalMemObjectsKHR")?,
-        };
-        // The loader stays loaded for the process (cl3 holds it); keep our reference too so
-        // the entry points can never dangle.
-        std::mem::forget(lib);
-        Ok(fns)
+        if rc != 0 {
+            return Err(cl_error(call, rc));
+        }
+        Ok(ClEvent(ev))
+    }
+
+    /// clEnqueueSignalSemaphoresKHR after `waits` (and, the queue being in order, after
+    /// everything enqueued before).
+    pub fn signal(&self, session: &ClSession, waits: &[cl_event]) -> Result<ClEvent, ApiError> {
+        self.enqueue(
+            self.fns.signal,
+            "clEnqueueSignalSemaphoresKHR",
+            session,
+            waits,
+        )
+    }
+
+    /// clEnqueueWaitSemaphoresKHR: the commands enqueued after it wait for the signal.
+    pub fn wait(&self, session: &ClSession) -> Result<ClEvent, ApiError> {
+        self.enqueue(self.fns.wait, "clEnqueueWaitSemaphoresKHR", session, &[])
+    }
+}
+
+impl Drop for ClSemaphore {
+    fn drop(&mut self) {
+        // SAFETY: our one reference to a semaphore of a live context.
+        unsafe {
+            (self.fns.release)(self.raw);
+        }
     }
 }

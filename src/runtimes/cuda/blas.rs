@@ -82,7 +82,9 @@ impl Drop for SolverHandle {
 impl CudaPeer {
     fn blas(&mut self) -> Result<blas::cublasHandle_t, CaseError> {
         let stream = self.stream;
-        match self.blas.get_or_insert_with(|| BlasHandle::create(stream)) {
+        match self.blas.get_or_insert_with(|| {
+            crate::trace::timed("cuBLAS handle", || BlasHandle::create(stream))
+        }) {
             Ok(h) => Ok(h.handle),
             Err(e) => Err(e.clone()),
         }
@@ -90,10 +92,9 @@ impl CudaPeer {
 
     fn solver(&mut self) -> Result<solver::cusolverDnHandle_t, CaseError> {
         let stream = self.stream;
-        match self
-            .solver
-            .get_or_insert_with(|| SolverHandle::create(stream))
-        {
+        match self.solver.get_or_insert_with(|| {
+            crate::trace::timed("cuSOLVER handle", || SolverHandle::create(stream))
+        }) {
             Ok(h) => Ok(h.handle),
             Err(e) => Err(e.clone()),
         }

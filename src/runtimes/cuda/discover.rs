@@ -72,6 +72,19 @@ impl Versions {
             solver: library_version(&LIBCUSOLVER, "cuSOLVER"),
         })
     }
+
+    /// What a worker's peer needs: the driver, and NVRTC for the kernel cache's key. Not
+    /// cuBLAS and cuSOLVER, whose versions only the probe reports: loading them to ask costs
+    /// 100 ms per worker on an H200, paid again after every crash or fault.
+    pub(super) fn read_for_peer() -> Result<Versions, ApiError> {
+        let not_read = "not read by a worker (see the probe)".to_string();
+        Ok(Versions {
+            driver: driver_version()?,
+            compiler: library_version(&LIBNVRTC, "NVRTC"),
+            blas: not_read.clone(),
+            solver: not_read,
+        })
+    }
 }
 
 /// cuInit(0) and the device count. An error here (no device, a driver/library mismatch, a

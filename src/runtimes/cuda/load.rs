@@ -75,9 +75,13 @@ pub(super) const LIBCUDA: LibSpec = LibSpec {
         "cuIpcGetMemHandle",
         "cuIpcOpenMemHandle_v2",
         "cuIpcCloseMemHandle",
+        "cuImportExternalMemory",
+        "cuExternalMemoryGetMappedBuffer",
         "cuDestroyExternalMemory",
         "cuImportExternalSemaphore",
         "cuDestroyExternalSemaphore",
+        "cuSignalExternalSemaphoresAsync",
+        "cuWaitExternalSemaphoresAsync",
         "cuGetErrorName",
     ],
 };
@@ -200,25 +204,9 @@ impl VendorLib {
                 missing.join(", ")
             )));
         }
-        let path = mapped_file(spec.stems[0]).unwrap_or(path);
+        let path = crate::runtimes::locate::mapped_file(spec.stems[0]).unwrap_or(path);
         Ok(VendorLib { lib, path })
     }
-}
-
-/// The file the loader mapped for `stem`: `libcublas.so` is a symlink to something like
-/// `libcublas.so.13.1.0.3`, and the real name is what a fingerprint should carry.
-fn mapped_file(stem: &str) -> Option<String> {
-    let maps = std::fs::read_to_string("/proc/self/maps").ok()?;
-    let prefix = format!("lib{stem}.so");
-    maps.lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .find(|p| {
-            std::path::Path::new(p)
-                .file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| n.starts_with(&prefix))
-        })
-        .map(str::to_string)
 }
 
 fn unavailable(e: CaseError) -> String {
@@ -343,6 +331,10 @@ mod tests {
             "cuDestroyExternalMemory",
             "cuImportExternalSemaphore",
             "cuDestroyExternalSemaphore",
+            "cuImportExternalMemory",
+            "cuExternalMemoryGetMappedBuffer",
+            "cuSignalExternalSemaphoresAsync",
+            "cuWaitExternalSemaphoresAsync",
         ] {
             assert!(LIBCUDA.symbols.contains(&s), "{s}");
         }

@@ -3,7 +3,7 @@
 //! is checked around them, and in which order they are made, is `runtimes/gpu/memory`.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::ptr::null_mut;
 
 use cudarc::driver::sys as cu;
@@ -50,6 +50,7 @@ impl GpuMemory for CudaPeer {
     const EXPORT_HANDLE: ExportHandle = ExportHandle::OpaqueFd;
     const EXPORT_CALL: &'static str = "cuMemExportToShareableHandle";
     const IPC_GET_CALL: &'static str = "cuIpcGetMemHandle";
+    const SEMAPHORE_WAIT_CALL: &'static str = "cuWaitExternalSemaphoresAsync";
 
     fn alloc_device(&self, bytes: usize) -> Result<usize, CaseError> {
         let mut p: cu::CUdeviceptr = 0;
@@ -257,6 +258,92 @@ impl GpuMemory for CudaPeer {
         let s = sem as usize as cu::CUexternalSemaphore;
         // SAFETY: a handle import_semaphore returned, destroyed once.
         unsafe { call!(cu::cuDestroyExternalSemaphore(s)) }
+    }
+
+    fn enqueue_signal(&self, sem: u64) -> Result<(), CaseError> {
+        let s = sem as usize as cu::CUexternalSemaphore;
+        // SAFETY: all zero is a binary semaphore's signal: no fence value, no flags.
+        let params: cu::CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS = unsafe { std::mem::zeroed() };
+        // SAFETY: one imported semaphore and its parameters, live for the call; the stream is
+        // this peer's.
+        unsafe {
+            call!(
+                cu::cuSignalExternalSemaphoresAsync(&s, &params, 1, self.stream),
+                "semaphore {sem:#x}"
+            )
+        }
+        .refused("cuSignalExternalSemaphoresAsync refused the imported semaphore")
+    }
+
+    fn enqueue_wait(&self, sem: u64) -> Result<(), CaseError> {
+        let s = sem as usize as cu::CUexternalSemaphore;
+        // SAFETY: all zero is a binary semaphore's wait: no fence value, no flags.
+        let params: cu::CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS = unsafe { std::mem::zeroed() };
+        // SAFETY: as in enqueue_signal.
+        unsafe {
+            call!(
+                cu::cuWaitExternalSemaphoresAsync(&s, &params, 1, self.stream),
+                "semaphore {sem:#x}"
+            )
+        }
+        .refused("cuWaitExternalSemaphoresAsync refused the imported semaphore")
+    }
+
+    /// cuImportExternalMemory of an opaque fd (CUDA_EXTERNAL_MEMORY_DEDICATED for a dedicated
+    /// allocation, as the exporter made it), then cuExternalMemoryGetMappedBuffer of its first
+    /// `bytes`. On a successful import the driver owns the fd (CUDA's documentation: "ownership
+    /// of the file descriptor is transferred to the CUDA driver"); a refused mapping destroys
+    /// the import, which closes it.
+    fn import_memory(
+        &self,
+        fd: OwnedFd,
+        size: u64,
+        dedicated: bool,
+        bytes: usize,
+    ) -> Result<(usize, u64), CaseError> {
+        let raw = fd.as_raw_fd();
+        let desc = cu::CUDA_EXTERNAL_MEMORY_HANDLE_DESC {
+            type_: cu::CUexternalMemoryHandleType::CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD,
+            handle: cu::CUDA_EXTERNAL_MEMORY_HANDLE_DESC_st__bindgen_ty_1 { fd: raw },
+            size,
+            flags: if dedicated {
+                cu::CUDA_EXTERNAL_MEMORY_DEDICATED
+            } else {
+                0
+            },
+            reserved: [0; 16],
+        };
+        let mut ext: cu::CUexternalMemory = null_mut();
+        // SAFETY: live out-parameter and descriptor; for the opaque-fd type only `fd` of the
+        // handle union is read.
+        unsafe {
+            call!(
+                cu::cuImportExternalMemory(&mut ext, &desc),
+                "opaque fd {raw}, {size} bytes, dedicated {dedicated}"
+            )
+        }
+        .refused("cuImportExternalMemory refused the opaque fd")?;
+        let _ = fd.into_raw_fd();
+        let buffer = cu::CUDA_EXTERNAL_MEMORY_BUFFER_DESC {
+            offset: 0,
+            size: bytes as u64,
+            flags: 0,
+            reserved: [0; 16],
+        };
+        let mut p: cu::CUdeviceptr = 0;
+        // SAFETY: live out-parameter, a live import and its buffer descriptor.
+        let mapped = unsafe {
+            call!(
+                cu::cuExternalMemoryGetMappedBuffer(&mut p, ext, &buffer),
+                "{bytes} bytes at offset 0"
+            )
+        };
+        if let Err(e) = mapped {
+            // SAFETY: the import made above, destroyed once.
+            let _ = unsafe { call!(cu::cuDestroyExternalMemory(ext)) };
+            return Err(e).refused("cuExternalMemoryGetMappedBuffer refused the import");
+        }
+        Ok((p as usize, ext as usize as u64))
     }
 
     /// cuMemcpy: with unified addressing the driver infers the direction from the pointers.

@@ -21,6 +21,7 @@
 
 use std::ffi::{CStr, c_void};
 use std::ptr::null_mut;
+use std::rc::Rc;
 
 use cudarc::driver::sys as cu;
 
@@ -29,6 +30,7 @@ use crate::runtimes::device::DeviceInfo;
 use crate::runtimes::gpu::device::GpuDevice;
 use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernels, Launch, kernel_source};
 use crate::runtimes::kernel_cache::{CompileKey, KernelCache};
+use crate::runtimes::vulkan::Broker;
 
 mod blas;
 mod discover;
@@ -71,6 +73,8 @@ pub struct CudaPeer {
     scratch: cu::CUdeviceptr,
     blas: Option<Result<BlasHandle, CaseError>>,
     solver: Option<Result<SolverHandle, CaseError>>,
+    /// The Vulkan broker on this GPU, for the semaphore sync and the vk-memory path.
+    vulkan: Option<Result<Rc<Broker>, CaseError>>,
     _nvrtc: Option<VendorLib>,
     /// Last: released after everything above has been released through it.
     _driver: VendorLib,
@@ -81,20 +85,22 @@ impl CudaPeer {
     /// stream and event, compile and load the kernels. A missing library or a refused step is
     /// `Unsupported` with what was tried, or the call and its code.
     pub fn open(ordinal: usize) -> Result<CudaPeer, CaseError> {
-        let driver = VendorLib::open(&LIBCUDA)?;
-        let count = init_driver()?;
+        let driver = crate::trace::timed("load libcuda", || VendorLib::open(&LIBCUDA))?;
+        let count = crate::trace::timed("cuInit", init_driver)?;
         if ordinal >= count {
             return Err(CaseError::unsupported(format!(
                 "no CUDA device {ordinal} ({count} found by {})",
                 driver.path
             )));
         }
-        let versions = Versions::read().refused("CUDA driver version")?;
+        let versions = Versions::read_for_peer().refused("CUDA driver version")?;
         let (dev, info) = describe(&driver, ordinal, &versions).refused("CUDA device query")?;
         let mut ctx: cu::CUcontext = null_mut();
         // SAFETY: live out-parameter; `dev` came from cuDeviceGet.
-        unsafe { call!(cu::cuDevicePrimaryCtxRetain(&mut ctx, dev)) }
-            .refused("CUDA primary context")?;
+        crate::trace::timed("CUDA primary context", || unsafe {
+            call!(cu::cuDevicePrimaryCtxRetain(&mut ctx, dev))
+        })
+        .refused("CUDA primary context")?;
         // From here on Drop releases whatever has been created, on every error path.
         let mut peer = CudaPeer {
             ordinal,
@@ -108,6 +114,7 @@ impl CudaPeer {
             scratch: 0,
             blas: None,
             solver: None,
+            vulkan: None,
             _nvrtc: None,
             _driver: driver,
         };
@@ -125,7 +132,9 @@ impl CudaPeer {
             .refused("CUDA scratch memory")?;
         }
 
-        peer._nvrtc = Some(VendorLib::open(&LIBNVRTC)?);
+        peer._nvrtc = Some(crate::trace::timed("load NVRTC", || {
+            VendorLib::open(&LIBNVRTC)
+        })?);
         let arch = peer.info.arch.clone();
         let source = kernel_source();
         let key = CompileKey {
@@ -135,22 +144,24 @@ impl CudaPeer {
             options: kernels::OPTIONS,
             source: &source,
         };
-        peer.module = KernelCache::from_env().load(
-            &key,
-            || compile(&source, &arch),
-            |cubin| {
-                let mut module: cu::CUmodule = null_mut();
-                // SAFETY: `cubin` is a complete ELF image from NVRTC, alive for the call.
-                unsafe {
-                    call!(
-                        cu::cuModuleLoadData(&mut module, cubin.as_ptr().cast()),
-                        "{arch}"
-                    )
-                }
-                .refused("loading the NVRTC-compiled module")?;
-                Ok(module)
-            },
-        )?;
+        peer.module = crate::trace::timed("CUDA kernels (cache or NVRTC)", || {
+            KernelCache::from_env().load(
+                &key,
+                || compile(&source, &arch),
+                |cubin| {
+                    let mut module: cu::CUmodule = null_mut();
+                    // SAFETY: `cubin` is a complete ELF image from NVRTC, alive for the call.
+                    unsafe {
+                        call!(
+                            cu::cuModuleLoadData(&mut module, cubin.as_ptr().cast()),
+                            "{arch}"
+                        )
+                    }
+                    .refused("loading the NVRTC-compiled module")?;
+                    Ok(module)
+                },
+            )
+        })?;
         let module = peer.module;
         let get = |name: &CStr| -> Result<cu::CUfunction, CaseError> {
             let mut f: cu::CUfunction = null_mut();
@@ -291,6 +302,10 @@ impl GpuDevice for CudaPeer {
     fn known_answer_check(&self) -> Result<(), CaseError> {
         let buf = DeviceBuffer::new(gpu::HEALTH_WORDS * 4, "health-check buffer")?;
         gpu::known_answer(self, buf.0 as usize, "cuda health check")
+    }
+
+    fn vulkan_slot(&mut self) -> &mut Option<Result<Rc<Broker>, CaseError>> {
+        &mut self.vulkan
     }
 }
 

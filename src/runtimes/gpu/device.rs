@@ -4,6 +4,7 @@
 //! each carry the same list of forwarding methods.
 
 use std::os::fd::{OwnedFd, RawFd};
+use std::rc::Rc;
 
 use num_complex::Complex32;
 
@@ -13,6 +14,7 @@ use crate::model::{ApiError, CaseError, Transpose, Uplo};
 use crate::runtimes::device::{
     AllocKind, DeviceAlloc, DeviceInfo, DeviceRuntime, ExportHandle, IpcHandle,
 };
+use crate::runtimes::vulkan::Broker;
 use crate::runtimes::{PeerPtr, PeerRuntime};
 
 /// What a GPU runtime supplies beside its memory and BLAS calls.
@@ -26,6 +28,8 @@ pub(crate) trait GpuDevice: GpuMemory + GpuBlas + PeerRuntime {
     fn synchronize_device(&self) -> Result<(), ApiError>;
     /// [`super::known_answer`] on a device buffer of its own.
     fn known_answer_check(&self) -> Result<(), CaseError>;
+    /// Where the peer keeps its Vulkan broker once opened (or why it could not be).
+    fn vulkan_slot(&mut self) -> &mut Option<Result<Rc<Broker>, CaseError>>;
 }
 
 impl<T: GpuDevice> DeviceRuntime for T {
@@ -77,6 +81,33 @@ impl<T: GpuDevice> DeviceRuntime for T {
 
     fn destroy_semaphore(&mut self, sem: u64) {
         memory::destroy_semaphore(self, sem)
+    }
+
+    fn signal_semaphore(&mut self, sem: u64) -> Result<(), CaseError> {
+        memory::signal_semaphore(self, sem)
+    }
+
+    fn wait_semaphore(&mut self, sem: u64) -> Result<(), CaseError> {
+        memory::wait_semaphore(self, sem)
+    }
+
+    fn semaphore_wait_call(&self) -> &'static str {
+        T::SEMAPHORE_WAIT_CALL
+    }
+
+    fn import_memory_fd(
+        &mut self,
+        fd: OwnedFd,
+        size: u64,
+        dedicated: bool,
+        len: usize,
+    ) -> Result<DeviceAlloc, CaseError> {
+        memory::import_memory_fd(self, fd, size, dedicated, len)
+    }
+
+    fn vulkan(&mut self) -> Result<Rc<Broker>, CaseError> {
+        let uuid = self.device_info().uuid.clone();
+        memory::vulkan(self.vulkan_slot(), &uuid)
     }
 
     fn reopen_args(&self) -> Vec<String> {
@@ -161,6 +192,7 @@ mod tests {
         lacks: Option<Optional>,
         managed: bool,
         free_bytes: usize,
+        vulkan: Option<Result<Rc<Broker>, CaseError>>,
     }
 
     impl Fake {
@@ -237,6 +269,7 @@ mod tests {
         const EXPORT_HANDLE: ExportHandle = ExportHandle::OpaqueFd;
         const EXPORT_CALL: &'static str = "fakeExport";
         const IPC_GET_CALL: &'static str = "fakeIpcGet";
+        const SEMAPHORE_WAIT_CALL: &'static str = "fakeWait";
 
         fn require(&self, what: Optional) -> Result<(), CaseError> {
             match self.lacks {
@@ -331,6 +364,24 @@ mod tests {
             self.call("destroy_semaphore")
         }
 
+        fn enqueue_signal(&self, _: u64) -> Result<(), CaseError> {
+            self.refused("signal_semaphore")
+        }
+
+        fn enqueue_wait(&self, _: u64) -> Result<(), CaseError> {
+            self.refused("wait_semaphore")
+        }
+
+        fn import_memory(
+            &self,
+            _: OwnedFd,
+            _: u64,
+            _: bool,
+            _: usize,
+        ) -> Result<(usize, u64), CaseError> {
+            self.refused("import_memory").map(|()| (0x7000, 6))
+        }
+
         fn copy_inferred(&self, _: usize, _: usize, _: usize) -> Result<(), CaseError> {
             self.refused("copy_inferred")
         }
@@ -369,6 +420,10 @@ mod tests {
 
         fn known_answer_check(&self) -> Result<(), CaseError> {
             self.refused("known_answer_check")
+        }
+
+        fn vulkan_slot(&mut self) -> &mut Option<Result<Rc<Broker>, CaseError>> {
+            &mut self.vulkan
         }
     }
 
@@ -531,6 +586,77 @@ mod tests {
             (0x6000, 512, 8, 4096)
         );
         assert_eq!(f.calls(), ["bind", "ipc_open", "import_cl"]);
+    }
+
+    fn dev_null() -> OwnedFd {
+        std::fs::File::open("/dev/null").unwrap().into()
+    }
+
+    /// Another API's export is imported as ImportedExternal memory (freed by the mapping, then
+    /// the object), refused before any call when the element count overruns the export or the
+    /// library lacks the import; semaphore signals and waits are refused likewise.
+    #[test]
+    fn an_exported_fd_is_imported_as_external_memory_of_the_callers_length() {
+        let mut f = Fake::default();
+        let a = f.import_memory_fd(dev_null(), 8192, true, 512).unwrap();
+        assert_eq!(
+            (a.kind, a.ptr.addr, a.ptr.len, a.handle, a.bytes),
+            (AllocKind::ImportedExternal, 0x7000, 512, 6, 4096)
+        );
+        assert_eq!(f.calls(), ["bind", "import_memory"]);
+        let r = f.import_memory_fd(dev_null(), 4095, false, 512);
+        assert_eq!(reason(r), "4096 bytes do not fit the 4095-byte export");
+        let mut f = Fake {
+            lacks: Some(Optional::ExternalMemory),
+            ..Fake::default()
+        };
+        assert_eq!(
+            reason(f.import_memory_fd(dev_null(), 8192, false, 1)),
+            "lacks it"
+        );
+        let mut f = Fake {
+            lacks: Some(Optional::ExternalSemaphore),
+            ..Fake::default()
+        };
+        assert_eq!(
+            reason(DeviceRuntime::signal_semaphore(&mut f, 9)),
+            "lacks it"
+        );
+        assert_eq!(reason(DeviceRuntime::wait_semaphore(&mut f, 9)), "lacks it");
+        assert!(f.calls().is_empty(), "{:?}", f.calls());
+        let mut f = Fake::default();
+        DeviceRuntime::signal_semaphore(&mut f, 9).unwrap();
+        DeviceRuntime::wait_semaphore(&mut f, 9).unwrap();
+        assert_eq!(f.semaphore_wait_call(), "fakeWait");
+        assert_eq!(
+            f.calls(),
+            ["bind", "signal_semaphore", "bind", "wait_semaphore"]
+        );
+    }
+
+    /// A device's Vulkan broker is opened once, by the device's UUID; without a Vulkan loader
+    /// (CI) that is the refusal every semaphore and vk-memory case of the device gets, kept
+    /// and given again without a second try.
+    #[test]
+    fn the_vulkan_broker_is_opened_once_by_the_devices_uuid() {
+        let mut f = Fake::default();
+        f.info.uuid = "01234567-89ab-cdef-0123-456789abcdef".into();
+        match f.vulkan() {
+            Err(CaseError::Unsupported { reason, .. }) => {
+                eprintln!("{reason}");
+                let no_loader = reason.starts_with("Vulkan broker: no Vulkan loader: ");
+                let no_device = reason.contains(
+                    "no Vulkan device has the GPU's UUID 01234567-89ab-cdef-0123-456789abcdef",
+                ) || reason.contains("found no physical device");
+                assert!(no_loader || no_device, "{reason}");
+                assert!(matches!(f.vulkan, Some(Err(_))), "the refusal is kept");
+                assert!(
+                    matches!(f.vulkan(), Err(CaseError::Unsupported { reason: again, .. }) if again == reason)
+                );
+            }
+            other => panic!("a made-up UUID found a Vulkan device: {other:?}"),
+        }
+        assert!(f.calls().is_empty(), "{:?}", f.calls());
     }
 
     #[test]

@@ -4,12 +4,14 @@
 //! the driver API; hip: libamdhip64), with its own refusal text beside the call.
 
 use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::rc::Rc;
 
 use num_complex::Complex32;
 
 use super::GpuCore;
 use crate::model::{ApiError, CaseError};
 use crate::runtimes::device::{AllocKind, DeviceAlloc, ExportHandle, IpcHandle};
+use crate::runtimes::vulkan::Broker;
 use crate::runtimes::{PeerPtr, PeerRuntime};
 
 /// Symbols a runtime may lack: HIP loads them as optional groups; CUDA's driver API has them
@@ -18,6 +20,7 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 pub(crate) enum Optional {
     Ipc,
     ExternalSemaphore,
+    ExternalMemory,
 }
 
 /// The memory calls of a GPU runtime. Addresses are `usize` and handles `u64`, as
@@ -31,6 +34,8 @@ pub(crate) trait GpuMemory: GpuCore {
     const EXPORT_CALL: &'static str;
     /// The call behind `ipc_get_handle`, named when an allocation has no IPC handle.
     const IPC_GET_CALL: &'static str;
+    /// The call behind `enqueue_wait`, named when a case may hang behind it.
+    const SEMAPHORE_WAIT_CALL: &'static str;
 
     /// Refuse, before any call, what the loaded library does not export.
     fn require(&self, _what: Optional) -> Result<(), CaseError> {
@@ -71,6 +76,23 @@ pub(crate) trait GpuMemory: GpuCore {
     /// An external semaphore from an opaque fd; its handle.
     fn import_semaphore(&self, fd: RawFd) -> Result<u64, CaseError>;
     fn destroy_semaphore_handle(&self, sem: u64) -> Result<(), ApiError>;
+    /// Enqueues a signal of an imported binary semaphore on the peer's stream, after the work
+    /// enqueued before it.
+    fn enqueue_signal(&self, sem: u64) -> Result<(), CaseError>;
+    /// Enqueues a wait for an imported binary semaphore on the peer's stream: the work
+    /// enqueued after it runs once the semaphore is signalled.
+    fn enqueue_wait(&self, sem: u64) -> Result<(), CaseError>;
+    /// Another API's memory, exported as an opaque fd of `size` bytes (`dedicated`: allocated
+    /// for one resource), imported and mapped as a buffer of its first `bytes`: the mapped
+    /// address and the external-memory object. The import owns `fd` once it accepts it; a
+    /// refused one closes it.
+    fn import_memory(
+        &self,
+        fd: OwnedFd,
+        size: u64,
+        dedicated: bool,
+        bytes: usize,
+    ) -> Result<(usize, u64), CaseError>;
 
     /// The runtime's synchronous copy, the direction inferred from the pointers
     /// ([`DeviceRuntime::memcpy`](crate::runtimes::device::DeviceRuntime::memcpy)).
@@ -245,6 +267,49 @@ pub(crate) fn import_semaphore_fd(g: &impl GpuMemory, fd: RawFd) -> Result<u64, 
     g.require(Optional::ExternalSemaphore)?;
     g.bind()?;
     g.import_semaphore(fd)
+}
+
+pub(crate) fn signal_semaphore(g: &impl GpuMemory, sem: u64) -> Result<(), CaseError> {
+    g.require(Optional::ExternalSemaphore)?;
+    g.bind()?;
+    g.enqueue_signal(sem)
+}
+
+pub(crate) fn wait_semaphore(g: &impl GpuMemory, sem: u64) -> Result<(), CaseError> {
+    g.require(Optional::ExternalSemaphore)?;
+    g.bind()?;
+    g.enqueue_wait(sem)
+}
+
+/// Another API's opaque-fd export of `size` bytes, its first `len` elements mapped; freed as
+/// any imported memory is (the mapping, then the external-memory object).
+pub(crate) fn import_memory_fd(
+    g: &impl GpuMemory,
+    fd: OwnedFd,
+    size: u64,
+    dedicated: bool,
+    len: usize,
+) -> Result<DeviceAlloc, CaseError> {
+    g.require(Optional::ExternalMemory)?;
+    g.bind()?;
+    let bytes = len.max(1) * size_of::<Complex32>();
+    if bytes as u64 > size {
+        return Err(CaseError::unsupported(format!(
+            "{bytes} bytes do not fit the {size}-byte export"
+        )));
+    }
+    let (mapped, ext) = g.import_memory(fd, size, dedicated, bytes)?;
+    Ok(sized(AllocKind::ImportedExternal, mapped, len, ext, bytes))
+}
+
+/// The Vulkan broker of `uuid`'s GPU, opened into `slot` on first use; a refusal is kept and
+/// given again, as a library's.
+pub(crate) fn vulkan(
+    slot: &mut Option<Result<Rc<Broker>, CaseError>>,
+    uuid: &str,
+) -> Result<Rc<Broker>, CaseError> {
+    slot.get_or_insert_with(|| Broker::open(uuid).map(Rc::new))
+        .clone()
 }
 
 pub(crate) fn destroy_semaphore<G: GpuMemory + PeerRuntime>(g: &G, sem: u64) {

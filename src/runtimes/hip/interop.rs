@@ -1,7 +1,7 @@
 //! OpenCL's memory into HIP: the HSA runtime's dma-buf export of an OpenCL allocation, imported
 //! with hipImportExternalMemory.
 
-use std::ffi::{c_int, c_void};
+use std::ffi::{c_int, c_uint, c_void};
 use std::ptr::null_mut;
 
 use crate::model::{Api, ApiError, CaseError, Phase};
@@ -96,36 +96,49 @@ impl HipPeer {
     }
 
     /// hipImportExternalMemory of a dma-buf fd of `size` bytes (the export's offset plus the
-    /// bytes wanted), then hipExternalMemoryGetMappedBuffer of `bytes` at `offset`, each in the
-    /// generation's descriptor layout (6.0 appended `reserved[16]`). Returns the mapped address
-    /// and the external-memory object; a refused mapping destroys the import.
+    /// bytes wanted), then hipExternalMemoryGetMappedBuffer of `bytes` at `offset`. Returns the
+    /// mapped address and the external-memory object; a refused mapping destroys the import.
     fn import_dmabuf(
         &self,
         fd: c_int,
         offset: u64,
         bytes: usize,
     ) -> Result<(usize, ffi::hipExternalMemory_t), CaseError> {
-        let hip = &self.hip;
-        let reserved = hip.abi.descriptor_has_reserved();
         let size = offset
             .checked_add(bytes as u64)
             .ok_or_else(|| CaseError::unsupported("dma-buf offset + size overflows"))?;
+        let ext = self.import_external_memory(fd, size, 0, "the dma-buf")?;
+        let mapped = self.map_external_buffer(ext, offset, bytes)?;
+        Ok((mapped, ext))
+    }
+
+    /// hipImportExternalMemory of an opaque fd (a dma-buf on ROCm) of `size` bytes, in the
+    /// generation's descriptor layout (6.0 appended `reserved[16]`); `flags` 0 or
+    /// hipExternalMemoryDedicated. `what` names the fd in the refusal.
+    pub(super) fn import_external_memory(
+        &self,
+        fd: c_int,
+        size: u64,
+        flags: c_uint,
+        what: &str,
+    ) -> Result<ffi::hipExternalMemory_t, CaseError> {
+        let hip = &self.hip;
         let handle = ffi::hipExternalHandle::from_fd(fd);
         let ty = ffi::hipExternalMemoryHandleTypeOpaqueFd;
         let desc = ffi::hipExternalMemoryHandleDesc {
             type_: ty,
             handle,
             size,
-            flags: 0,
+            flags,
             reserved: [0; 16],
         };
         let desc_v5 = ffi::hipExternalMemoryHandleDescV5 {
             type_: ty,
             handle,
             size,
-            flags: 0,
+            flags,
         };
-        let desc_ptr: *const c_void = if reserved {
+        let desc_ptr: *const c_void = if hip.abi.descriptor_has_reserved() {
             (&raw const desc).cast()
         } else {
             (&raw const desc_v5).cast()
@@ -140,10 +153,23 @@ impl HipPeer {
             hip_call!(
                 hip,
                 hipImportExternalMemory(&mut ext, desc_ptr),
-                "dma-buf fd {fd}, {size} bytes"
+                "fd {fd}, {size} bytes, flags {flags:#x}"
             )
         }
-        .refused("hipImportExternalMemory refused the dma-buf")?;
+        .refused(&format!("hipImportExternalMemory refused {what}"))?;
+        Ok(ext)
+    }
+
+    /// hipExternalMemoryGetMappedBuffer of `bytes` at `offset` of an import, in the generation's
+    /// descriptor layout; a refused mapping destroys the import.
+    pub(super) fn map_external_buffer(
+        &self,
+        ext: ffi::hipExternalMemory_t,
+        offset: u64,
+        bytes: usize,
+    ) -> Result<usize, CaseError> {
+        let hip = &self.hip;
+        let reserved = hip.abi.descriptor_has_reserved();
         let buf = ffi::hipExternalMemoryBufferDesc {
             offset,
             size: bytes as u64,
@@ -174,7 +200,7 @@ impl HipPeer {
             let _ = unsafe { hip_call!(hip, hipDestroyExternalMemory(ext)) };
             return Err(e).refused("hipExternalMemoryGetMappedBuffer refused the import");
         }
-        Ok((p as usize, ext))
+        Ok(p as usize)
     }
 
     /// OpenCL's allocation into HIP: hsa_amd_portable_export_dmabuf (the HSA runtime both

@@ -3,7 +3,7 @@
 //! order they are made, is `runtimes/gpu/memory`.
 
 use std::ffi::{c_char, c_int, c_void};
-use std::os::fd::RawFd;
+use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd, RawFd};
 use std::ptr::null_mut;
 
 use crate::model::{ApiError, CaseError, Phase};
@@ -79,11 +79,13 @@ impl GpuMemory for HipPeer {
     const EXPORT_HANDLE: ExportHandle = ExportHandle::DmaBuf;
     const EXPORT_CALL: &'static str = "hipMemExportToShareableHandle";
     const IPC_GET_CALL: &'static str = "hipIpcGetMemHandle";
+    const SEMAPHORE_WAIT_CALL: &'static str = "hipWaitExternalSemaphoresAsync";
 
     fn require(&self, what: Optional) -> Result<(), CaseError> {
         self.require_group(match what {
             Optional::Ipc => Group::Ipc,
             Optional::ExternalSemaphore => Group::ExternalSemaphore,
+            Optional::ExternalMemory => Group::ExternalMemory,
         })
     }
 
@@ -365,6 +367,81 @@ impl GpuMemory for HipPeer {
         let s = sem as ffi::hipExternalSemaphore_t;
         // SAFETY: a handle import_semaphore returned, destroyed once.
         unsafe { hip_call!(&self.hip, hipDestroyExternalSemaphore(s)) }
+    }
+
+    /// hipSignalExternalSemaphoresAsync with all-zero parameters (a binary semaphore: no fence
+    /// value; clr refuses any flags), in the generation's layout (6.0 added `nvSciSync`).
+    /// Unreached on Linux while clr refuses every semaphore import (see import_semaphore).
+    fn enqueue_signal(&self, sem: u64) -> Result<(), CaseError> {
+        let s = sem as ffi::hipExternalSemaphore_t;
+        // SAFETY: all-zero plain integers.
+        let (p6, p5): (
+            ffi::hipExternalSemaphoreSignalParams,
+            ffi::hipExternalSemaphoreSignalParamsV5,
+        ) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        let params: *const c_void = if self.hip.abi.semaphore_params_have_nv_sci_sync() {
+            (&raw const p6).cast()
+        } else {
+            (&raw const p5).cast()
+        };
+        // SAFETY: one imported semaphore and parameters of the layout this library reads, live
+        // for the call; the stream is this peer's.
+        unsafe {
+            hip_call!(
+                &self.hip,
+                hipSignalExternalSemaphoresAsync(&s, params, 1, self.stream),
+                "semaphore {s:?}"
+            )
+        }
+        .refused("hipSignalExternalSemaphoresAsync refused the imported semaphore")
+    }
+
+    /// hipWaitExternalSemaphoresAsync, as enqueue_signal.
+    fn enqueue_wait(&self, sem: u64) -> Result<(), CaseError> {
+        let s = sem as ffi::hipExternalSemaphore_t;
+        // SAFETY: all-zero plain integers.
+        let (p6, p5): (
+            ffi::hipExternalSemaphoreWaitParams,
+            ffi::hipExternalSemaphoreWaitParamsV5,
+        ) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
+        let params: *const c_void = if self.hip.abi.semaphore_params_have_nv_sci_sync() {
+            (&raw const p6).cast()
+        } else {
+            (&raw const p5).cast()
+        };
+        // SAFETY: as in enqueue_signal.
+        unsafe {
+            hip_call!(
+                &self.hip,
+                hipWaitExternalSemaphoresAsync(&s, params, 1, self.stream),
+                "semaphore {s:?}"
+            )
+        }
+        .refused("hipWaitExternalSemaphoresAsync refused the imported semaphore")
+    }
+
+    /// hipImportExternalMemory of the opaque fd (hipExternalMemoryDedicated for a dedicated
+    /// allocation), then hipExternalMemoryGetMappedBuffer of its first `bytes`. HIP's
+    /// documentation, like CUDA's, hands the fd to the runtime on a successful import; clr
+    /// (amd::ExternalBuffer, rocclr/device/rocm/rocmemory.cpp interopMapBuffer) keeps it open
+    /// and never closes it, so it lives until the worker exits, which is safer than closing an
+    /// fd the runtime may still use.
+    fn import_memory(
+        &self,
+        fd: OwnedFd,
+        size: u64,
+        dedicated: bool,
+        bytes: usize,
+    ) -> Result<(usize, u64), CaseError> {
+        let flags = if dedicated {
+            ffi::hipExternalMemoryDedicated
+        } else {
+            0
+        };
+        let ext = self.import_external_memory(fd.as_raw_fd(), size, flags, "the opaque fd")?;
+        let _ = fd.into_raw_fd();
+        let mapped = self.map_external_buffer(ext, 0, bytes)?;
+        Ok((mapped, ext as u64))
     }
 
     /// hipMemcpy with hipMemcpyDefault: the runtime infers the direction from the pointers.

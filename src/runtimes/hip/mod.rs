@@ -31,12 +31,14 @@ mod status;
 use std::ffi::{CStr, c_int, c_uint, c_void};
 use std::path::{Path, PathBuf};
 use std::ptr::null_mut;
+use std::rc::Rc;
 
 use crate::model::{Api, ApiError, CaseError, Phase};
 use crate::runtimes::device::DeviceInfo;
 use crate::runtimes::gpu::device::GpuDevice;
 use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernels, Launch, kernel_source};
 use crate::runtimes::kernel_cache::{CompileKey, KernelCache};
+use crate::runtimes::vulkan::Broker;
 
 use blas::BlasHandle;
 use discover::{describe, device_count};
@@ -85,6 +87,8 @@ pub struct HipPeer {
     solver: Option<Result<OptLib<SolverFns>, CaseError>>,
     /// libhsa-runtime64, opened and initialised on the first import_cl_memory.
     hsa: Option<Result<HsaRuntime, CaseError>>,
+    /// The Vulkan broker on this GPU, for the semaphore sync and the vk-memory path.
+    vulkan: Option<Result<Rc<Broker>, CaseError>>,
     _rtc: Option<OptLib<RtcFns>>,
     /// Last: released after everything above has been released through it.
     pub hip: Hip,
@@ -132,6 +136,7 @@ impl HipPeer {
             blas: None,
             solver: None,
             hsa: None,
+            vulkan: None,
             _rtc: None,
             hip,
         };
@@ -348,6 +353,10 @@ impl GpuDevice for HipPeer {
     fn known_answer_check(&self) -> Result<(), CaseError> {
         let buf = DeviceBuffer::new(&self.hip, gpu::HEALTH_WORDS * 4, "health-check buffer")?;
         gpu::known_answer(self, buf.ptr as usize, "hip health check")
+    }
+
+    fn vulkan_slot(&mut self) -> &mut Option<Result<Rc<Broker>, CaseError>> {
+        &mut self.vulkan
     }
 }
 

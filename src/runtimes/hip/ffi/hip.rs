@@ -5,6 +5,9 @@
 //! - 5.3.0: `hipMemAllocationProp` reordered (5.2: `compressionType@0, location@4,
 //!   requestedHandleType@12, type@16, usage@20, win32HandleMetaData@24`; 5.3+: `type@0,
 //!   requestedHandleType@4, location@8, win32HandleMetaData@16, allocFlags@24`). Same size, 32.
+//! - 6.0.0: `hipExternalSemaphoreSignalParams` and `hipExternalSemaphoreWaitParams` gained an
+//!   `nvSciSync` union (8 bytes) inside `params`, before `keyedMutex`: 136 -> 144 bytes, `flags`
+//!   at 64 -> 72.
 //! - 6.0.0: `hipDeviceProp_t` became `hipDeviceProp_tR0600` (1472 bytes, gcnArchName@1160;
 //!   5.x: 792 bytes, gcnArchName@396) read by `hipGetDevicePropertiesR0600`;
 //!   `hipMemoryType` renumbered (5.x Host=0 Device=1 Array=2 Unified=3; 6.x Unregistered=0
@@ -83,6 +86,9 @@ pub const hipExternalMemoryHandleTypeD3D12Heap: c_int = 4;
 pub const hipExternalMemoryHandleTypeD3D12Resource: c_int = 5;
 pub const hipExternalMemoryHandleTypeD3D11Resource: c_int = 6;
 pub const hipExternalMemoryHandleTypeD3D11ResourceKmt: c_int = 7;
+/// hipExternalMemoryHandleDesc flag for a dedicated allocation (`#define hipExternalMemoryDedicated
+/// 0x1`, hip_runtime_api.h from rocm-5.7; clr accepts 0 or exactly this).
+pub const hipExternalMemoryDedicated: c_uint = 0x1;
 /// hipExternalSemaphoreHandleType (hip_runtime_api.h).
 pub const hipExternalSemaphoreHandleTypeOpaqueFd: c_int = 1;
 /// hipMemAllocationHandleType (hip_runtime_api.h `typedef enum hipMemAllocationHandleType`).
@@ -273,6 +279,67 @@ pub struct hipExternalSemaphoreHandleDescV5 {
     pub flags: c_uint,
 }
 
+/// hip_runtime_api.h at rocm-6.0.0 .. amd-staging: `hipExternalSemaphoreSignalParams_st { struct
+/// { struct { unsigned long long value; } fence; union { void* fence; unsigned long long
+/// reserved; } nvSciSync; struct { unsigned long long key; } keyedMutex; unsigned int
+/// reserved[12]; } params; unsigned int flags; unsigned int reserved[16]; }`: 144 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct hipExternalSemaphoreSignalParams {
+    pub fence_value: c_ulonglong,
+    pub nv_sci_sync: c_ulonglong,
+    pub keyed_mutex_key: c_ulonglong,
+    pub params_reserved: [c_uint; 12],
+    pub flags: c_uint,
+    pub reserved: [c_uint; 16],
+}
+
+/// hip_runtime_api.h at rocm-5.2.3 .. 5.7.1: the same without `nvSciSync`: 136 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct hipExternalSemaphoreSignalParamsV5 {
+    pub fence_value: c_ulonglong,
+    pub keyed_mutex_key: c_ulonglong,
+    pub params_reserved: [c_uint; 12],
+    pub flags: c_uint,
+    pub reserved: [c_uint; 16],
+}
+
+/// hip_runtime_api.h at rocm-6.0.0 .. amd-staging: `hipExternalSemaphoreWaitParams_st { struct
+/// { struct { unsigned long long value; } fence; union { .. } nvSciSync; struct { unsigned long
+/// long key; unsigned int timeoutMs; } keyedMutex; unsigned int reserved[10]; } params;
+/// unsigned int flags; unsigned int reserved[16]; }`: 144 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct hipExternalSemaphoreWaitParams {
+    pub fence_value: c_ulonglong,
+    pub nv_sci_sync: c_ulonglong,
+    pub keyed_mutex: hipKeyedMutexWait,
+    pub params_reserved: [c_uint; 10],
+    pub flags: c_uint,
+    pub reserved: [c_uint; 16],
+}
+
+/// hip_runtime_api.h at rocm-5.2.3 .. 5.7.1: the same without `nvSciSync`: 136 bytes.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct hipExternalSemaphoreWaitParamsV5 {
+    pub fence_value: c_ulonglong,
+    pub keyed_mutex: hipKeyedMutexWait,
+    pub params_reserved: [c_uint; 10],
+    pub flags: c_uint,
+    pub reserved: [c_uint; 16],
+}
+
+/// The wait parameters' `struct { unsigned long long key; unsigned int timeoutMs; }
+/// keyedMutex`: 16 bytes with its padding.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct hipKeyedMutexWait {
+    pub key: c_ulonglong,
+    pub timeout_ms: c_uint,
+}
+
 /// Bytes of the largest `hipDeviceProp_t` known (R0600: 1472), rounded up generously: the
 /// buffer handed to hipGetDeviceProperties*, so a newer, larger struct cannot overrun it.
 pub const DEVICE_PROP_BUFFER: usize = 4096;
@@ -372,6 +439,11 @@ impl Abi {
     pub fn descriptor_has_reserved(self) -> bool {
         self != Abi::V5
     }
+
+    /// The `nvSciSync` union inside the semaphore signal and wait parameters, from 6.0.
+    pub fn semaphore_params_have_nv_sci_sync(self) -> bool {
+        self != Abi::V5
+    }
 }
 
 /// hipMemoryType, decoded per generation.
@@ -460,6 +532,8 @@ fn_table!(HipFns, HIP_SYMBOLS {
     ExternalMemory hipDestroyExternalMemory: fn(hipExternalMemory_t) -> hipError_t;
     ExternalSemaphore hipImportExternalSemaphore: fn(*mut hipExternalSemaphore_t, Cvp) -> hipError_t;
     ExternalSemaphore hipDestroyExternalSemaphore: fn(hipExternalSemaphore_t) -> hipError_t;
+    ExternalSemaphore hipSignalExternalSemaphoresAsync: fn(*const hipExternalSemaphore_t, Cvp, c_uint, hipStream_t) -> hipError_t;
+    ExternalSemaphore hipWaitExternalSemaphoresAsync: fn(*const hipExternalSemaphore_t, Cvp, c_uint, hipStream_t) -> hipError_t;
     Ipc hipIpcGetMemHandle: fn(*mut hipIpcMemHandle_t, Vp) -> hipError_t;
     Ipc hipIpcOpenMemHandle: fn(*mut Vp, hipIpcMemHandle_t, c_uint) -> hipError_t;
     Ipc hipIpcCloseMemHandle: fn(Vp) -> hipError_t;
@@ -547,6 +621,50 @@ mod tests {
         assert_eq!(size_of::<hipExternalSemaphoreHandleDescV5>(), 32);
         assert_eq!(offset_of!(hipExternalSemaphoreHandleDescV5, handle), 8);
         assert_eq!(offset_of!(hipExternalSemaphoreHandleDescV5, flags), 24);
+    }
+
+    #[test]
+    fn layout_external_semaphore_signal_and_wait_params() {
+        // gcc printed these from the rocm-5.7.1 and rocm-6.0.0 headers' own definitions.
+        // rocm-6.0.0 .. amd-staging: params 72 bytes (fence, nvSciSync, keyedMutex,
+        // reserved[12] / keyedMutex with timeoutMs, reserved[10]), flags @72, reserved @76.
+        assert_eq!(size_of::<hipExternalSemaphoreSignalParams>(), 144);
+        assert_eq!(align_of::<hipExternalSemaphoreSignalParams>(), 8);
+        assert_eq!(offset_of!(hipExternalSemaphoreSignalParams, nv_sci_sync), 8);
+        assert_eq!(
+            offset_of!(hipExternalSemaphoreSignalParams, keyed_mutex_key),
+            16
+        );
+        assert_eq!(
+            offset_of!(hipExternalSemaphoreSignalParams, params_reserved),
+            24
+        );
+        assert_eq!(offset_of!(hipExternalSemaphoreSignalParams, flags), 72);
+        assert_eq!(offset_of!(hipExternalSemaphoreSignalParams, reserved), 76);
+        assert_eq!(size_of::<hipExternalSemaphoreWaitParams>(), 144);
+        assert_eq!(offset_of!(hipExternalSemaphoreWaitParams, keyed_mutex), 16);
+        assert_eq!(
+            offset_of!(hipExternalSemaphoreWaitParams, params_reserved),
+            32
+        );
+        assert_eq!(offset_of!(hipExternalSemaphoreWaitParams, flags), 72);
+        assert_eq!(offset_of!(hipExternalSemaphoreWaitParams, reserved), 76);
+        assert_eq!(size_of::<hipKeyedMutexWait>(), 16);
+        // rocm-5.2.3 .. 5.7.1: no nvSciSync, params 64 bytes, flags @64, reserved @68.
+        assert_eq!(size_of::<hipExternalSemaphoreSignalParamsV5>(), 136);
+        assert_eq!(
+            offset_of!(hipExternalSemaphoreSignalParamsV5, keyed_mutex_key),
+            8
+        );
+        assert_eq!(offset_of!(hipExternalSemaphoreSignalParamsV5, flags), 64);
+        assert_eq!(offset_of!(hipExternalSemaphoreSignalParamsV5, reserved), 68);
+        assert_eq!(size_of::<hipExternalSemaphoreWaitParamsV5>(), 136);
+        assert_eq!(offset_of!(hipExternalSemaphoreWaitParamsV5, keyed_mutex), 8);
+        assert_eq!(offset_of!(hipExternalSemaphoreWaitParamsV5, flags), 64);
+        assert_eq!(offset_of!(hipExternalSemaphoreWaitParamsV5, reserved), 68);
+        assert!(!Abi::V5.semaphore_params_have_nv_sci_sync());
+        assert!(Abi::V6.semaphore_params_have_nv_sci_sync());
+        assert!(Abi::V7.semaphore_params_have_nv_sci_sync());
     }
 
     #[test]
