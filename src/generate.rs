@@ -437,6 +437,12 @@ pub fn integer_matrix(seed: u64, rows: usize, cols: usize, lda: usize) -> Vec<Co
 fn hpd_fill(rng: &mut TestRng, n: usize, lda: usize) -> Matrix {
     let mut b = vec![Complex32::new(0.0, 0.0); n * n];
     fill_complex(rng, &mut b, sixteenth);
+    hpd_from(&b, n, lda)
+}
+
+/// `B * B^H + n * I` for B `n x n` column-major, exact (B's entries and their products must be
+/// exact in f64, as sixteenths and small integers are).
+fn hpd_from(b: &[Complex32], n: usize, lda: usize) -> Matrix {
     let b: Vec<c64> = b
         .iter()
         .map(|z| c64::new(f64::from(z.re), f64::from(z.im)))
@@ -639,6 +645,114 @@ pub fn non_hpd_matrix(seed: u64, n: usize, lda: usize) -> (Vec<Complex32>, usize
     (m.matrix.data, m.info)
 }
 
+/// What a case's input holds: the seeded draw, which every run uses, or one of the simple
+/// inputs `clhip repro` tries after shrinking the size (a data-dependent failure that still
+/// fails on all ones is easier to read than one on 4096 random values). The simple kinds need
+/// no generator: each element is a formula of its index (and, for small integers, the seed),
+/// which the reproducer writes out in C.
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize, serde::Deserialize,
+)]
+#[serde(rename_all = "kebab-case")]
+pub enum DataKind {
+    #[default]
+    Seeded,
+    /// Every element (1, 0).
+    Ones,
+    /// Element 0 is (1, 0), every other (0, 0).
+    Impulse,
+    /// Re in -2..=2 and im in -3..=3 from the index and the seed: exact sums and products.
+    SmallIntegers,
+}
+
+impl DataKind {
+    /// The simple kinds, in the order a reproducer tries them: simplest first.
+    pub const SIMPLE: [DataKind; 3] = [DataKind::Ones, DataKind::Impulse, DataKind::SmallIntegers];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            DataKind::Seeded => "seeded",
+            DataKind::Ones => "ones",
+            DataKind::Impulse => "impulse",
+            DataKind::SmallIntegers => "small-integers",
+        }
+    }
+
+    pub fn is_seeded(&self) -> bool {
+        *self == DataKind::Seeded
+    }
+
+    /// Element `i` of a simple input under `seed`; `None` for the seeded draw.
+    pub fn value(self, seed: u64, i: usize) -> Option<Complex32> {
+        let i = i as u64;
+        let k = seed % 8;
+        Some(match self {
+            DataKind::Seeded => return None,
+            DataKind::Ones => Complex32::new(1.0, 0.0),
+            DataKind::Impulse if i == 0 => Complex32::new(1.0, 0.0),
+            DataKind::Impulse => Complex32::new(0.0, 0.0),
+            DataKind::SmallIntegers => {
+                Complex32::new(((i + k) % 5) as f32 - 2.0, ((2 * i + k) % 7) as f32 - 3.0)
+            }
+        })
+    }
+
+    /// `len` elements of a simple input, or `None` for the seeded draw.
+    fn values(self, seed: u64, len: usize) -> Option<Vec<Complex32>> {
+        (0..len).map(|i| self.value(seed, i)).collect()
+    }
+}
+
+impl std::fmt::Display for DataKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// [`complex_vec`], or a simple input of `kind`.
+pub fn complex_vec_of(kind: DataKind, seed: u64, n: usize) -> Vec<Complex32> {
+    kind.values(seed, n).unwrap_or_else(|| complex_vec(seed, n))
+}
+
+/// [`matrix`] (square), or a simple input of `kind` in its `n x n` entries (column-major),
+/// padding as [`matrix`]'s.
+pub fn matrix_of(kind: DataKind, seed: u64, n: usize, lda: usize) -> Vec<Complex32> {
+    let Some(v) = kind.values(seed, n * n) else {
+        return matrix(seed, n, n, lda);
+    };
+    let mut m = Matrix::padded(n, n, lda);
+    for j in 0..n {
+        m.data[j * lda..j * lda + n].copy_from_slice(&v[j * n..j * n + n]);
+    }
+    m.data
+}
+
+/// [`hpd_matrix`], or `B * B^H + n * I` with B a simple input of `kind`.
+pub fn hpd_matrix_of(kind: DataKind, seed: u64, n: usize, lda: usize) -> Vec<Complex32> {
+    match kind.values(seed, n * n) {
+        None => hpd_matrix(seed, n, lda),
+        Some(b) => hpd_from(&b, n, lda).data,
+    }
+}
+
+/// [`non_hpd_matrix`], or the HPD matrix of [`hpd_matrix_of`] with diagonal entry `n / 2`
+/// negated (info `n / 2 + 1`).
+pub fn non_hpd_matrix_of(
+    kind: DataKind,
+    seed: u64,
+    n: usize,
+    lda: usize,
+) -> (Vec<Complex32>, usize) {
+    if kind.is_seeded() {
+        return non_hpd_matrix(seed, n, lda);
+    }
+    assert!(n >= 1, "a 0x0 matrix is positive definite");
+    let mut m = hpd_matrix_of(kind, seed, n, lda);
+    let k = n / 2;
+    m[k + k * lda] = -m[k + k * lda];
+    (m, k + 1)
+}
+
 /// Word `i` of the handoff pattern. The OpenCL handoff kernel computes exactly this (a murmur3
 /// finalizer over a Weyl sequence), so host and device agree bit for bit; do not change one
 /// without the other.
@@ -799,6 +913,63 @@ mod tests {
             infos.len() > 4,
             "info barely varies with the seed: {infos:?}"
         );
+    }
+
+    #[test]
+    fn simple_kinds_are_their_formulas_and_seeded_is_the_run() {
+        assert_eq!(
+            complex_vec_of(DataKind::Seeded, 9, 100),
+            complex_vec(9, 100)
+        );
+        assert_eq!(matrix_of(DataKind::Seeded, 9, 5, 7), matrix(9, 5, 5, 7));
+        assert_eq!(
+            hpd_matrix_of(DataKind::Seeded, 9, 5, 7),
+            hpd_matrix(9, 5, 7)
+        );
+        assert_eq!(
+            non_hpd_matrix_of(DataKind::Seeded, 9, 5, 7),
+            non_hpd_matrix(9, 5, 7)
+        );
+        let one = Complex32::new(1.0, 0.0);
+        assert!(
+            complex_vec_of(DataKind::Ones, 9, 10)
+                .iter()
+                .all(|&z| z == one)
+        );
+        let imp = complex_vec_of(DataKind::Impulse, 9, 10);
+        assert_eq!(imp[0], one);
+        assert!(imp[1..].iter().all(|&z| z == Complex32::new(0.0, 0.0)));
+        let ints = complex_vec_of(DataKind::SmallIntegers, 9, 100);
+        assert!(
+            ints.iter()
+                .all(|z| z.re.fract() == 0.0 && z.im.fract() == 0.0)
+        );
+        assert!(
+            ints.iter()
+                .all(|z| (-2.0..=2.0).contains(&z.re) && (-3.0..=3.0).contains(&z.im))
+        );
+        // The seed moves them, so gemm's A, B and C (seeds s, s+1, s+2) differ.
+        assert_ne!(ints, complex_vec_of(DataKind::SmallIntegers, 10, 100));
+        let m = matrix_of(DataKind::Impulse, 0, 3, 4);
+        assert_eq!(m.len(), 12);
+        assert_eq!((m[0], m[1], m[3]), (one, Complex32::new(0.0, 0.0), PAD_C));
+        for kind in DataKind::SIMPLE {
+            for n in [1, 2, 5] {
+                let a = hpd_matrix_of(kind, 3, n, n + 1);
+                assert!(
+                    to_faer(&a, n, n + 1).llt(Side::Lower).is_ok(),
+                    "{kind} n={n}"
+                );
+                let (b, info) = non_hpd_matrix_of(kind, 3, n, n + 1);
+                assert_eq!(info, n / 2 + 1);
+                match to_faer(&b, n, n + 1).llt(Side::Lower) {
+                    Err(faer::linalg::cholesky::llt::factor::LltError::NonPositivePivot {
+                        index,
+                    }) => assert_eq!(index + 1, info, "{kind} n={n}"),
+                    Ok(_) => panic!("{kind} n={n}: factorization succeeded"),
+                }
+            }
+        }
     }
 
     #[test]

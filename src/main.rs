@@ -1362,7 +1362,8 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 /// emit), learn the outcome (the results file's, or a run here), shrink through the workers,
 /// then write the reproducer.
 fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
-    use clhip::model::Outcome;
+    use clhip::generate::DataKind;
+    use clhip::model::{Outcome, OutcomeKind};
     use clhip::repro::{self, Header, ReproCase};
     let case = ReproCase::parse(&args.case)?;
     repro::check_covered(&case)?;
@@ -1412,6 +1413,7 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
         .is_some_and(|o| o.kind() == clhip::model::OutcomeKind::Pass);
     let needs_workers = seen.is_none() || !(args.no_shrink || seen_pass);
     let mut emit_case = case.clone();
+    let mut emit_data = DataKind::Seeded;
     if needs_workers {
         let probe = probe_child(args.rocm_path.as_slice())?;
         if from.is_none() {
@@ -1440,12 +1442,12 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
                 .extend(["--rocm-path".to_string(), p.display().to_string()]);
         }
         let env = worker_env(&probe, &pair);
-        // Runs repro cases through the workers, as `run` does, and returns their outcomes in
-        // order.
-        let mut run_cases = |cases: &[ReproCase]| -> anyhow::Result<Vec<Outcome>> {
+        // Runs repro cases, each on its data, through the workers, as `run` does, and returns
+        // their outcomes in order.
+        let mut run_cases = |cases: &[(ReproCase, DataKind)]| -> anyhow::Result<Vec<Outcome>> {
             let plan: Vec<Planned> = cases
                 .iter()
-                .map(|c| {
+                .map(|(c, data)| {
                     let real = clhip::model::Case {
                         pair: pair.clone(),
                         path: c.path,
@@ -1456,6 +1458,11 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
                     let e = Baseline::unbaselined(&real);
                     let mut p = Planned::case(real, e);
                     p.env = env.clone();
+                    if !data.is_seeded() {
+                        // One plan may hold a case on several data: each its own id.
+                        p.id = format!("{} data={data}", p.id);
+                        p.data = *data;
+                    }
                     p
                 })
                 .collect();
@@ -1475,7 +1482,7 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
         let outcome = match seen.clone() {
             Some(o) => o,
             None => {
-                let o = run_cases(std::slice::from_ref(&case))?.remove(0);
+                let o = run_cases(&[(case.clone(), DataKind::Seeded)])?.remove(0);
                 header.seen_from = "a run of this build on this machine".into();
                 seen = Some(o.clone());
                 o
@@ -1484,8 +1491,10 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
         let kind = outcome.kind();
         if args.no_shrink {
             header.shrink = "not shrunk (--no-shrink)".into();
-        } else if kind == clhip::model::OutcomeKind::Pass {
+            header.data = "not simplified (--no-shrink)".into();
+        } else if kind == OutcomeKind::Pass {
             header.shrink = format!("not shrunk: clhip saw a pass at n={}", case.n);
+            header.data = "not simplified: clhip saw a pass".into();
         } else {
             let shrunk = repro::shrink(&case, kind, outcome, &mut run_cases)?;
             header.shrink = shrunk.note(case.n, kind);
@@ -1497,17 +1506,33 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
                 seen = Some(shrunk.outcome.clone());
             }
             emit_case = shrunk.case;
+            // Wrong data may hang on the data: simpler inputs that still fail read better.
+            if kind != OutcomeKind::Fail {
+                header.data = format!("not simplified: clhip saw `{kind}`, not wrong data");
+            } else if repro::has_data(case.op) {
+                let simpler = repro::simplify_data(&emit_case, kind, &mut run_cases)?;
+                header.data = simpler.note(kind);
+                if let Some(o) = simpler.outcome {
+                    header.seen_from =
+                        format!("{}; on {} data here", header.seen_from, simpler.kind);
+                    seen = Some(o);
+                }
+                emit_data = simpler.kind;
+            }
         }
     } else if args.no_shrink {
         header.shrink = "not shrunk (--no-shrink)".into();
+        header.data = "not simplified (--no-shrink)".into();
     } else {
         header.shrink = format!("not shrunk: clhip saw a pass at n={}", case.n);
+        header.data = "not simplified: clhip saw a pass".into();
     }
     header.seen = seen.map(|o| (o.kind(), o.reason()));
-    let reproducer = repro::generate(&emit_case, &header, args.plant)?;
+    let reproducer = repro::generate(&emit_case, emit_data, &header, args.plant)?;
     reproducer.write(&args.output)?;
     note(&format!(
-        "clhip: wrote the reproducer of {emit_case} to {} (repro.c, build.sh, README.md)",
+        "clhip: wrote the reproducer of {emit_case} ({} data) to {} (repro.c, build.sh, README.md)",
+        emit_data,
         args.output.display()
     ));
     Ok(ExitCode::SUCCESS)

@@ -170,6 +170,7 @@ pub fn planned_mocks(actions: &[MockAction]) -> Vec<Planned> {
             expectation: action.expectation(),
             env: Vec::new(),
             gpu: String::new(),
+            data: crate::generate::DataKind::Seeded,
         })
         .collect()
 }

@@ -62,6 +62,8 @@ pub struct Planned {
     /// The GPU it runs on (`cuda1`, `nvidia0`; empty for none of its own). Each GPU gets its
     /// own `--jobs` workers, so that GPUs of one host work at the same time.
     pub gpu: String,
+    /// The case's data: the seeded draw, except where `clhip repro` tries simpler inputs.
+    pub data: crate::generate::DataKind,
 }
 
 impl Planned {
@@ -72,6 +74,7 @@ impl Planned {
             expectation,
             env: Vec::new(),
             gpu: String::new(),
+            data: crate::generate::DataKind::Seeded,
         }
     }
 }
@@ -1115,6 +1118,7 @@ fn write_item(stdin: &mut ChildStdin, p: &Planned) -> anyhow::Result<()> {
     let item = WorkItem {
         id: p.id.clone(),
         work: p.work.clone(),
+        data: p.data,
     };
     let mut line = serde_json::to_string(&item).context("encoding a work item")?;
     line.push('\n');

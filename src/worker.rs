@@ -21,6 +21,7 @@ use std::time::Instant;
 use anyhow::Context;
 use serde::{Deserialize, Serialize};
 
+use crate::generate::DataKind;
 use crate::model::Outcome;
 use crate::runner::Work;
 
@@ -32,6 +33,10 @@ pub const PROTOCOL_PREFIX: &str = "@@clhip ";
 pub struct WorkItem {
     pub id: String,
     pub work: Work,
+    /// The case's data when not the seeded draw (`clhip repro` trying simpler inputs); absent
+    /// from the line otherwise.
+    #[serde(default, skip_serializing_if = "DataKind::is_seeded")]
+    pub data: DataKind,
 }
 
 /// One protocol line from the worker, after [`PROTOCOL_PREFIX`].
@@ -116,7 +121,9 @@ pub fn worker_main(
         )?;
         let started = Instant::now();
         let outcome = crate::trace::timed(&format!("case {}", item.id), || match &item.work {
-            Work::Case(case) => crate::ops::execute_planted(&mut state, case, seed, plant),
+            Work::Case(case) => {
+                crate::ops::execute_with_data(&mut state, case, seed, plant, item.data)
+            }
             Work::Mock(action) => crate::mock::perform(*action),
         });
         // A fault leaves a context that is not trusted; a timeout the case found itself, a
@@ -203,6 +210,7 @@ mod tests {
         let item = WorkItem {
             id: "mock/segfault/1".into(),
             work: Work::Mock(MockAction::Segfault),
+            data: DataKind::Seeded,
         };
         let json = serde_json::to_string(&item).unwrap();
         assert_eq!(

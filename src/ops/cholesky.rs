@@ -12,20 +12,16 @@ use crate::runtimes::opencl::ClSession;
 use crate::sync::{self, Access};
 use crate::tolerance;
 
-use super::data::DataCache;
-use super::{Plant, consume_on_cl, device, produce_on_cl, take_output, with_shared};
+use super::{Inputs, Plant, consume_on_cl, device, produce_on_cl, take_output, with_shared};
 
 /// cpotrf on the peer over an HPD matrix OpenCL produced, factor read back through OpenCL;
 /// then a non-HPD matrix whose `info` must match the reference's.
-/// The HPD matrix and the non-HPD one of one (seed, n), made once per worker.
-pub(super) fn inputs(
-    data: &mut DataCache,
-    seed: u64,
-    n: usize,
-) -> Arc<(Vec<Complex32>, Vec<Complex32>)> {
-    data.get("cholesky inputs", seed, n, 2 * n * n * 8, || {
-        let hpd = generate::hpd_matrix(seed, n, n);
-        let (non_hpd, _) = generate::non_hpd_matrix(seed.wrapping_add(1), n, n);
+/// The HPD matrix and the non-HPD one of one (seed, kind, n), made once per worker.
+pub(super) fn inputs(data: &mut Inputs, n: usize) -> Arc<(Vec<Complex32>, Vec<Complex32>)> {
+    let (seed, kind) = (data.seed, data.kind);
+    data.get("cholesky inputs", n, 2 * n * n * 8, || {
+        let hpd = generate::hpd_matrix_of(kind, seed, n, n);
+        let (non_hpd, _) = generate::non_hpd_matrix_of(kind, seed.wrapping_add(1), n, n);
         (hpd, non_hpd)
     })
 }
@@ -34,12 +30,12 @@ pub(super) fn cholesky(
     session: &mut ClSession,
     peer: &mut dyn PeerRuntime,
     case: &Case,
-    (seed, data): (u64, &mut DataCache),
+    mut data: Inputs<'_>,
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
     let ld = n;
-    let inputs = inputs(data, seed, n);
+    let inputs = inputs(&mut data, n);
     let (hpd, non_hpd) = &*inputs;
     device(peer, case)?;
     let (info, factor, bad_info) = with_shared(session, peer, case, n * ld, |s, peer, m| {
@@ -69,7 +65,7 @@ pub(super) fn cholesky(
         info as i64,
         0,
     )?;
-    let references = data.get("cholesky references", seed, n, n * ld * 16, || {
+    let references = data.get("cholesky references", n, n * ld * 16, || {
         let non_hpd_info = match reference::cholesky(Uplo::Lower, n, non_hpd, ld) {
             Err(info) => info,
             Ok(_) => 0,

@@ -12,15 +12,15 @@ use crate::sync::{self, Access};
 use crate::tolerance;
 use num_complex::Complex32;
 
-use super::data::DataCache;
-use super::{Plant, peer_done, peer_work, take_output, with_shared};
+use super::{Inputs, Plant, peer_done, peer_work, take_output, with_shared};
 
 /// The peer uploads a random vector; OpenCL transforms it in place; the peer reads the result,
 /// which is held to the f64 reference FFT.
-/// The input of one (seed, n), made once per worker.
-pub(super) fn input(data: &mut DataCache, seed: u64, n: usize) -> Arc<Vec<Complex32>> {
-    data.get("fft input", seed, n, n * 8, || {
-        generate::complex_vec(seed, n)
+/// The input of one (seed, kind, n), made once per worker.
+pub(super) fn input(data: &mut Inputs, n: usize) -> Arc<Vec<Complex32>> {
+    let (seed, kind) = (data.seed, data.kind);
+    data.get("fft input", n, n * 8, || {
+        generate::complex_vec_of(kind, seed, n)
     })
 }
 
@@ -29,11 +29,11 @@ pub(super) fn fft_op(
     fft: &mut FftCache,
     peer: &mut dyn PeerRuntime,
     case: &Case,
-    (seed, data): (u64, &mut DataCache),
+    mut data: Inputs<'_>,
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
-    let input = input(data, seed, n);
+    let input = input(&mut data, n);
     let got = with_shared(session, peer, case, case.n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer_work(plant, || peer.upload(m.peer, &input))?;
@@ -43,7 +43,7 @@ pub(super) fn fft_op(
         let out = take_output(s, peer, m, case.sync, Some(&done), Access::Read, plant)?;
         peer.download(out)
     })?;
-    let want = data.get("fft reference", seed, n, n * 16, || {
+    let want = data.get("fft reference", n, n * 16, || {
         reference::fft_forward(&input)
     });
     let what = format!("OpenCL FFT output read by {}", case.pair.peer.label());

@@ -12,15 +12,17 @@ use crate::runtimes::opencl::ClSession;
 use crate::sync::{self, Access};
 use crate::tolerance;
 
-use super::data::DataCache;
-use super::{Plant, consume_on_cl, device, peer_work, produce_on_cl, take_output, with_shared};
+use super::{
+    Inputs, Plant, consume_on_cl, device, peer_work, produce_on_cl, take_output, with_shared,
+};
 
 /// cgemm on the peer over matrices OpenCL produced, through the path; C read back through
 /// OpenCL and held to the f64 reference (rocBLAS clients' bound).
-/// A, B and C of one (seed, n), made once per worker.
-pub(super) fn inputs(data: &mut DataCache, seed: u64, n: usize) -> Arc<[Vec<Complex32>; 3]> {
-    data.get("gemm inputs", seed, n, 3 * n * n * 8, || {
-        [0, 1, 2].map(|k| generate::matrix(seed.wrapping_add(k), n, n, n))
+/// A, B and C of one (seed, kind, n), made once per worker.
+pub(super) fn inputs(data: &mut Inputs, n: usize) -> Arc<[Vec<Complex32>; 3]> {
+    let (seed, kind) = (data.seed, data.kind);
+    data.get("gemm inputs", n, 3 * n * n * 8, || {
+        [0, 1, 2].map(|k| generate::matrix_of(kind, seed.wrapping_add(k), n, n))
     })
 }
 
@@ -28,12 +30,12 @@ pub(super) fn gemm(
     session: &mut ClSession,
     peer: &mut dyn PeerRuntime,
     case: &Case,
-    (seed, data): (u64, &mut DataCache),
+    mut data: Inputs<'_>,
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
     let ld = n;
-    let inputs = inputs(data, seed, n);
+    let inputs = inputs(&mut data, n);
     let [a, b, c] = &*inputs;
     let (alpha, beta) = (Complex32::new(1.0, 0.0), Complex32::new(-0.5, 0.25));
     device(peer, case)?;
@@ -71,7 +73,7 @@ pub(super) fn gemm(
             })
         })
     })?;
-    let want = data.get("gemm reference", seed, n, n * ld * 16, || {
+    let want = data.get("gemm reference", n, n * ld * 16, || {
         reference::cgemm(
             Transpose::None,
             Transpose::None,

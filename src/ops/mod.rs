@@ -20,6 +20,7 @@ use std::collections::HashMap;
 use num_complex::Complex32;
 
 use crate::fft::FftCache;
+use crate::generate::DataKind;
 use crate::model::{Case, CaseError, Op, Outcome, Peer, Phase, SyncMode};
 use crate::paths::{DeviceBuffer, Shared};
 pub use crate::peer::open_peer;
@@ -276,7 +277,19 @@ pub fn execute_planted(
     seed: u64,
     plant: Option<Plant>,
 ) -> Outcome {
-    let outcome = match run(state, case, data_seed(seed, case.op, case.n), plant) {
+    execute_with_data(state, case, seed, plant, DataKind::Seeded)
+}
+
+/// [`execute_planted`] on the data of `kind`: the seeded draw, as every run, or a simple input
+/// that `clhip repro` tries after shrinking a case's size.
+pub fn execute_with_data(
+    state: &mut WorkerState,
+    case: &Case,
+    seed: u64,
+    plant: Option<Plant>,
+    kind: DataKind,
+) -> Outcome {
+    let outcome = match run(state, case, data_seed(seed, case.op, case.n), plant, kind) {
         Ok(note) => Outcome::Pass { note },
         Err(e) => e.into_outcome(),
     };
@@ -309,11 +322,37 @@ pub fn data_seed(run_seed: u64, op: Op, n: usize) -> u64 {
     crate::hash::fnv1a64(key.as_bytes()) ^ run_seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)
 }
 
+/// A case's inputs: the data seed, what the data are, and the worker's cache of them.
+pub(crate) struct Inputs<'a> {
+    seed: u64,
+    kind: DataKind,
+    cache: &'a mut DataCache,
+}
+
+impl Inputs<'_> {
+    /// The seeded value `what` at size `n` from the cache (made by `make` the first time); a
+    /// simple input is made afresh, since the cache knows seeds, not kinds.
+    fn get<T: std::any::Any + Send + Sync>(
+        &mut self,
+        what: &'static str,
+        n: usize,
+        bytes: usize,
+        make: impl FnOnce() -> T,
+    ) -> std::sync::Arc<T> {
+        if self.kind.is_seeded() {
+            self.cache.get(what, self.seed, n, bytes, make)
+        } else {
+            std::sync::Arc::new(make())
+        }
+    }
+}
+
 fn run(
     state: &mut WorkerState,
     case: &Case,
     seed: u64,
     plant: Option<Plant>,
+    kind: DataKind,
 ) -> Result<String, CaseError> {
     let WorkerState {
         rocm_path,
@@ -337,7 +376,16 @@ fn run(
                 let _ = session(devices, sessions, case);
             });
             // The case's inputs too (a 2048 x 2048 HPD matrix takes 170 ms to draw).
-            s.spawn(|| make_inputs(data, case, seed));
+            s.spawn(|| {
+                make_inputs(
+                    &mut Inputs {
+                        seed,
+                        kind,
+                        cache: data,
+                    },
+                    case,
+                )
+            });
             let _ = peer(peers, &case.pair.peer, rocm_path.as_deref());
         });
     }
@@ -346,12 +394,17 @@ fn run(
     session.notes.clear();
     session.skip_kernels = plant == Some(Plant::ClNoop);
     sync::set_hold_back_opencl(plant == Some(Plant::WrongSemaphore));
+    let data = Inputs {
+        seed,
+        kind,
+        cache: data,
+    };
     let result = match case.op {
         Op::Handoff => handoff::handoff(session, peer, case, seed, plant),
-        Op::Fft => fft::fft_op(session, fft, peer, case, (seed, data), plant),
-        Op::Pipeline => pipeline::pipeline(session, fft, peer, case, (seed, data), plant),
-        Op::Gemm => gemm::gemm(session, peer, case, (seed, data), plant),
-        Op::Cholesky => cholesky::cholesky(session, peer, case, (seed, data), plant),
+        Op::Fft => fft::fft_op(session, fft, peer, case, data, plant),
+        Op::Pipeline => pipeline::pipeline(session, fft, peer, case, data, plant),
+        Op::Gemm => gemm::gemm(session, peer, case, data, plant),
+        Op::Cholesky => cholesky::cholesky(session, peer, case, data, plant),
         Op::Placement => placement::placement(session, peer, case, seed, plant),
     };
     // What the case learned on the way (seed 001's refused tokens) is reported whatever the
@@ -369,12 +422,16 @@ fn run(
 }
 
 /// Make the case's inputs into the worker's cache, ahead of the op that takes them from there.
-fn make_inputs(data: &mut DataCache, case: &Case, seed: u64) {
+/// A simple input is not cached (it is made when the op asks), so nothing is made ahead.
+fn make_inputs(data: &mut Inputs, case: &Case) {
+    if !data.kind.is_seeded() {
+        return;
+    }
     match case.op {
-        Op::Gemm => drop(gemm::inputs(data, seed, case.n)),
-        Op::Cholesky => drop(cholesky::inputs(data, seed, case.n)),
-        Op::Fft => drop(fft::input(data, seed, case.n)),
-        Op::Pipeline => drop(pipeline::inputs(data, seed, case.n)),
+        Op::Gemm => drop(gemm::inputs(data, case.n)),
+        Op::Cholesky => drop(cholesky::inputs(data, case.n)),
+        Op::Fft => drop(fft::input(data, case.n)),
+        Op::Pipeline => drop(pipeline::inputs(data, case.n)),
         Op::Handoff | Op::Placement => {}
     }
 }

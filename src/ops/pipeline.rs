@@ -14,15 +14,15 @@ use crate::runtimes::opencl::{ClArg, ClSession};
 use crate::sync::{self, Access};
 use crate::tolerance;
 
-use super::data::DataCache;
-use super::{Plant, peer_done, peer_work, take_output, with_shared};
+use super::{Inputs, Plant, peer_done, peer_work, take_output, with_shared};
 
 /// Seed 000's pipeline: OpenCL add -> OpenCL FFT -> peer scale -> peer magnitude, read back
 /// through OpenCL.
-/// The two input vectors of one (seed, n), made once per worker.
-pub(super) fn inputs(data: &mut DataCache, seed: u64, n: usize) -> Arc<[Vec<Complex32>; 2]> {
-    data.get("pipeline inputs", seed, n, 2 * n * 8, || {
-        [0, 1].map(|k| generate::complex_vec(seed.wrapping_add(k), n))
+/// The two input vectors of one (seed, kind, n), made once per worker.
+pub(super) fn inputs(data: &mut Inputs, n: usize) -> Arc<[Vec<Complex32>; 2]> {
+    let (seed, kind) = (data.seed, data.kind);
+    data.get("pipeline inputs", n, 2 * n * 8, || {
+        [0, 1].map(|k| generate::complex_vec_of(kind, seed.wrapping_add(k), n))
     })
 }
 
@@ -31,11 +31,11 @@ pub(super) fn pipeline(
     fft: &mut FftCache,
     peer: &mut dyn PeerRuntime,
     case: &Case,
-    (seed, data): (u64, &mut DataCache),
+    mut data: Inputs<'_>,
     plant: Option<Plant>,
 ) -> Result<String, CaseError> {
     let n = case.n;
-    let inputs = inputs(data, seed, n);
+    let inputs = inputs(&mut data, n);
     let [a, b] = &*inputs;
     let scale = 1.0 / n as f32;
     let b_buf = DeviceBuffer::with_data(session, b)?;
@@ -93,7 +93,7 @@ pub(super) fn pipeline(
         .iter()
         .map(|z| if z.im == 0.0 { z.re } else { f32::NAN })
         .collect();
-    let want = data.get("pipeline reference", seed, n, n * 40, || {
+    let want = data.get("pipeline reference", n, n * 40, || {
         reference::pipeline(a, b, scale)
     });
     let what = format!(

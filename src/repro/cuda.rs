@@ -4,9 +4,8 @@
 use crate::model::{Op, PathKind};
 
 use super::ReproCase;
-use super::emit::{Body, Target, assemble, section};
-
-const CUDA: &str = include_str!("templates/cuda.c");
+use super::device::{DeviceApi, target};
+use super::emit::{Body, Dialect, assemble};
 
 /// The cuda pairs' paths the generator covers.
 pub(super) const PATHS: &[PathKind] = &[
@@ -19,63 +18,66 @@ pub(super) const PATHS: &[PathKind] = &[
     PathKind::DevicePtrAsClArg,
     PathKind::ClSvmCoarseMemcpy,
     PathKind::ClSvmFineMemcpy,
+    PathKind::ClGpuVa,
 ];
 
 /// The cuda pairs' ops the generator covers.
-pub(super) const OPS: &[Op] = &[Op::Handoff, Op::Fft, Op::Pipeline, Op::Gemm, Op::Cholesky];
+pub(super) const OPS: &[Op] = &[
+    Op::Handoff,
+    Op::Fft,
+    Op::Pipeline,
+    Op::Gemm,
+    Op::Cholesky,
+    Op::Placement,
+];
+
+pub(super) const API: DeviceApi = DeviceApi {
+    template: include_str!("templates/cuda.c"),
+    dialect: Dialect {
+        tag: "CU",
+        decl: "CUdeviceptr {p};",
+        addr: "{p}",
+        as_void: "(void *)(uintptr_t){p}",
+        svm_arg: "(CUdeviceptr)(uintptr_t){p}",
+        alloc: "cuMemAlloc({p}, {bytes})",
+        alloc_managed: "cuMemAllocManaged({p}, {bytes}, CU_MEM_ATTACH_GLOBAL)",
+        alloc_pinned: "cuMemHostAlloc({p}, {bytes}, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP)",
+        free: "cuMemFree({p})",
+        free_pinned: "cuMemFreeHost({p})",
+        memcpy: "cuMemcpy({dst}, {src}, {bytes})",
+    },
+    rtc: "NVRTC",
+    blas: "CUBLAS",
+    solver: "CUSOLVER",
+    rtc_name: "    if (api == NVRTC)\n        name = nvrtcGetErrorString((nvrtcResult)code);\n",
+    blas_name: "    if (api == CUBLAS)\n        name = cublasGetStatusName((cublasStatus_t)code);\n",
+    solver_name: "",
+    solver_uses_blas: false,
+    source_name: "PEER_SOURCE",
+};
 
 /// The program and its build script.
 pub(super) fn program(case: &ReproCase, b: &Body) -> (String, String) {
-    let mut includes = section(CUDA, "includes").to_string();
-    let mut libs = String::from("-lcuda -lnvrtc -lOpenCL");
-    let mut more_names = String::new();
+    let mut libs = String::from("-lcuda");
+    if !b.peer_kernels.is_empty() {
+        libs.push_str(" -lnvrtc");
+    }
     if b.blas {
-        includes.push_str(section(CUDA, "include_cublas"));
         libs.push_str(" -lcublas");
-        more_names.push_str(
-            "    if (api == CUBLAS)\n        name = cublasGetStatusName((cublasStatus_t)code);\n",
-        );
     }
     if b.solver {
-        includes.push_str(section(CUDA, "include_cusolver"));
         libs.push_str(" -lcusolver");
     }
-    let check = section(CUDA, "check").replace("    /*@@ more names @@*/\n", &more_names);
-    let mut peer = section(CUDA, "cuda_peer").to_string();
-    if case.op == Op::Handoff {
-        peer.push_str(section(CUDA, "cuda_pattern"));
-    }
-    if case.op == Op::Pipeline {
-        peer.push_str(section(CUDA, "cuda_elementwise"));
-    }
-    if b.blas {
-        peer.push_str(section(CUDA, "cublas"));
-    }
-    if b.solver {
-        peer.push_str(section(CUDA, "cusolver"));
-    }
-    let target = Target {
-        includes,
-        check,
-        constants: format!("enum {{ CUDA_ORDINAL = {} }};\n", case.peer.ordinal),
-        peer,
-        cuda: true,
-    };
     let build = format!(
         "#!/bin/sh\n\
-         # CUDA's driver API, NVRTC{} and the OpenCL ICD loader (CUDA's lib64 has libOpenCL.so).\n\
-         # The program declares what it uses of CL/cl.h itself. Running it needs NVIDIA's OpenCL\n\
-         # ICD registered (/etc/OpenCL/vendors/nvidia.icd, or OCL_ICD_VENDORS naming a directory\n\
-         # with an .icd file that says libnvidia-opencl.so.1).\n\
+         # CUDA's driver API ({libs}) and the OpenCL ICD loader; CUDA's include directory has\n\
+         # CL/cl.h and its lib64 libOpenCL.so. Running it needs NVIDIA's OpenCL ICD registered\n\
+         # (/etc/OpenCL/vendors/nvidia.icd, or OCL_ICD_VENDORS naming a directory with an .icd\n\
+         # file that says libnvidia-opencl.so.1).\n\
          set -e\n\
          cd \"$(dirname \"$0\")\"\n\
          NVCC=${{NVCC:-$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)}}\n\
-         \"$NVCC\" -O2 -o repro repro.c {libs} -lm\n",
-        match (b.blas, b.solver) {
-            (true, _) => ", cuBLAS",
-            (_, true) => ", cuSOLVER",
-            _ => "",
-        }
+         \"$NVCC\" -O2 -o repro repro.c {libs} -lOpenCL -lm\n"
     );
-    (assemble(case, b, &target), build)
+    (assemble(case, b, &target(&API, case, b)), build)
 }

@@ -1,9 +1,11 @@
 //! The case's steps as C: each path's allocation and poison (paths.rs), each handover of the
 //! case's sync (sync.rs), each op's sequence (ops/*.rs), in clhip's order. The handovers are
 //! decided here, at generation time, from the path and the sync, so the program holds only the
-//! calls this case makes, in the order it makes them.
+//! calls this case makes, in the order it makes them. [`assemble`] then puts around it only
+//! the helpers, kernels and checks those calls use.
 
-use crate::model::{Api, Op, PathKind, SyncMode};
+use crate::generate::DataKind;
+use crate::model::{Op, PathKind, SyncMode};
 
 use super::ReproCase;
 use super::kernels;
@@ -21,21 +23,77 @@ pub(super) fn section(template: &'static str, name: &str) -> &'static str {
     &rest[..end]
 }
 
-/// What [`body`] needs around it: the template sections, the kernels and the constants.
+/// How a device peer's API spells the calls the body makes inline (cuda.rs, hip.rs). `{p}`,
+/// `{bytes}`, `{dst}`, `{src}` are filled in.
+pub(super) struct Dialect {
+    /// CHECK's tag for the peer's runtime: `CU`, `HIP`.
+    pub tag: &'static str,
+    /// The declaration of a device allocation `{p}`.
+    pub decl: &'static str,
+    /// A device allocation `{p}` as the `uint64_t` the peer's functions take.
+    pub addr: &'static str,
+    /// A device allocation `{p}` as a `void *` (for USE_HOST_PTR, or as an SVM argument).
+    pub as_void: &'static str,
+    /// An SVM pointer `{p}` as the memcpy's argument type.
+    pub svm_arg: &'static str,
+    pub alloc: &'static str,
+    pub alloc_managed: &'static str,
+    pub alloc_pinned: &'static str,
+    pub free: &'static str,
+    pub free_pinned: &'static str,
+    /// The peer's memcpy with the direction inferred from the pointers.
+    pub memcpy: &'static str,
+}
+
+impl Dialect {
+    fn call(&self, template: &str, p: &str, bytes: &str) -> String {
+        format!(
+            "CHECK({}, {});",
+            self.tag,
+            template.replace("{p}", p).replace("{bytes}", bytes)
+        )
+    }
+
+    fn memcpy(&self, dst: &str, src: &str, bytes: &str) -> String {
+        format!(
+            "CHECK({}, {});",
+            self.tag,
+            self.memcpy
+                .replace("{dst}", dst)
+                .replace("{src}", src)
+                .replace("{bytes}", bytes)
+        )
+    }
+}
+
+/// Which of clhip's generators the op draws from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Draws {
+    Vectors,
+    Matrices,
+    Hpd,
+}
+
+/// What [`assemble`] needs around the body.
 pub(super) struct Body {
-    /// Common sections the body calls, in dependency order.
+    /// Common sections the body calls.
     pub common: Vec<&'static str>,
     /// OpenCL kernels launched.
     pub cl_kernels: Vec<&'static str>,
-    /// CUDA kernels launched (cuda pairs).
-    pub cuda_kernels: Vec<&'static str>,
+    /// The peer's kernels launched (device peers).
+    pub peer_kernels: Vec<&'static str>,
     /// Constants and tables (`static const ...`) before the functions.
     pub constants: String,
     /// `int main(void)`.
     pub main: String,
-    /// cuBLAS / cuSOLVER needed (cuda pairs).
+    /// The data generator's sections, for the case's data kind.
+    pub generator: Vec<&'static str>,
+    /// Peer needs: BLAS (gemm), the solver (cholesky), a scratch allocation (the peer's
+    /// pattern check, cpotrf's info), an event (the event sync).
     pub blas: bool,
     pub solver: bool,
+    pub scratch: bool,
+    pub event: bool,
 }
 
 /// Who may touch a shared allocation now (paths.rs `Owner`).
@@ -72,7 +130,6 @@ impl Access {
 struct Mem {
     v: &'static str,
     path: PathKind,
-    peer: Api,
     /// Complex elements, as a C expression.
     len: String,
     owner: Owner,
@@ -169,17 +226,35 @@ fn waits(ev: Option<&str>) -> String {
 /// The generator as the case uses it.
 struct Gen<'a> {
     case: &'a ReproCase,
+    dialect: Option<&'a Dialect>,
     out: Out,
     decls: Vec<String>,
     /// The sync of the handover where the peer takes OpenCL's output (the plant's target).
     take_sync: SyncMode,
     /// Common sections the handovers and paths call.
     extra: Vec<&'static str>,
+    /// OpenCL kernels the path launches (cl-gpu-va's address kernel).
+    path_kernels: Vec<&'static str>,
 }
 
 impl Gen<'_> {
-    fn device(&self) -> bool {
-        self.case.peer.api != Api::Host
+    fn peer_name(&self) -> String {
+        self.case.peer.label()
+    }
+
+    /// The device peer's dialect; only device peers reach the paths that need one.
+    fn dialect(&self) -> &Dialect {
+        match self.dialect {
+            Some(d) => d,
+            None => unreachable!("host paths allocate no device memory"),
+        }
+    }
+
+    /// A peer sync: nothing to wait for on the host, whose work is done when it returns.
+    fn peer_sync(&mut self) {
+        if self.dialect.is_some() {
+            self.out.line("peer_synchronize();");
+        }
     }
 
     fn uses(&mut self, section: &'static str) {
@@ -199,7 +274,6 @@ impl Gen<'_> {
         Mem {
             v,
             path: self.case.path,
-            peer: self.case.peer.api,
             len: len.to_string(),
             owner: Owner::OpenCl,
             mapped: false,
@@ -210,13 +284,12 @@ impl Gen<'_> {
     /// Shared::create and its poison (paths.rs).
     fn create(&mut self, m: &Mem) {
         let (v, bytes, len) = (m.v, m.bytes(), m.len.clone());
-        let device = self.device();
         self.declare("cl_int err;");
         self.declare(format!("uint64_t {v}_peer;"));
         let use_host = |g: &mut Self, host: &str| {
             g.declare(format!("cl_mem {v}_buf;"));
             g.out.line(format!(
-                "CHECK(CL, ({v}_buf = clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, {bytes}, (void *)(uintptr_t){host}, &err), err));"
+                "CHECK(CL, ({v}_buf = clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, {bytes}, {host}, &err), err));"
             ));
         };
         self.out
@@ -227,16 +300,18 @@ impl Gen<'_> {
                     .comment("copy: an OpenCL buffer; data crosses through host staging memory");
                 self.declare(format!("cl_mem {v}_buf;"));
                 self.declare(format!("uint64_t {v}_staging;"));
+                self.uses("host_alloc");
                 self.out.line(format!(
                     "CHECK(CL, ({v}_buf = clCreateBuffer(context, CL_MEM_READ_WRITE, {bytes}, NULL, &err), err));\n{v}_staging = host_alloc({len});"
                 ));
-                if device {
-                    self.declare(format!("CUdeviceptr {v}_dev;"));
-                    self.out.line(format!(
-                        "CHECK(CU, cuMemAlloc(&{v}_dev, {bytes}));\n{v}_peer = {v}_dev;"
-                    ));
-                } else {
-                    self.out.line(format!("{v}_peer = {v}_staging;"));
+                match self.dialect {
+                    Some(d) => {
+                        self.declare(d.decl.replace("{p}", &format!("{v}_dev")));
+                        let alloc = d.call(d.alloc, &format!("&{v}_dev"), &bytes);
+                        let addr = d.addr.replace("{p}", &format!("{v}_dev"));
+                        self.out.line(format!("{alloc}\n{v}_peer = {addr};"));
+                    }
+                    None => self.out.line(format!("{v}_peer = {v}_staging;")),
                 }
             }
             PathKind::ClSvmCoarse | PathKind::ClSvmFine => {
@@ -244,60 +319,90 @@ impl Gen<'_> {
                 self.uses("svm_alloc");
                 self.declare(format!("void *{v}_svm;"));
                 self.out.line(format!(
-                    "{v}_svm = svm_alloc({}, {bytes});\n{v}_peer = (uint64_t)(uintptr_t){v}_svm; /* the peer uses the SVM pointer itself */",
+                    "{v}_svm = svm_alloc({}, {bytes});\n{v}_peer = (uintptr_t){v}_svm; /* the peer uses the SVM pointer itself */",
                     fine as u8
                 ));
             }
             PathKind::UseHostPtr => {
                 self.declare(format!("uint64_t {v}_host;"));
+                self.uses("host_alloc");
                 self.out.line(format!("{v}_host = host_alloc({len});"));
-                use_host(self, &format!("{v}_host"));
+                use_host(self, &format!("(void *)(uintptr_t){v}_host"));
                 self.out.line(format!("{v}_peer = {v}_host;"));
             }
             PathKind::PinnedUseHostPtr => {
+                let d = self.dialect();
+                let alloc = d.call(d.alloc_pinned, &format!("&{v}_pinned"), &bytes);
                 self.declare(format!("void *{v}_pinned;"));
-                self.out.line(format!(
-                    "CHECK(CU, cuMemHostAlloc(&{v}_pinned, {bytes}, CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP));"
-                ));
+                self.out.line(alloc);
                 use_host(self, &format!("{v}_pinned"));
-                self.out
-                    .line(format!("{v}_peer = (uint64_t)(uintptr_t){v}_pinned;"));
+                self.out.line(format!("{v}_peer = (uintptr_t){v}_pinned;"));
             }
             PathKind::DeviceUseHostPtr | PathKind::ManagedUseHostPtr => {
-                self.declare(format!("CUdeviceptr {v}_dev;"));
+                let d = self.dialect();
+                let dev = format!("{v}_dev");
+                let (decl, as_void) = (d.decl.replace("{p}", &dev), d.as_void.replace("{p}", &dev));
+                let addr = d.addr.replace("{p}", &dev);
+                let alloc = if m.path == PathKind::DeviceUseHostPtr {
+                    d.call(d.alloc, &format!("&{dev}"), &bytes)
+                } else {
+                    d.call(d.alloc_managed, &format!("&{dev}"), &bytes)
+                };
+                self.declare(decl);
                 if m.path == PathKind::DeviceUseHostPtr {
                     self.out.comment(
                         "a device allocation handed to CL_MEM_USE_HOST_PTR as if it were host memory",
                     );
-                    self.out
-                        .line(format!("CHECK(CU, cuMemAlloc(&{v}_dev, {bytes}));"));
-                } else {
-                    self.out.line(format!(
-                        "CHECK(CU, cuMemAllocManaged(&{v}_dev, {bytes}, CU_MEM_ATTACH_GLOBAL));"
-                    ));
                 }
-                use_host(self, &format!("{v}_dev"));
-                self.out.line(format!("{v}_peer = {v}_dev;"));
+                self.out.line(alloc);
+                use_host(self, &as_void);
+                self.out.line(format!("{v}_peer = {addr};"));
             }
             PathKind::DevicePtrAsClArg => {
-                self.declare(format!("CUdeviceptr {v}_dev;"));
+                let d = self.dialect();
+                let dev = format!("{v}_dev");
+                let (decl, as_void) = (d.decl.replace("{p}", &dev), d.as_void.replace("{p}", &dev));
+                let (alloc, addr) = (
+                    d.call(d.alloc, &format!("&{dev}"), &bytes),
+                    d.addr.replace("{p}", &dev),
+                );
+                self.declare(decl);
                 self.declare(format!("void *{v}_svm;"));
                 self.out.comment(
                     "OpenCL kernels take the device pointer through clSetKernelArgSVMPointer",
                 );
-                self.out.line(format!(
-                    "CHECK(CU, cuMemAlloc(&{v}_dev, {bytes}));\n{v}_svm = (void *)(uintptr_t){v}_dev;\n{v}_peer = {v}_dev;"
-                ));
+                self.out
+                    .line(format!("{alloc}\n{v}_svm = {as_void};\n{v}_peer = {addr};"));
             }
             PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy => {
+                let d = self.dialect();
+                let dev = format!("{v}_dev");
+                let decl = d.decl.replace("{p}", &dev);
+                let (alloc, addr) = (
+                    d.call(d.alloc, &format!("&{dev}"), &bytes),
+                    d.addr.replace("{p}", &dev),
+                );
                 let fine = m.path == PathKind::ClSvmFineMemcpy;
                 self.uses("svm_alloc");
                 self.declare(format!("void *{v}_svm;"));
-                self.declare(format!("CUdeviceptr {v}_dev;"));
-                self.out.comment("SVM for OpenCL; the peer's own memory, filled and drained by cuMemcpy on the SVM pointer");
+                self.declare(decl);
+                self.out.comment("SVM for OpenCL; the peer's own memory, filled and drained by the peer's memcpy on the SVM pointer");
                 self.out.line(format!(
-                    "{v}_svm = svm_alloc({}, {bytes});\nCHECK(CU, cuMemAlloc(&{v}_dev, {bytes}));\n{v}_peer = {v}_dev;",
+                    "{v}_svm = svm_alloc({}, {bytes});\n{alloc}\n{v}_peer = {addr};",
                     fine as u8
+                ));
+            }
+            PathKind::ClGpuVa => {
+                self.declare(format!("cl_mem {v}_buf, {v}_va;"));
+                self.uses("device_buffer");
+                self.path_kernels.push("buffer_address");
+                self.out.comment("cl-gpu-va: a plain OpenCL buffer; the peer dereferences its device address as a kernel reads it (clhip also asks clGetMemObjectInfo for seed 001's tokens 0x4100 and 0x4101, a note; left out)");
+                self.out.line(format!(
+                    "CHECK(CL, ({v}_buf = clCreateBuffer(context, CL_MEM_READ_WRITE, {bytes}, NULL, &err), err));\n\
+                     {v}_va = device_buffer(8, NULL);\n\
+                     launch(\"buffer_address\", 1, 2, (struct arg[]){{mem({v}_buf), mem({v}_va)}}, 0, NULL);\n\
+                     CHECK(CL, clEnqueueReadBuffer(queue, {v}_va, CL_TRUE, 0, 8, &{v}_peer, 0, NULL, NULL));\n\
+                     printf(\"device address of {v}: 0x%llx\\n\", (unsigned long long){v}_peer);"
                 ));
             }
             other => unreachable!("path {other} is refused by check_covered"),
@@ -305,25 +410,27 @@ impl Gen<'_> {
         // Poison: what each side allocated, filled by that side (paths.rs Shared::poison).
         self.out
             .comment("new memory holds the poison word, written by the API that allocated it");
-        let cl_owned = !matches!(m.path, PathKind::DevicePtrAsClArg);
-        if cl_owned {
-            self.declare("uint32_t poison = POISON;");
+        if m.path != PathKind::DevicePtrAsClArg {
             if m.cl_is_svm() {
                 self.out.line(format!(
-                    "CHECK(CL, clEnqueueSVMMemFill(queue, {v}_svm, &poison, 4, {bytes}, 0, NULL, NULL));"
+                    "CHECK(CL, clEnqueueSVMMemFill(queue, {v}_svm, &POISON, 4, {bytes}, 0, NULL, NULL));"
                 ));
             } else {
                 self.out.line(format!(
-                    "CHECK(CL, clEnqueueFillBuffer(queue, {v}_buf, &poison, 4, 0, {bytes}, 0, NULL, NULL));"
+                    "CHECK(CL, clEnqueueFillBuffer(queue, {v}_buf, &POISON, 4, 0, {bytes}, 0, NULL, NULL));"
                 ));
             }
             self.out.line("CHECK(CL, clFinish(queue));");
         }
-        let peer_owned = !matches!(m.path, PathKind::ClSvmCoarse | PathKind::ClSvmFine);
-        if peer_owned {
+        if !matches!(
+            m.path,
+            PathKind::ClSvmCoarse | PathKind::ClSvmFine | PathKind::ClGpuVa
+        ) {
+            self.uses("poison");
             self.out.line(format!(
-                "peer_upload({v}_peer, poison_vec({len}), {len});\npeer_synchronize();"
+                "peer_upload({v}_peer, poison_vec({len}), {bytes});"
             ));
+            self.peer_sync();
         }
     }
 
@@ -331,8 +438,8 @@ impl Gen<'_> {
     fn release(&mut self, m: &Mem) {
         let v = m.v;
         self.out.step(&format!("release {v}"));
-        self.out
-            .line("CHECK(CL, clFinish(queue));\npeer_synchronize();");
+        self.out.line("CHECK(CL, clFinish(queue));");
+        self.peer_sync();
         if m.mapped {
             self.out.line(format!(
                 "CHECK(CL, clEnqueueUnmapMemObject(queue, {v}_buf, {v}_map, 0, NULL, NULL));"
@@ -343,29 +450,49 @@ impl Gen<'_> {
                 "CHECK(CL, clEnqueueSVMUnmap(queue, {v}_svm, 0, NULL, NULL));"
             ));
         }
-        self.out.line("CHECK(CL, clFinish(queue));");
+        if m.mapped || m.svm_mapped {
+            self.out.line("CHECK(CL, clFinish(queue));");
+        }
+        let dev = format!("{v}_dev");
         let lines = match m.path {
-            PathKind::Copy if m.peer == Api::Host => format!(
-                "CHECK(CL, clReleaseMemObject({v}_buf));\nfree((void *)(uintptr_t){v}_staging);"
-            ),
-            PathKind::Copy => format!(
-                "CHECK(CL, clReleaseMemObject({v}_buf));\nfree((void *)(uintptr_t){v}_staging);\nCHECK(CU, cuMemFree({v}_dev));"
-            ),
+            PathKind::Copy => {
+                let mut l = format!(
+                    "CHECK(CL, clReleaseMemObject({v}_buf));\nfree((void *)(uintptr_t){v}_staging);"
+                );
+                if let Some(d) = self.dialect {
+                    l.push('\n');
+                    l.push_str(&d.call(d.free, &dev, ""));
+                }
+                l
+            }
             PathKind::ClSvmCoarse | PathKind::ClSvmFine => {
                 format!("clSVMFree(context, {v}_svm);")
             }
             PathKind::UseHostPtr => format!(
                 "CHECK(CL, clReleaseMemObject({v}_buf));\nfree((void *)(uintptr_t){v}_host);"
             ),
-            PathKind::PinnedUseHostPtr => format!(
-                "CHECK(CL, clReleaseMemObject({v}_buf));\nCHECK(CU, cuMemFreeHost({v}_pinned));"
-            ),
-            PathKind::DeviceUseHostPtr | PathKind::ManagedUseHostPtr => {
-                format!("CHECK(CL, clReleaseMemObject({v}_buf));\nCHECK(CU, cuMemFree({v}_dev));")
+            PathKind::PinnedUseHostPtr => {
+                let d = self.dialect();
+                format!(
+                    "CHECK(CL, clReleaseMemObject({v}_buf));\n{}",
+                    d.call(d.free_pinned, &format!("{v}_pinned"), "")
+                )
             }
-            PathKind::DevicePtrAsClArg => format!("CHECK(CU, cuMemFree({v}_dev));"),
+            PathKind::DeviceUseHostPtr | PathKind::ManagedUseHostPtr => {
+                let d = self.dialect();
+                format!(
+                    "CHECK(CL, clReleaseMemObject({v}_buf));\n{}",
+                    d.call(d.free, &dev, "")
+                )
+            }
+            PathKind::DevicePtrAsClArg => {
+                let d = self.dialect();
+                d.call(d.free, &dev, "")
+            }
+            PathKind::ClGpuVa => format!("CHECK(CL, clReleaseMemObject({v}_buf));"),
             PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy => {
-                format!("clSVMFree(context, {v}_svm);\nCHECK(CU, cuMemFree({v}_dev));")
+                let d = self.dialect();
+                format!("clSVMFree(context, {v}_svm);\n{}", d.call(d.free, &dev, ""))
             }
             other => unreachable!("path {other} is refused by check_covered"),
         };
@@ -404,6 +531,21 @@ impl Gen<'_> {
         ev
     }
 
+    /// The peer's memcpy between the SVM pointer and its own memory (the +memcpy paths).
+    fn svm_memcpy(&mut self, m: &Mem, to_svm: bool) {
+        let d = self.dialect();
+        let (svm, dev) = (
+            d.svm_arg.replace("{p}", &format!("{}_svm", m.v)),
+            format!("{}_dev", m.v),
+        );
+        let line = if to_svm {
+            d.memcpy(&svm, &dev, &m.bytes())
+        } else {
+            d.memcpy(&dev, &svm, &m.bytes())
+        };
+        self.out.line(line);
+    }
+
     /// sync.rs `to_peer`: hand `m` to the peer after OpenCL work ending with `last`.
     fn hand_to_peer(&mut self, m: &mut Mem, sync: SyncMode, last: Option<&str>, access: Access) {
         if m.owner == Owner::Peer {
@@ -435,10 +577,10 @@ impl Gen<'_> {
                 } else if sync != SyncMode::None {
                     self.finish_or_wait(sync, None);
                 }
-                if m.peer != Api::Host {
+                if self.dialect.is_some() {
                     self.out.line(format!(
-                        "peer_upload({v}_dev, (const float *)(uintptr_t){v}_staging, {});",
-                        m.len
+                        "peer_upload({v}_peer, (void *)(uintptr_t){v}_staging, {});",
+                        m.bytes()
                     ));
                 }
             }
@@ -449,10 +591,7 @@ impl Gen<'_> {
                     _ => self.finish_or_wait(sync, last),
                 }
                 if access.reads() {
-                    self.out.line(format!(
-                        "CHECK(CU, cuMemcpy({v}_dev, (CUdeviceptr)(uintptr_t){v}_svm, {}));",
-                        m.bytes()
-                    ));
+                    self.svm_memcpy(m, false);
                 }
             }
             (_, SyncMode::None) => {}
@@ -493,20 +632,16 @@ impl Gen<'_> {
             .comment(&format!("hand {v} back to OpenCL (sync {sync})"));
         match sync {
             SyncMode::None => {}
-            SyncMode::Event => {
-                if m.peer != Api::Host {
-                    self.out.line("peer_event_sync();");
-                }
-            }
-            _ => self.out.line("peer_synchronize();"),
+            SyncMode::Event if self.dialect.is_some() => self.out.line("peer_event_sync();"),
+            _ => self.peer_sync(),
         }
         let mut ready = None;
         match (m.path, sync) {
             (PathKind::Copy, _) => {
-                if m.peer != Api::Host {
+                if self.dialect.is_some() {
                     self.out.line(format!(
-                        "peer_download({v}_dev, (float *)(uintptr_t){v}_staging, {});",
-                        m.len
+                        "peer_download({v}_peer, (void *)(uintptr_t){v}_staging, {});",
+                        m.bytes()
                     ));
                 }
                 let ev = self.out.event("written");
@@ -526,10 +661,7 @@ impl Gen<'_> {
                 }
             }
             _ if m.is_memcpy() => {
-                self.out.line(format!(
-                    "CHECK(CU, cuMemcpy((CUdeviceptr)(uintptr_t){v}_svm, {v}_dev, {}));",
-                    m.bytes()
-                ));
+                self.svm_memcpy(m, true);
                 if m.svm_mapped {
                     ready = Some(self.svm_unmap(m));
                 }
@@ -587,21 +719,13 @@ impl Gen<'_> {
         ev
     }
 
-    /// A kernel launch whose event nothing waits on.
-    fn launch_only(&mut self, kernel: &str, global: &str, args: &[String], wait: Option<&str>) {
-        self.out.line(launch_call(kernel, global, args, wait));
-    }
-
     /// ops::produce_on_cl: OpenCL's kernel writes `data` into `m` from a staging buffer.
     fn produce_on_cl(&mut self, m: &mut Mem, data: &str) -> String {
         let v = m.v;
         self.declare(format!("cl_mem {v}_in;"));
         self.out.step(&format!("OpenCL writes {data} into {v}"));
-        self.out.line(format!(
-            "{v}_in = device_buffer({});\nwrite_buffer({v}_in, {data}, {});",
-            m.bytes(),
-            m.bytes()
-        ));
+        self.out
+            .line(format!("{v}_in = device_buffer({}, {data});", m.bytes()));
         let ready = self.hand_to_cl(m, self.case.sync);
         let ev = self.launch(
             "ccopy",
@@ -619,65 +743,154 @@ impl Gen<'_> {
         self.declare(format!("cl_mem {v}_out;"));
         self.out.step(&format!("OpenCL reads {v} back"));
         self.out
-            .line(format!("{v}_out = device_buffer({});", m.bytes()));
-        self.launch_only(
+            .line(format!("{v}_out = device_buffer({}, NULL);", m.bytes()));
+        self.out.line(launch_call(
             "ccopy",
-            &m.len.clone(),
+            &m.len,
             &[m.arg(), format!("mem({v}_out)"), format!("u32({})", m.len)],
             ready,
-        );
-        self.out
-            .line(format!("read_buffer({v}_out, {out}, {});", m.bytes()));
+        ));
+        self.out.line(format!(
+            "CHECK(CL, clEnqueueReadBuffer(queue, {v}_out, CL_TRUE, 0, {}, {out}, 0, NULL, NULL));",
+            m.bytes()
+        ));
     }
 }
 
-/// The body of `case`'s program with data seed `seed`.
-pub(super) fn body(case: &ReproCase, seed: u64, skip_sync: bool) -> anyhow::Result<Body> {
+/// The body of `case`'s program with data seed `seed` and data `kind`; `dialect` is the
+/// device peer's (none for the host).
+pub(super) fn body(
+    case: &ReproCase,
+    seed: u64,
+    kind: DataKind,
+    dialect: Option<&Dialect>,
+    skip_sync: bool,
+) -> anyhow::Result<Body> {
     let mut g = Gen {
         case,
+        dialect,
         out: Out::default(),
         decls: Vec::new(),
         take_sync: if skip_sync { SyncMode::None } else { case.sync },
         extra: Vec::new(),
+        path_kernels: Vec::new(),
     };
     let mut b = Body {
         common: vec![],
         cl_kernels: vec![],
-        cuda_kernels: vec![],
+        peer_kernels: vec![],
         constants: format!(
             "static const uint64_t SEED = {seed:#018x}ull; /* the data seed */\nstatic const size_t N = {};\n",
             case.n
         ),
         main: String::new(),
+        generator: vec![],
         blas: false,
         solver: false,
+        scratch: false,
+        event: dialect.is_some() && case.sync == SyncMode::Event,
     };
-    match case.op {
-        Op::Handoff => handoff(&mut g, &mut b),
-        Op::Fft => fft(&mut g, &mut b)?,
-        Op::Pipeline => pipeline(&mut g, &mut b)?,
-        Op::Gemm => gemm(&mut g, &mut b),
-        Op::Cholesky => cholesky(&mut g, &mut b),
-        other => unreachable!("op {other} is refused by check_covered"),
+    let draws = match case.op {
+        Op::Handoff => {
+            handoff(&mut g, &mut b);
+            None
+        }
+        Op::Fft => {
+            fft(&mut g, &mut b)?;
+            Some(Draws::Vectors)
+        }
+        Op::Pipeline => {
+            pipeline(&mut g, &mut b)?;
+            Some(Draws::Vectors)
+        }
+        Op::Gemm => {
+            gemm(&mut g, &mut b);
+            Some(Draws::Matrices)
+        }
+        Op::Cholesky => {
+            cholesky(&mut g, &mut b);
+            Some(Draws::Hpd)
+        }
+        Op::Placement => {
+            placement(&mut g, &mut b);
+            // The op draws clhip's seeded vector whatever the data kind (ops/placement.rs).
+            b.generator = generator_sections(DataKind::Seeded, Draws::Vectors);
+            None
+        }
+    };
+    if let Some(d) = draws {
+        b.generator = generator_sections(kind, d);
     }
     for s in g.extra {
         if !b.common.contains(&s) {
             b.common.push(s);
         }
     }
-    let decls = drop_unused(&mut g.out.text, &g.decls);
+    for k in g.path_kernels {
+        if !b.cl_kernels.contains(&k) {
+            b.cl_kernels.push(k);
+        }
+    }
+    let text = collapse_repeated_syncs(&g.out.text);
+    let mut text = text;
+    let decls = drop_unused(&mut text, &g.decls);
     let mut main = String::from("int main(void)\n{\n");
     for d in merge_declarations(&decls) {
         main.push_str(&format!("    {d}\n"));
     }
     main.push_str("    setvbuf(stdout, NULL, _IOLBF, 0);\n    cl_open();\n");
-    if case.peer.api != Api::Host {
+    if dialect.is_some() {
         main.push_str("    peer_open();\n");
+        if !b.peer_kernels.is_empty() {
+            main.push_str("    peer_load_kernels();\n");
+        }
     }
-    main.push_str(&g.out.text);
+    main.push_str(&text);
     main.push_str("}\n");
     b.main = main;
     Ok(b)
+}
+
+/// The data generator's sections for `kind`: clhip's seeded generator, or the simple kind's
+/// formula under the same function names.
+fn generator_sections(kind: DataKind, draws: Draws) -> Vec<&'static str> {
+    let mut s = match kind {
+        DataKind::Seeded => vec!["chacha"],
+        DataKind::Ones => vec!["simple_ones"],
+        DataKind::Impulse => vec!["simple_impulse"],
+        DataKind::SmallIntegers => vec!["simple_integers"],
+    };
+    let seeded = kind.is_seeded();
+    s.extend(match (draws, seeded) {
+        (Draws::Vectors, true) => &["gen_cvec"][..],
+        (Draws::Matrices, true) => &["gen_matrix"][..],
+        (Draws::Hpd, true) => &["hpd_from", "gen_hpd"][..],
+        (Draws::Vectors, false) => &["simple_cvec"][..],
+        (Draws::Matrices, false) => &["simple_matrix"][..],
+        (Draws::Hpd, false) => &["hpd_from", "simple_hpd"][..],
+    });
+    s
+}
+
+/// A sync statement repeated with nothing between (a release's wait right after the last
+/// step's) waits for nothing more: the second is left out. One after a handover's comment
+/// stays, so that every handover shows the sync the case makes.
+fn collapse_repeated_syncs(text: &str) -> String {
+    let syncs = ["peer_synchronize();", "CHECK(CL, clFinish(queue));"];
+    let mut out = String::new();
+    let mut last_code = "";
+    for line in text.lines() {
+        let t = line.trim();
+        if syncs.contains(&t) && t == last_code {
+            continue;
+        }
+        if !t.starts_with("puts(") {
+            last_code = t;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
 }
 
 /// How often `name` occurs in `text` as a whole identifier (a trailing `(` may end it).
@@ -748,54 +961,62 @@ fn merge_declarations(decls: &[String]) -> Vec<String> {
 }
 
 fn handoff(g: &mut Gen, b: &mut Body) {
-    b.common = vec!["pattern", "poison", "cl_buffers", "cl_pattern"];
+    b.common = vec!["pattern", "device_buffer", "cl_pattern"];
     b.cl_kernels = vec!["pattern_check", "pattern_observe", "pattern_fill"];
-    b.cuda_kernels = vec!["clhip_pattern_fill", "clhip_pattern_check"];
-    let peer = g.case.peer.label();
-    g.declare("uint32_t base = (uint32_t)(SEED ^ (SEED >> 32)), a = base, b = base ^ 0x55555555u, c = base ^ 0xAAAAAAAAu;");
+    b.peer_kernels = vec!["clhip_pattern_fill", "clhip_pattern_check"];
+    b.scratch = true;
+    let peer = g.peer_name();
+    g.declare(
+        "uint32_t a = (uint32_t)(SEED ^ (SEED >> 32)), b = a ^ 0x55555555u, c = a ^ 0xAAAAAAAAu;",
+    );
     g.declare("const uint32_t init[4] = {0, 0xFFFFFFFFu, 0, 0};");
-    g.declare("uint32_t ra[4], rc[4], seen_b_word = 0;");
-    g.declare("size_t seen_b = 0, seen_b_first = 0;");
+    g.declare("uint64_t seen_b[3] = {0, 0, 0};");
     g.declare("cl_mem result_a, result_c;");
-    g.declare("const cl_uint words = (cl_uint)(2 * N);");
     g.out.comment("ops/handoff.rs: the peer writes pattern a; OpenCL checks it and writes b; the peer checks b and writes c; OpenCL checks c");
-    g.out.line("result_a = device_buffer(16);\nwrite_buffer(result_a, init, 16);\nresult_c = device_buffer(16);\nwrite_buffer(result_c, init, 16);");
+    g.out
+        .line("result_a = device_buffer(16, init);\nresult_c = device_buffer(16, init);");
     let mut m = g.mem("m", "N");
     g.create(&m);
     g.hand_to_peer(&mut m, g.case.sync, None, Access::Write);
     g.out.step(&format!("{peer} writes pattern a"));
-    g.out
-        .line("peer_fill_pattern(m_peer, N, a);\npeer_synchronize();");
+    g.out.line("peer_fill_pattern(m_peer, a);");
+    g.peer_sync();
     let ready = g.hand_to_cl(&mut m, g.case.sync);
     g.out.step("OpenCL checks pattern a, writes pattern b");
     let checked = g.out.event("checked");
     g.declare(format!("cl_event {checked};"));
     g.out.line(format!(
-        "{checked} = cl_check_pattern({}, a, words, result_a, 1, b, {});",
+        "{checked} = cl_check_pattern({}, a, result_a, {});",
         m.arg(),
         waits(ready.as_deref())
     ));
-    g.take_output(&mut m, Some(&checked), Access::ReadWrite);
+    let filled = g.launch(
+        "pattern_fill",
+        "2 * N",
+        &[m.arg(), "u32(b)".into(), "u32(2 * N)".into()],
+        Some(&checked),
+    );
+    g.take_output(&mut m, Some(&filled), Access::ReadWrite);
     g.out
         .step(&format!("{peer} checks pattern b, writes pattern c"));
-    g.out.line("seen_b = peer_check_pattern(m_peer, N, b, &seen_b_first, &seen_b_word);\npeer_fill_pattern(m_peer, N, c);\npeer_synchronize();");
+    g.out
+        .line("peer_check_pattern(m_peer, b, seen_b);\npeer_fill_pattern(m_peer, c);");
+    g.peer_sync();
     let ready = g.hand_to_cl(&mut m, g.case.sync);
     g.out.step("OpenCL checks pattern c");
     g.out.line(format!(
-        "cl_check_pattern({}, c, words, result_c, 0, 0, {});",
+        "cl_check_pattern({}, c, result_c, {});",
         m.arg(),
         waits(ready.as_deref())
     ));
     g.release(&m);
     g.out
-        .comment("every step has run: the verdicts, first wrong crossing first (bit-exact)");
+        .comment("every step has run: the verdicts (bit-exact), the first wrong crossing first");
     g.out.line(format!(
-        "read_buffer(result_a, ra, 16);\nread_buffer(result_c, rc, 16);\n\
-         if (cl_pattern_verdict(\"pattern written by {peer}, read by OpenCL\", ra, a, words))\n    return 1;\n\
-         if (seen_b) {{\n    printf(\"FAIL: pattern written by OpenCL, read by {peer}: %zu of %u words differ (bit-exact), first at [%zu]: got 0x%08x want 0x%08x\\n\", seen_b, words, seen_b_first, seen_b_word, pattern_word(b, (uint32_t)seen_b_first));\n    return 1;\n}}\n\
-         printf(\"pattern written by OpenCL, read by {peer}: %u words bit-exact\\n\", words);\n\
-         if (cl_pattern_verdict(\"pattern rewritten by {peer}, read by OpenCL\", rc, c, words))\n    return 1;\n\
-         printf(\"PASS: %u words bit-exact across 4 crossings\\n\", words);\nreturn 0;"
+        "if (cl_pattern_verdict(\"pattern written by {peer}, read by OpenCL\", result_a, a) ||\n    \
+         pattern_verdict(\"pattern written by OpenCL, read by {peer}\", seen_b, b) ||\n    \
+         cl_pattern_verdict(\"pattern rewritten by {peer}, read by OpenCL\", result_c, c))\n    return 1;\n\
+         printf(\"PASS: %zu words bit-exact across 4 crossings\\n\", 2 * N);\nreturn 0;"
     ));
 }
 
@@ -832,27 +1053,17 @@ fn fft_plan(b: &mut Body, n: usize) -> anyhow::Result<()> {
 }
 
 fn fft(g: &mut Gen, b: &mut Body) -> anyhow::Result<()> {
-    b.common = vec![
-        "poison",
-        "cl_buffers",
-        "gen_uniform",
-        "gen_cvec",
-        "pi",
-        "fft_cl",
-        "ref_fft",
-        "check_fft",
-    ];
+    b.common = vec!["fft_cl", "ref_fft", "check_fft"];
     fft_plan(b, g.case.n)?;
-    let peer = g.case.peer.label();
+    let peer = g.peer_name();
     g.declare("float *input = complex_vec(SEED, N), *got = malloc(8 * N);");
-    g.declare("double *wide = malloc(16 * N), *want;");
     g.out.comment("ops/fft.rs: the peer uploads the input, OpenCL transforms it in place, the peer reads the result");
     let mut m = g.mem("m", "N");
     g.create(&m);
     g.hand_to_peer(&mut m, g.case.sync, None, Access::Write);
     g.out.step(&format!("{peer} uploads the input"));
-    g.out
-        .line("peer_upload(m_peer, input, N);\npeer_synchronize();");
+    g.out.line("peer_upload(m_peer, input, 8 * N);");
+    g.peer_sync();
     let ready = g.hand_to_cl(&mut m, g.case.sync);
     g.out.step("OpenCL FFT");
     g.declare("cl_event done;");
@@ -863,54 +1074,38 @@ fn fft(g: &mut Gen, b: &mut Body) -> anyhow::Result<()> {
     ));
     g.take_output(&mut m, Some("done"), Access::Read);
     g.out.step(&format!("{peer} reads the result"));
-    g.out.line("peer_download(m_peer, got, N);");
+    g.out.line("peer_download(m_peer, got, 8 * N);");
     g.release(&m);
     g.out.line(format!(
-        "for (size_t i = 0; i < 2 * N; i++)\n    wide[i] = input[i];\nwant = reference_fft(wide, N);\n\
-         if (check_fft(\"OpenCL FFT output read by {peer}\", got, want, N))\n    return 1;\n\
+        "if (check_fft(\"OpenCL FFT output read by {peer}\", got, reference_fft(input, NULL, N), N))\n    return 1;\n\
          puts(\"PASS: within both bounds\");\nreturn 0;"
     ));
     Ok(())
 }
 
 fn pipeline(g: &mut Gen, b: &mut Body) -> anyhow::Result<()> {
-    b.common = vec![
-        "poison",
-        "cl_buffers",
-        "gen_uniform",
-        "gen_cvec",
-        "pi",
-        "fft_cl",
-        "ref_fft",
-        "check_pipeline",
-    ];
+    b.common = vec!["device_buffer", "fft_cl", "ref_fft", "check_pipeline"];
     b.cl_kernels.push("cadd");
     fft_plan(b, g.case.n)?;
-    b.cuda_kernels = vec!["clhip_cscale", "clhip_cmagnitude"];
-    let peer = g.case.peer.label();
+    b.peer_kernels = vec!["clhip_cscale", "clhip_cmagnitude"];
+    let peer = g.peer_name();
     g.declare("float *in_a = complex_vec(SEED, N), *in_b = complex_vec(SEED + 1, N), *got = malloc(8 * N);");
-    g.declare("float scale = 1.0f / (float)N;");
-    g.declare("double *sum = malloc(16 * N), *want;");
     g.declare("cl_mem b_buf, out;");
     g.out.comment("ops/pipeline.rs (seed 000): OpenCL add and FFT, peer scale by 1/N and magnitude, read back through OpenCL");
-    g.out.line("b_buf = device_buffer(8 * N);\nwrite_buffer(b_buf, in_b, 8 * N);\nout = device_buffer(8 * N);");
+    g.out
+        .line("b_buf = device_buffer(8 * N, in_b);\nout = device_buffer(8 * N, NULL);");
     let mut m = g.mem("m", "N");
     g.create(&m);
     g.hand_to_peer(&mut m, g.case.sync, None, Access::Write);
     g.out.step(&format!("{peer} uploads a"));
-    g.out
-        .line("peer_upload(m_peer, in_a, N);\npeer_synchronize();");
+    g.out.line("peer_upload(m_peer, in_a, 8 * N);");
+    g.peer_sync();
     let ready = g.hand_to_cl(&mut m, g.case.sync);
     g.out.step("OpenCL adds b, transforms");
     let added = g.launch(
         "cadd",
         "N",
-        &[
-            m.arg(),
-            "mem(b_buf)".into(),
-            m.arg(),
-            "u32((cl_uint)N)".into(),
-        ],
+        &[m.arg(), "mem(b_buf)".into(), m.arg(), "u32(N)".into()],
         ready.as_deref(),
     );
     g.declare("cl_event transformed;");
@@ -921,39 +1116,33 @@ fn pipeline(g: &mut Gen, b: &mut Body) -> anyhow::Result<()> {
     g.take_output(&mut m, Some("transformed"), Access::ReadWrite);
     g.out.step(&format!("{peer} scales and takes magnitudes"));
     g.out
-        .line("peer_scale(m_peer, N, scale);\npeer_magnitude(m_peer, N);\npeer_synchronize();");
+        .line("peer_scale(m_peer, 1.0f / (float)N);\npeer_magnitude(m_peer);");
+    g.peer_sync();
     let ready = g.hand_to_cl(&mut m, g.case.sync);
     g.out.step("OpenCL reads the result back");
-    g.launch_only(
+    g.out.line(launch_call(
         "ccopy",
         "N",
-        &[m.arg(), "mem(out)".into(), "u32((cl_uint)N)".into()],
+        &[m.arg(), "mem(out)".into(), "u32(N)".into()],
         ready.as_deref(),
-    );
+    ));
     g.release(&m);
     g.out.line(format!(
-        "read_buffer(out, got, 8 * N);\n\
-         for (size_t i = 0; i < 2 * N; i++)\n    sum[i] = (double)in_a[i] + (double)in_b[i];\nwant = reference_fft(sum, N);\n\
-         if (check_pipeline(\"pipeline magnitude (scaled on {peer}) read back through OpenCL\", got, want, scale, N))\n    return 1;\n\
+        "CHECK(CL, clEnqueueReadBuffer(queue, out, CL_TRUE, 0, 8 * N, got, 0, NULL, NULL));\n\
+         if (check_pipeline(\"pipeline magnitude (scaled on {peer}) read back through OpenCL\", got, reference_fft(in_a, in_b, N), 1.0f / (float)N, N))\n    return 1;\n\
          puts(\"PASS: within the bound\");\nreturn 0;"
     ));
     Ok(())
 }
 
 fn gemm(g: &mut Gen, b: &mut Body) {
-    b.common = vec![
-        "poison",
-        "cl_buffers",
-        "gen_uniform",
-        "gen_matrix",
-        "check_gemm",
-    ];
+    b.common = vec!["device_buffer", "check_gemm"];
     b.cl_kernels = vec!["ccopy"];
     b.blas = true;
-    let peer = g.case.peer.label();
+    let peer = g.peer_name();
     g.declare("float *a = matrix(SEED, N), *b = matrix(SEED + 1, N), *c = matrix(SEED + 2, N), *got = malloc(8 * N * N);");
-    g.declare("cuComplex alpha = {1.0f, 0.0f}, beta = {-0.5f, 0.25f};");
-    g.out.comment("ops/gemm.rs: OpenCL writes A, B, C into three allocations of the path; cuBLAS computes C = A B + beta C; OpenCL reads C back");
+    g.declare("const double beta[2] = {-0.5, 0.25};");
+    g.out.comment("ops/gemm.rs: OpenCL writes A, B, C into three allocations of the path; the peer's BLAS computes C = A B + beta C; OpenCL reads C back");
     let mut ma = g.mem("ma", "N * N");
     let mut mb = g.mem("mb", "N * N");
     let mut mc = g.mem("mc", "N * N");
@@ -967,8 +1156,7 @@ fn gemm(g: &mut Gen, b: &mut Body) {
     g.hand_to_peer(&mut mb, g.case.sync, Some(&eb), Access::Read);
     g.hand_to_peer(&mut mc, g.case.sync, Some(&ec), Access::ReadWrite);
     g.out.step(&format!("cgemm on {peer}"));
-    g.out
-        .line("peer_cgemm(N, alpha, ma_peer, mb_peer, beta, mc_peer);");
+    g.out.line("peer_cgemm(ma_peer, mb_peer, mc_peer, beta);");
     g.hand_to_cl(&mut ma, g.case.sync);
     g.hand_to_cl(&mut mb, g.case.sync);
     let ready = g.hand_to_cl(&mut mc, g.case.sync);
@@ -977,33 +1165,34 @@ fn gemm(g: &mut Gen, b: &mut Body) {
     g.release(&mb);
     g.release(&ma);
     g.out.line(format!(
-        "if (check_gemm(\"cgemm on {peer} read back through OpenCL\", got, a, b, c, 1.0, 0.0, -0.5, 0.25, N))\n    return 1;\n\
+        "if (check_gemm(\"cgemm on {peer} read back through OpenCL\", got, a, b, c, beta, N))\n    return 1;\n\
          puts(\"PASS: within the bound\");\nreturn 0;"
     ));
 }
 
 fn cholesky(g: &mut Gen, b: &mut Body) {
-    b.common = vec!["poison", "cl_buffers", "gen_hpd", "check_cholesky"];
+    b.common = vec!["device_buffer", "check_cholesky"];
     b.cl_kernels = vec!["ccopy"];
     b.solver = true;
-    let peer = g.case.peer.label();
+    b.scratch = true;
+    let peer = g.peer_name();
     g.declare("size_t bad_info_want, want_info;");
     g.declare("float *hpd = hpd_matrix(SEED, N), *non_hpd = non_hpd_matrix(SEED + 1, N, &bad_info_want), *got = malloc(8 * N * N);");
     g.declare("double *want = malloc(16 * N * N), *scratch_l = malloc(16 * N * N);");
     g.declare("int info, bad_info;");
-    g.out.comment("ops/cholesky.rs: OpenCL writes an HPD matrix, cuSOLVER's cpotrf factors it in place, OpenCL reads the factor back; then the same memory takes a non-HPD matrix, whose info must be the reference's");
+    g.out.comment("ops/cholesky.rs: OpenCL writes an HPD matrix, the peer's cpotrf factors it in place, OpenCL reads the factor back; then the same memory takes a non-HPD matrix, whose info must be the reference's");
     let mut m = g.mem("m", "N * N");
     g.create(&m);
     let ev = g.produce_on_cl(&mut m, "hpd");
     g.take_output(&mut m, Some(&ev), Access::ReadWrite);
     g.out.step(&format!("cpotrf on {peer} (HPD)"));
-    g.out.line("info = peer_cpotrf(N, m_peer);");
+    g.out.line("info = peer_cpotrf(m_peer);");
     let ready = g.hand_to_cl(&mut m, g.case.sync);
     g.consume_on_cl(&m, ready.as_deref(), "got");
     let ev = g.produce_on_cl(&mut m, "non_hpd");
     g.hand_to_peer(&mut m, g.case.sync, Some(&ev), Access::ReadWrite);
     g.out.step(&format!("cpotrf on {peer} (non-HPD)"));
-    g.out.line("bad_info = peer_cpotrf(N, m_peer);");
+    g.out.line("bad_info = peer_cpotrf(m_peer);");
     g.release(&m);
     g.out.line(format!(
         "/* info must be LAPACK's: 0 if HPD, else the 1-based order of the first non-PD leading minor (rocSOLVER clients) */\n\
@@ -1016,110 +1205,136 @@ fn cholesky(g: &mut Gen, b: &mut Body) {
     ));
 }
 
-/// The program text around a body: the common sections in order, with the target's own.
+fn placement(g: &mut Gen, b: &mut Body) {
+    b.common = vec!["device_buffer", "check_exact"];
+    b.cl_kernels = vec!["ccopy"];
+    b.peer_kernels = vec!["clhip_cscale"];
+    let peer = g.peer_name();
+    g.declare("float *input = complex_vec(SEED, N), *got = malloc(8 * N);");
+    g.declare("struct timespec t0, t1;");
+    g.out.comment("ops/placement.rs: OpenCL writes the input through the path; the peer scales it by 2 on the shared memory, once untimed and 20 times timed; OpenCL reads it back, which must be 2^21 times the input bit for bit. (clhip also times the passes on the peer's own device and pinned memory, a note beside the verdict, left out here.)");
+    let mut m = g.mem("m", "N");
+    g.create(&m);
+    let ev = g.produce_on_cl(&mut m, "input");
+    g.take_output(&mut m, Some(&ev), Access::ReadWrite);
+    g.out.step(&format!("{peer} scales by 2, 21 times"));
+    g.out.line(
+        "peer_scale(m_peer, 2.0f);
+peer_synchronize();
+clock_gettime(CLOCK_MONOTONIC, &t0);
+         for (int i = 0; i < 20; i++)
+    peer_scale(m_peer, 2.0f);
+peer_synchronize();
+         clock_gettime(CLOCK_MONOTONIC, &t1);
+         printf(\"%.3f ms per scale pass over %zu bytes of shared memory\\n\", ((t1.tv_sec - t0.tv_sec) * 1e3 + (t1.tv_nsec - t0.tv_nsec) / 1e6) / 20, 8 * N);",
+    );
+    let ready = g.hand_to_cl(&mut m, g.case.sync);
+    g.consume_on_cl(&m, ready.as_deref(), "got");
+    g.release(&m);
+    g.out.line(format!(
+        "if (check_exact(\"data scaled on {peer} read back through OpenCL\", got, input, 2097152.0f, N))\n    return 1;\n\
+         puts(\"PASS: bit-exact\");\nreturn 0;"
+    ));
+}
+
+/// The common sections named, in order.
 pub(super) fn common_sections(names: &[&str]) -> String {
     names.iter().map(|n| section(COMMON, n)).collect()
 }
 
-/// Every stream's generator, for the bit-identity test.
-pub(super) fn generator_source() -> String {
-    common_sections(&[
-        "includes",
-        "chacha",
-        "gen_uniform",
-        "gen_cvec",
-        "gen_matrix",
-        "gen_hpd",
-        "pattern",
-    ])
-}
-
-/// The OpenCL and CUDA kernel sources of a body, as C string literals.
-pub(super) fn kernel_strings(b: &Body, cuda: bool) -> String {
-    let mut s = format!(
-        "/* clhip's kernels this case launches (the kernels/ .cl files), built as clhip builds them */\n{}",
-        kernels::c_string("CL_SOURCE", &kernels::opencl(&b.cl_kernels))
-    );
-    // clhip's CUDA peer compiles its module when it opens, whatever the case launches.
-    if cuda {
-        s.push_str(&format!(
-            "/* clhip's CUDA kernels this case launches (kernels/prelude.hip and the kernels/ .hip files), for NVRTC */\n{}",
-            kernels::c_string("CUDA_SOURCE", &kernels::cuda(&b.cuda_kernels))
-        ));
+/// Every stream's generator for data `kind` (and the handoff pattern), for the test that holds
+/// it to clhip's generator word for word.
+pub(super) fn generator_source(kind: DataKind) -> String {
+    let mut names = vec!["std_includes"];
+    let mut gens = generator_sections(kind, Draws::Vectors);
+    for d in [Draws::Matrices, Draws::Hpd] {
+        for s in generator_sections(kind, d) {
+            if !gens.contains(&s) {
+                gens.push(s);
+            }
+        }
     }
-    s
+    names.extend(gens);
+    names.push("pattern");
+    common_sections(&names)
 }
 
-/// What a target API adds around the body.
+/// What a target adds around the body (host.rs, cuda.rs, hip.rs).
 pub(super) struct Target {
-    /// `#include` lines after the common ones.
+    /// `#include` lines of the target's APIs.
     pub includes: String,
-    /// The CHECK macro and its function.
+    /// The CHECK macro and its function (with the `enum api` it takes).
     pub check: String,
-    /// Constants of the target (`CUDA_ORDINAL`).
+    /// The peer's constants (`PEER_ORDINAL`).
     pub constants: String,
     /// The peer's functions.
     pub peer: String,
-    /// Whether the target compiles CUDA kernels.
-    pub cuda: bool,
+    /// The name of the peer's kernel source string, if its kernels are compiled at run time.
+    pub peer_source: Option<&'static str>,
 }
 
 /// The whole program (without its header comment).
 pub(super) fn assemble(case: &ReproCase, b: &Body, t: &Target) -> String {
-    let has = |name: &str| b.common.contains(&name);
     let mut s = String::new();
+    s.push_str(section(COMMON, "includes"));
+    s.push_str(&t.includes);
+    s.push_str(section(COMMON, "std_includes"));
+    if b.main.contains("clock_gettime") {
+        s.push_str("#include <time.h>\n");
+    }
+    s.push('\n');
     s.push_str(section(COMMON, "cl_errors"));
     s.push_str(&t.check);
-    if has("pattern") || case.peer.api == Api::Host {
+    for name in &b.generator {
+        s.push_str(section(COMMON, name));
+    }
+    if b.common.contains(&"pattern") {
         s.push_str(section(COMMON, "pattern"));
-    }
-    if has("gen_cvec") || has("gen_matrix") || has("gen_hpd") {
-        s.push_str(section(COMMON, "chacha"));
-    }
-    for name in ["gen_uniform", "gen_cvec", "gen_matrix", "gen_hpd"] {
-        if has(name) {
-            s.push_str(section(COMMON, name));
-        }
     }
     let (family, index) = super::label_parts(&case.cl_label).unwrap_or(("cl", 0));
     s.push_str(&format!(
-        "\n/* The case */\nstatic const char *CL_FAMILY = \"{family}\"; /* the OpenCL device clhip labels {} */\nenum {{ CL_INDEX = {index} }};\n{}{}",
-        case.cl_label, t.constants, b.constants
+        "\n/* The case; its OpenCL device as clhip labels it (runtimes/opencl.rs family) */\n\
+         static const char *CL_LABEL = \"{}\", *PLATFORM_WORD = \"{}\";\nenum {{ CL_INDEX = {index} }};\n{}{}",
+        case.cl_label,
+        super::platform_word(family).unwrap_or_default(),
+        t.constants,
+        b.constants
     ));
-    s.push_str(&kernel_strings(b, t.cuda));
+    s.push_str(&format!(
+        "/* clhip's OpenCL kernels this case launches (the .cl files of kernels/) */\n{}",
+        kernels::c_string("CL_SOURCE", &kernels::opencl(&b.cl_kernels))
+    ));
+    if let (Some(name), false) = (t.peer_source, b.peer_kernels.is_empty()) {
+        s.push_str(&format!(
+            "/* clhip's peer kernels this case launches (the .hip files of kernels/) */\n{}",
+            kernels::c_string(name, &kernels::peer(&b.peer_kernels))
+        ));
+    }
     s.push_str(section(COMMON, "cl_open"));
     s.push_str(section(COMMON, "cl_launch"));
     for name in [
+        "device_buffer",
         "poison",
-        "cl_buffers",
         "svm_alloc",
         "map_check",
         "cl_pattern",
-        "pi",
         "fft_cl",
         "ref_fft",
         "check_fft",
         "check_pipeline",
         "check_gemm",
         "check_cholesky",
+        "check_exact",
+        "host_alloc",
     ] {
-        if has(name) {
+        if b.common.contains(&name) {
             s.push_str(section(COMMON, name));
         }
-    }
-    if matches!(case.path, PathKind::Copy | PathKind::UseHostPtr) {
-        s.push_str(section(COMMON, "host_alloc"));
     }
     s.push_str(&t.peer);
     s.push('\n');
     s.push_str(&b.main);
-    let s = drop_unused_functions(&s);
-    format!(
-        "{}{}{}{s}",
-        section(COMMON, "includes"),
-        t.includes,
-        used_declarations(section(COMMON, "cl_decls"), &s)
-    )
+    drop_unused_functions(&s)
 }
 
 /// `program` without the `static` functions nothing calls (a section holds a few; a case
@@ -1179,34 +1394,5 @@ fn drop_unused_functions(program: &str) -> String {
     }
     let mut out = lines.join("\n");
     out.push('\n');
-    out
-}
-
-/// The declarations of `decls` that `program` uses: each function prototype whose name
-/// `program` calls; types and constants always.
-fn used_declarations(decls: &str, program: &str) -> String {
-    let mut out = String::new();
-    let mut statement = String::new();
-    for line in decls.lines() {
-        statement.push_str(line);
-        statement.push('\n');
-        let open = statement.matches('{').count() > statement.matches('}').count();
-        if !(line.ends_with(';') || line.starts_with("/*") || line.ends_with("*/")) || open {
-            continue;
-        }
-        let function = statement
-            .split_once('(')
-            .and_then(|(head, _)| {
-                head.rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
-                    .next()
-            })
-            .filter(|name| name.starts_with("cl") && !statement.starts_with("typedef"));
-        match function {
-            Some(name) if !program.contains(&format!("{name}(")) => {}
-            _ => out.push_str(&statement),
-        }
-        statement.clear();
-    }
-    out.push_str(&statement);
     out
 }

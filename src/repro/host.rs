@@ -32,11 +32,11 @@ pub(super) fn program(case: &ReproCase, b: &Body) -> (String, String) {
         check: section(HOST, "check").to_string(),
         constants: String::new(),
         peer,
-        cuda: false,
+        peer_source: None,
     };
     let build = "#!/bin/sh\n\
-                 # OpenCL alone: the program declares what it uses of CL/cl.h itself, so only the\n\
-                 # ICD loader is needed (Debian: ocl-icd-opencl-dev for libOpenCL.so).\n\
+                 # OpenCL alone: the ICD loader and Khronos's CL/cl.h (Debian: ocl-icd-opencl-dev,\n\
+                 # opencl-c-headers).\n\
                  set -e\n\
                  cd \"$(dirname \"$0\")\"\n\
                  ${CC:-cc} -O2 -std=gnu11 -o repro repro.c -lOpenCL -lm\n"

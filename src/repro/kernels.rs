@@ -138,14 +138,21 @@ pub fn opencl(names: &[&str]) -> String {
     select(&CL_FILES, names, false)
 }
 
-/// The CUDA C++ of kernels `names` (kernels/*.hip behind prelude.hip), for NVRTC.
-pub fn cuda(names: &[&str]) -> String {
+/// The HIP/CUDA C++ of kernels `names` (kernels/*.hip behind prelude.hip), for NVRTC or
+/// hiprtc.
+pub fn peer(names: &[&str]) -> String {
     let mut files = vec![HIP_PRELUDE];
     files.extend(HIP_FILES);
     // The prelude's items (its guard, macro, typedefs and clhip_gid) are every kernel's.
     let mut wanted = names.to_vec();
     wanted.extend(["clhip_gid", "clhip_u32", "clhip_u64"]);
+    // The prelude's guard against a compiler other than NVRTC or hiprtc has nothing to guard
+    // in a reproducer, which hands the text to one of them.
     select(&files, &wanted, true)
+        .lines()
+        .filter(|l| !l.starts_with("#if") && !l.starts_with("#error") && !l.starts_with("#endif"))
+        .map(|l| format!("{l}\n"))
+        .collect()
 }
 
 /// `text` as a C string literal, one source line per literal line.
@@ -183,7 +190,7 @@ mod tests {
 
     #[test]
     fn cuda_kernels_keep_the_prelude() {
-        let src = cuda(&["clhip_pattern_fill"]);
+        let src = peer(&["clhip_pattern_fill"]);
         assert!(
             src.contains("#define CLHIP_KERNEL extern \"C\" __global__"),
             "{src}"
@@ -195,10 +202,6 @@ mod tests {
         assert!(src.contains("clhip_gid()"), "{src}");
         assert!(src.contains("clhip_pattern_word("), "{src}");
         assert!(!src.contains("clhip_pattern_check"), "{src}");
-        assert!(
-            src.contains("#error \"kernels/*.hip are compiled at run time by NVRTC or hiprtc\""),
-            "{src}"
-        );
-        assert!(src.contains("#endif"), "{src}");
+        assert!(!src.contains("#error") && !src.contains("#if"), "{src}");
     }
 }

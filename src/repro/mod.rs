@@ -1,19 +1,23 @@
 //! `clhip repro`: one case as a standalone C program a driver engineer can attach to a bug.
 //!
 //! The program uses the vendor APIs alone (OpenCL for host pairs; CUDA's driver API, NVRTC,
-//! cuBLAS and cuSOLVER beside OpenCL for cuda pairs), makes the case's input in-file with
-//! clhip's own generator from the data seed (bit-identical: `tests/repro.rs` compiles the C
-//! generator and compares it word for word with `generate`), runs the path's and the sync's
-//! calls in clhip's order with clhip's kernels, and holds the result to clhip's bound, written
-//! in the file as a formula with its source. Its exit code says the outcome.
+//! cuBLAS and cuSOLVER beside OpenCL for cuda pairs; HIP's runtime API, hiprtc, rocBLAS and
+//! rocSOLVER for hip pairs), makes the case's input in-file with clhip's own generator from
+//! the data seed, or the simple input it was shrunk to (bit-identical: `tests/repro.rs`
+//! compiles the C generator and compares it word for word with `generate`), runs the path's
+//! and the sync's calls in clhip's order with clhip's kernels, and holds the result to clhip's
+//! bound, written in the file as a formula with its source. Its exit code says the outcome.
 //!
-//! One file per concern: `emit` (the case's steps as C: paths, syncs, ops), `host` and `cuda`
-//! (each target API's preamble and build script), `shrink` (the smallest size that still gives
-//! the outcome, found by running the case through clhip's workers), `kernels` (clhip's kernel
-//! sources, trimmed to what a case launches). The C text lives in `templates/`.
+//! One file per concern: `emit` (the case's steps as C: paths, syncs, ops), `host`, `cuda` and
+//! `hip` (each target API's names and build script), `device` (what the cuda and hip targets
+//! share), `shrink` (the smallest size, then the simplest data, that still give the outcome,
+//! found by running the case through clhip's workers), `kernels` (clhip's kernel sources,
+//! trimmed to what a case launches). The C text lives in `templates/`.
 
 mod cuda;
+mod device;
 mod emit;
+mod hip;
 mod host;
 mod kernels;
 mod shrink;
@@ -23,10 +27,11 @@ use std::path::Path;
 
 use anyhow::{Context, bail};
 
+use crate::generate::DataKind;
 use crate::model::{Api, Op, OutcomeKind, PathKind, Peer, SyncMode};
 use crate::ops::{Plant, data_seed};
 
-pub use shrink::{Shrunk, candidates, shrink};
+pub use shrink::{RunCases, Shrunk, SimplerData, candidates, has_data, shrink, simplify_data};
 
 /// A case as its id names it: the OpenCL device by its label, the peer, path, sync, op and
 /// size. The reproducer needs no more (it finds the device by the label rule).
@@ -144,6 +149,20 @@ impl ReproCase {
     }
 }
 
+/// The word a platform's lower-cased name holds for clhip to give its devices `family`'s labels
+/// (runtimes/opencl.rs `family`); none for `cl`, the family of names no rule knows.
+fn platform_word(family: &str) -> Option<&'static str> {
+    Some(match family {
+        "pocl" => "portable computing language",
+        "nvidia" => "nvidia",
+        "rocm" => "amd",
+        "rusticl" => "rusticl",
+        "clover" => "clover",
+        "intel" => "intel",
+        _ => return None,
+    })
+}
+
 /// `pocl0` -> (`pocl`, 0).
 fn label_parts(label: &str) -> Option<(&str, u32)> {
     let at = label.find(|c: char| c.is_ascii_digit())?;
@@ -173,13 +192,17 @@ fn parse_peer(s: &str) -> anyhow::Result<Peer> {
 /// What the reproducer generator covers; anything else is refused by name, never emitted
 /// wrong.
 pub fn check_covered(case: &ReproCase) -> anyhow::Result<()> {
+    let family = label_parts(&case.cl_label).map_or("", |(f, _)| f);
+    if platform_word(family).is_none() {
+        bail!(
+            "{case}: the reproducer finds its OpenCL device by the vendor's platform name, and \
+             `{family}` is no vendor clhip knows (pocl, nvidia, rocm, rusticl, clover, intel)"
+        );
+    }
     let (paths, ops): (&[PathKind], &[Op]) = match case.peer.api {
         Api::Host => (host::PATHS, host::OPS),
         Api::Cuda => (cuda::PATHS, cuda::OPS),
-        Api::Hip => bail!(
-            "{case}: reproducers for hip pairs are not written yet (HIP, hiprtc, rocBLAS and \
-             rocSOLVER calls); host and cuda pairs are covered"
-        ),
+        Api::Hip => (hip::PATHS, hip::OPS),
         Api::OpenCl => bail!("{case}: OpenCL is no peer"),
     };
     let names = |xs: Vec<&str>| xs.join(", ");
@@ -217,8 +240,10 @@ pub struct Header {
     pub seen: Option<(OutcomeKind, String)>,
     /// Where that outcome comes from: a results file, or a run of this build.
     pub seen_from: String,
-    /// One line on shrinking: from what to what, or why not.
+    /// One line on shrinking the size: from what to what, or why not.
     pub shrink: String,
+    /// One line on simplifying the data: from what to what, or why not.
+    pub data: String,
     /// The driver fingerprint's lines that concern the pair.
     pub fingerprint: Vec<String>,
     /// Where the fingerprint comes from.
@@ -253,10 +278,11 @@ impl Reproducer {
     }
 }
 
-/// The reproducer of `case` under run seed `header.seed`; with `plant` (only `skip-sync`), the
-/// sync clhip runs where the peer takes OpenCL's output is left out.
+/// The reproducer of `case` on data `kind` under run seed `header.seed`; with `plant` (only
+/// `skip-sync`), the sync clhip runs where the peer takes OpenCL's output is left out.
 pub fn generate(
     case: &ReproCase,
+    kind: DataKind,
     header: &Header,
     plant: Option<Plant>,
 ) -> anyhow::Result<Reproducer> {
@@ -266,15 +292,26 @@ pub fn generate(
         Some(p) => bail!("only the skip-sync plant has a reproducer, not {p:?}"),
     }
     let seed = data_seed(header.seed, case.op, case.n);
-    let body = emit::body(case, seed, plant == Some(Plant::SkipSync))?;
+    let skip = plant == Some(Plant::SkipSync);
     let (source, build_sh) = match case.peer.api {
-        Api::Cuda => cuda::program(case, &body),
-        _ => host::program(case, &body),
+        Api::Cuda => cuda::program(
+            case,
+            &emit::body(case, seed, kind, Some(&cuda::API.dialect), skip)?,
+        ),
+        Api::Hip => hip::program(
+            case,
+            &emit::body(case, seed, kind, Some(&hip::API.dialect), skip)?,
+        ),
+        _ => host::program(case, &emit::body(case, seed, kind, None, skip)?),
     };
-    let text = header_text(case, header, seed, plant);
-    let source = format!("{}{source}", c_comment(&text));
+    let text = header_text(case, header, seed, kind, plant);
+    let source = format!(
+        "{}{source}",
+        c_comment(&format!("{text}Driver fingerprint: README.md\n"))
+    );
     let readme = format!(
-        "# Reproducer: {case}\n\n```\n{text}\n```\n\nBuild with `./build.sh`, run `./repro`.\n"
+        "# Reproducer: {case}\n\n```\n{text}{}```\n\nBuild with `./build.sh`, run `./repro`.\n",
+        fingerprint_text(header)
     );
     Ok(Reproducer {
         source,
@@ -284,8 +321,14 @@ pub fn generate(
 }
 
 /// The header's lines (without comment markers).
-fn header_text(case: &ReproCase, h: &Header, seed: u64, plant: Option<Plant>) -> String {
-    let mut t = format!("clhip reproducer for {case}\n\n");
+fn header_text(
+    case: &ReproCase,
+    h: &Header,
+    seed: u64,
+    kind: DataKind,
+    plant: Option<Plant>,
+) -> String {
+    let mut t = format!("clhip reproducer for {case}\n");
     match &h.seen {
         Some((kind, reason)) => {
             t.push_str(&format!("Outcome clhip saw ({}): {kind}", h.seen_from));
@@ -296,11 +339,17 @@ fn header_text(case: &ReproCase, h: &Header, seed: u64, plant: Option<Plant>) ->
         }
         None => t.push_str("Outcome clhip saw: not run\n"),
     }
-    t.push_str(&format!("Shrinking: {}\n", h.shrink));
+    t.push_str(&format!("Size: {}\n", h.shrink));
+    if case.op != Op::Handoff {
+        t.push_str(&format!("Data: {}", data_text(kind)));
+        if !h.data.is_empty() {
+            t.push_str(&format!("; {}", h.data));
+        }
+        t.push('\n');
+    }
     t.push_str(&format!(
-        "Data: run seed {} -> data seed {seed:#018x} = ops::data_seed(run seed, {}, {})\n  \
-         (FNV-1a 64 over \"{}/n={}\", xor run seed * 0x9E3779B97F4A7C15), then clhip's generator\n",
-        h.seed, case.op, case.n, case.op, case.n
+        "Data seed {seed:#018x} = ops::data_seed(run seed {}, {}, {})\n",
+        h.seed, case.op, case.n
     ));
     if plant == Some(Plant::SkipSync) {
         t.push_str(
@@ -308,15 +357,19 @@ fn header_text(case: &ReproCase, h: &Header, seed: u64, plant: Option<Plant>) ->
              (--plant skip-sync): this program should see a stale read and exit non-zero.\n",
         );
     }
-    t.push_str(&format!("Driver fingerprint ({}):\n", h.fingerprint_from));
+    t.push_str(
+        "Build: ./build.sh; run: ./repro. Exit 0: pass; 1: wrong data (clhip: fail); 2: an API\n  \
+         call refused (unsupported); 3: a device memory fault (fault); a signal: a crash.\n",
+    );
+    t
+}
+
+/// The driver fingerprint's lines, for README.md.
+fn fingerprint_text(h: &Header) -> String {
+    let mut t = format!("Driver fingerprint ({}):\n", h.fingerprint_from);
     for l in &h.fingerprint {
         t.push_str(&format!("  {l}\n"));
     }
-    t.push_str(
-        "Build: ./build.sh    Run: ./repro\n\
-         Exit: 0 pass; 1 wrong data (clhip: fail); 2 an API call refused (clhip: unsupported);\n  \
-         3 a device memory fault (clhip: fault); killed by a signal (clhip: crash).\n",
-    );
     t
 }
 
@@ -348,14 +401,28 @@ pub fn pair_fingerprint(lines: &[String], case: &ReproCase) -> Vec<String> {
         .collect()
 }
 
-/// The C generator alone (ChaCha20 and every stream's conversion), for the test that compares
-/// it word for word with `generate`.
-pub fn generator_source() -> String {
-    emit::generator_source()
+/// What the program's data are, in words.
+fn data_text(kind: DataKind) -> &'static str {
+    match kind {
+        DataKind::Seeded => "clhip's seeded draw (ChaCha20 keyed by the data seed, generate.rs)",
+        DataKind::Ones => "every element (1, 0) (generate::DataKind::Ones)",
+        DataKind::Impulse => {
+            "an impulse: element 0 (1, 0), every other 0 (generate::DataKind::Impulse)"
+        }
+        DataKind::SmallIntegers => {
+            "small integers from the index and the seed (generate::DataKind::SmallIntegers)"
+        }
+    }
 }
 
-/// The OpenCL declarations every reproducer carries (types, constants, prototypes), for the
-/// test that holds them to the installed CL/cl.h.
-pub fn cl_declarations() -> &'static str {
-    emit::section(emit::COMMON, "cl_decls")
+/// A section of the common C template by name (`check_gemm`, `check_exact`, ...), for the tests
+/// that run a check on planted data.
+pub fn template_section(name: &str) -> &'static str {
+    emit::section(emit::COMMON, name)
+}
+
+/// The C generator of data `kind` alone (every stream's function and the handoff pattern), for
+/// the test that compares it word for word with `generate`.
+pub fn generator_source(kind: DataKind) -> String {
+    emit::generator_source(kind)
 }

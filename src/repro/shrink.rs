@@ -1,10 +1,16 @@
 //! Shrinking: the smallest size at which clhip's workers still give a case's outcome, found by
-//! running the case at smaller sizes. The run does this through the runner (the caller hands in
-//! a function that runs a list of cases in worker processes), never the reproducer.
+//! running the case at smaller sizes; then, for a fail on data, the simplest input that still
+//! fails. The run does this through the runner (the caller hands in a function that runs a list
+//! of cases, each on its data, in worker processes), never the reproducer. A size or an input
+//! that gives another outcome is never taken.
 
+use crate::generate::DataKind;
 use crate::model::{Op, Outcome, OutcomeKind};
 
 use super::ReproCase;
+
+/// Runs cases, each on its data, through clhip's workers; their outcomes in order.
+pub type RunCases<'a> = dyn FnMut(&[(ReproCase, DataKind)]) -> anyhow::Result<Vec<Outcome>> + 'a;
 
 /// What shrinking found.
 #[derive(Debug, Clone)]
@@ -62,14 +68,18 @@ pub fn shrink(
     case: &ReproCase,
     kind: OutcomeKind,
     outcome: Outcome,
-    run: &mut dyn FnMut(&[ReproCase]) -> anyhow::Result<Vec<Outcome>>,
+    run: &mut RunCases,
 ) -> anyhow::Result<Shrunk> {
     let sizes = candidates(case.op, case.n);
     let cases: Vec<ReproCase> = sizes.iter().map(|&n| case.with_n(n)).collect();
     let outcomes = if cases.is_empty() {
         Vec::new()
     } else {
-        run(&cases)?
+        let seeded: Vec<(ReproCase, DataKind)> = cases
+            .iter()
+            .map(|c| (c.clone(), DataKind::Seeded))
+            .collect();
+        run(&seeded)?
     };
     if outcomes.len() != cases.len() {
         anyhow::bail!(
@@ -101,6 +111,82 @@ pub fn shrink(
     })
 }
 
+/// What simplifying the data found.
+#[derive(Debug, Clone)]
+pub struct SimplerData {
+    /// The data to emit: the first simple kind that gave the outcome, else the seeded draw.
+    pub kind: DataKind,
+    /// The outcome on those data, when simpler than the seeded draw.
+    pub outcome: Option<Outcome>,
+    /// Every simple kind tried, with its outcome kind, in the order tried.
+    pub tried: Vec<(DataKind, OutcomeKind)>,
+}
+
+impl SimplerData {
+    /// One line for the header: from what to what, and what was tried.
+    pub fn note(&self, kind: OutcomeKind) -> String {
+        let tried: Vec<String> = self.tried.iter().map(|(d, k)| format!("{d} {k}")).collect();
+        let tried = tried.join(", ");
+        if self.kind.is_seeded() {
+            format!(
+                "kept the seeded draw: no simpler input gave `{kind}` through clhip's workers (tried {tried})"
+            )
+        } else {
+            format!(
+                "simplified from the seeded draw to {}, the simplest input that gave `{kind}` through clhip's workers as the seeded draw did (tried {tried})",
+                self.kind
+            )
+        }
+    }
+}
+
+/// Whether `op` has input data to simplify (the handoff's pattern is its check, not data).
+pub fn has_data(op: Op) -> bool {
+    matches!(op, Op::Fft | Op::Pipeline | Op::Gemm | Op::Cholesky)
+}
+
+/// The simplest of [`DataKind::SIMPLE`] on which `case` still gives `kind`, the outcome clhip
+/// saw on the seeded draw; the seeded draw if none does. All are run in one batch.
+pub fn simplify_data(
+    case: &ReproCase,
+    kind: OutcomeKind,
+    run: &mut RunCases,
+) -> anyhow::Result<SimplerData> {
+    let tries: Vec<(ReproCase, DataKind)> = DataKind::SIMPLE
+        .iter()
+        .map(|&d| (case.clone(), d))
+        .collect();
+    let outcomes = run(&tries)?;
+    if outcomes.len() != tries.len() {
+        anyhow::bail!(
+            "simplifying the data of {case}: {} cases ran, {} results came back",
+            tries.len(),
+            outcomes.len()
+        );
+    }
+    let tried: Vec<(DataKind, OutcomeKind)> = DataKind::SIMPLE
+        .iter()
+        .zip(&outcomes)
+        .map(|(&d, o)| (d, o.kind()))
+        .collect();
+    let found = DataKind::SIMPLE
+        .into_iter()
+        .zip(outcomes)
+        .find(|(_, o)| o.kind() == kind);
+    Ok(match found {
+        Some((d, o)) => SimplerData {
+            kind: d,
+            outcome: Some(o),
+            tried,
+        },
+        None => SimplerData {
+            kind: DataKind::Seeded,
+            outcome: None,
+            tried,
+        },
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -124,11 +210,12 @@ mod tests {
         let case = ReproCase::parse("pocl0+host/copy/finish/fft/n=64").unwrap();
         let mut asked = Vec::new();
         // Sizes 2 and 4 pass, 8 and up give the outcome seen.
-        let mut run = |cases: &[ReproCase]| {
-            asked.extend(cases.iter().map(|c| c.n));
+        let mut run = |cases: &[(ReproCase, DataKind)]| {
+            asked.extend(cases.iter().map(|(c, _)| c.n));
+            assert!(cases.iter().all(|(_, d)| d.is_seeded()));
             Ok(cases
                 .iter()
-                .map(|c| if c.n >= 8 { fail() } else { Outcome::pass() })
+                .map(|(c, _)| if c.n >= 8 { fail() } else { Outcome::pass() })
                 .collect())
         };
         let s = shrink(&case, OutcomeKind::Error, fail(), &mut run).unwrap();
@@ -145,11 +232,61 @@ mod tests {
     #[test]
     fn no_smaller_size_keeps_the_case() {
         let case = ReproCase::parse("pocl0+host/copy/finish/fft/n=8").unwrap();
-        let mut run = |cases: &[ReproCase]| Ok(vec![Outcome::pass(); cases.len()]);
+        let mut run = |cases: &[(ReproCase, DataKind)]| Ok(vec![Outcome::pass(); cases.len()]);
         let s = shrink(&case, OutcomeKind::Error, fail(), &mut run).unwrap();
         assert_eq!(s.case.n, 8);
         assert!(s.note(8, OutcomeKind::Error).starts_with("kept n=8"));
-        let mut short = |_: &[ReproCase]| Ok(Vec::new());
+        let mut short = |_: &[(ReproCase, DataKind)]| Ok(Vec::new());
         assert!(shrink(&case, OutcomeKind::Error, fail(), &mut short).is_err());
+    }
+
+    /// A planted outcome per data kind: the simplest kind that keeps the outcome wins, and a
+    /// kind that would change it is never taken.
+    #[test]
+    fn the_simplest_data_with_the_same_outcome_wins_and_others_are_refused() {
+        let case = ReproCase::parse("pocl0+host/copy/finish/fft/n=8").unwrap();
+        let with = |fails: &'static [DataKind]| {
+            move |cases: &[(ReproCase, DataKind)]| {
+                assert!(cases.iter().all(|(c, _)| c.n == 8));
+                Ok(cases
+                    .iter()
+                    .map(|(_, d)| {
+                        if fails.contains(d) {
+                            fail()
+                        } else {
+                            Outcome::pass()
+                        }
+                    })
+                    .collect())
+            }
+        };
+        let s = simplify_data(
+            &case,
+            OutcomeKind::Error,
+            &mut with(&[DataKind::Impulse, DataKind::SmallIntegers]),
+        )
+        .unwrap();
+        assert_eq!(s.kind, DataKind::Impulse);
+        let note = s.note(OutcomeKind::Error);
+        assert!(
+            note.contains("to impulse")
+                && note.contains("tried ones pass, impulse error, small-integers error"),
+            "{note}"
+        );
+        // Every simple input passes: the fail needs the seeded data, which are kept.
+        let s = simplify_data(&case, OutcomeKind::Error, &mut with(&[])).unwrap();
+        assert_eq!(s.kind, DataKind::Seeded);
+        assert!(s.outcome.is_none());
+        assert!(
+            s.note(OutcomeKind::Error)
+                .starts_with("kept the seeded draw")
+        );
+        // The same kind is required, not any non-pass.
+        let s = simplify_data(&case, OutcomeKind::Fail, &mut with(&[DataKind::Ones])).unwrap();
+        assert_eq!(
+            s.kind,
+            DataKind::Seeded,
+            "an error is not the fail clhip saw"
+        );
     }
 }

@@ -1,0 +1,178 @@
+/*@ includes @*/
+#include <hip/hip_runtime_api.h>
+/*@ include_rtc @*/
+#include <hip/hiprtc.h>
+/*@ include_blas @*/
+#include <rocblas/rocblas.h>
+/*@ include_solver @*/
+#include <rocblas/rocblas.h>
+#include <rocsolver/rocsolver.h>
+/*@ check @*/
+/* Every API call goes through CHECK: an error ends the program naming the call, the error and
+   its code, exit 3 for a device memory fault as clhip's ApiError::is_device_fault names one
+   (clhip: fault), else 2 (clhip: unsupported).
+   ROCm ends a GPU page fault itself: it prints "Memory access fault by GPU node-N ... on
+   address ..." and aborts (SIGABRT), which clhip reports as a fault too. */
+static void check(enum api api, long long code, const char *call, int line)
+{
+    const char *name = "an error";
+    if (code == 0)
+        return;
+    if (api == CL)
+        name = cl_error_name(code);
+    if (api == HIP)
+        name = hipGetErrorName((hipError_t)code);
+    /*@@ more names @@*/
+    int fault = api == CL ? code == CL_OUT_OF_RESOURCES || code == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST
+                          : api == HIP && (code == hipErrorIllegalAddress || code == hipErrorLaunchFailure);
+    printf("%s: line %d: %s returned %s (%lld)\n", fault ? "FAULT" : "ERROR", line, call, name, code);
+    exit(fault ? 3 : 2);
+}
+#define CHECK(api, call) check(api, (long long)(call), #call, __LINE__)
+/*@ peer @*/
+/* The HIP device as the peer (runtimes/hip): current on this thread, one blocking stream. */
+static hipStream_t stream;
+/*@@ scratch decl @@*/
+
+static void peer_open(void)
+{
+    CHECK(HIP, hipSetDevice(PEER_ORDINAL));
+    CHECK(HIP, hipStreamCreate(&stream));
+    /*@@ scratch @@*/
+}
+
+static void peer_synchronize(void) { CHECK(HIP, hipStreamSynchronize(stream)); }
+
+/* The direction said explicitly: with hipMemcpyDefault the runtime would copy on the host when
+   it does not know the device pointer (OpenCL's). */
+static void peer_upload(uint64_t p, const void *data, size_t bytes)
+{
+    CHECK(HIP, hipMemcpyAsync((void *)(uintptr_t)p, data, bytes, hipMemcpyHostToDevice, stream));
+    peer_synchronize();
+}
+
+static void peer_download(uint64_t p, void *out, size_t bytes)
+{
+    CHECK(HIP, hipMemcpyAsync(out, (void *)(uintptr_t)p, bytes, hipMemcpyDeviceToHost, stream));
+    peer_synchronize();
+}
+/*@ scratch_decl @*/
+static void *scratch; /* the check kernel's result words, cpotrf's info */
+/*@ scratch_alloc @*/
+    CHECK(HIP, hipMalloc(&scratch, 24));
+/*@ event @*/
+/* The event sync's peer half: an event after the work so far, waited for on the host. */
+static void peer_event_sync(void)
+{
+    static hipEvent_t event;
+    if (!event)
+        CHECK(HIP, hipEventCreateWithFlags(&event, hipEventDisableTiming));
+    CHECK(HIP, hipEventRecord(event, stream));
+    CHECK(HIP, hipEventSynchronize(event));
+}
+/*@ kernels @*/
+/* clhip's HIP kernels, compiled by hiprtc for the device's gcnArchName, 256 threads a block
+   (runtimes/gpu.rs BLOCK). */
+static hipModule_t module;
+
+static void peer_load_kernels(void)
+{
+    hipDeviceProp_t prop;
+    hiprtcProgram prog;
+    size_t size;
+    char arch[300], *text;
+    CHECK(HIP, hipGetDeviceProperties(&prop, PEER_ORDINAL));
+    snprintf(arch, sizeof arch, "--offload-arch=%s", prop.gcnArchName);
+    const char *options[] = {arch};
+    CHECK(HIPRTC, hiprtcCreateProgram(&prog, PEER_SOURCE, "clhip.hip", 0, NULL, NULL));
+    if (hiprtcCompileProgram(prog, 1, options) != HIPRTC_SUCCESS) {
+        CHECK(HIPRTC, hiprtcGetProgramLogSize(prog, &size));
+        CHECK(HIPRTC, hiprtcGetProgramLog(prog, text = malloc(size)));
+        printf("ERROR: hiprtc could not compile the kernels for %s:\n%s\n", arch, text);
+        exit(2);
+    }
+    CHECK(HIPRTC, hiprtcGetCodeSize(prog, &size));
+    CHECK(HIPRTC, hiprtcGetCode(prog, text = malloc(size)));
+    CHECK(HIP, hipModuleLoadData(&module, text));
+}
+
+static void peer_launch(const char *name, uint64_t threads, void **args)
+{
+    hipFunction_t f;
+    CHECK(HIP, hipModuleGetFunction(&f, module, name));
+    CHECK(HIP, hipModuleLaunchKernel(f, (unsigned)((threads + 255) / 256), 1, 1, 256, 1, 1, 0, stream, args, NULL));
+}
+/*@ pattern @*/
+static void peer_fill_pattern(uint64_t p, uint32_t seed)
+{
+    unsigned long long ptr = p, words = 2 * N;
+    void *args[] = {&ptr, &seed, &words};
+    peer_launch("clhip_pattern_fill", words, args);
+}
+
+/* The peer's bit-exact check (kernels/pattern.hip): the mismatches, the first one's index and
+   its word in seen[]; a check kernel that did not run ends the program. */
+static void peer_check_pattern(uint64_t p, uint32_t seed, uint64_t seen[3])
+{
+    unsigned long long result[3] = {0, ~0ull, 0}, ptr = p, words = 2 * N, out = (uintptr_t)scratch;
+    void *args[] = {&ptr, &seed, &words, &out};
+    uint32_t word = 0;
+    peer_upload(out, result, sizeof result);
+    peer_launch("clhip_pattern_check", words, args);
+    peer_download(out, result, sizeof result);
+    if (result[2] != words) {
+        printf("FAIL: the peer's check kernel did not run (ran-marker %llu)\n", result[2]);
+        exit(1);
+    }
+    if (result[0]) /* the word itself, read where it lies */
+        peer_download(p + 4 * result[1], &word, 4);
+    seen[0] = result[0], seen[1] = result[1], seen[2] = word;
+}
+/*@ elementwise @*/
+static void peer_scale(uint64_t p, float s)
+{
+    unsigned long long ptr = p, n = N;
+    void *args[] = {&ptr, &s, &n};
+    peer_launch("clhip_cscale", n, args);
+}
+
+static void peer_magnitude(uint64_t p)
+{
+    unsigned long long ptr = p, n = N;
+    void *args[] = {&ptr, &n};
+    peer_launch("clhip_cmagnitude", n, args);
+}
+/*@ blas @*/
+/* A rocBLAS handle on the peer's stream, host pointer mode (runtimes/hip/blas.rs); rocSOLVER
+   works through it too. */
+static rocblas_handle blas(void)
+{
+    static rocblas_handle handle;
+    if (!handle) {
+        CHECK(ROCBLAS, rocblas_create_handle(&handle));
+        CHECK(ROCBLAS, rocblas_set_stream(handle, stream));
+        CHECK(ROCBLAS, rocblas_set_pointer_mode(handle, rocblas_pointer_mode_host));
+    }
+    return handle;
+}
+
+/* C = A B + beta C by rocBLAS. */
+static void peer_cgemm(uint64_t a, uint64_t b, uint64_t c, const double beta[2])
+{
+    rocblas_float_complex one = {1.0f, 0.0f}, cbeta = {(float)beta[0], (float)beta[1]};
+    CHECK(ROCBLAS, rocblas_cgemm(blas(), rocblas_operation_none, rocblas_operation_none, (int)N, (int)N, (int)N,
+                                 &one, (const rocblas_float_complex *)(uintptr_t)a, (int)N,
+                                 (const rocblas_float_complex *)(uintptr_t)b, (int)N, &cbeta,
+                                 (rocblas_float_complex *)(uintptr_t)c, (int)N));
+}
+/*@ solver @*/
+/* rocSOLVER's cpotrf of the lower triangle; info read back from the device. */
+static int peer_cpotrf(uint64_t a)
+{
+    int info = 0;
+    CHECK(ROCBLAS, rocsolver_cpotrf(blas(), rocblas_fill_lower, (int)N, (rocblas_float_complex *)(uintptr_t)a, (int)N,
+                                    (rocblas_int *)scratch));
+    peer_download((uintptr_t)scratch, &info, 4);
+    return info;
+}
+/*@ end @*/
