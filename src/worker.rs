@@ -138,14 +138,12 @@ pub fn worker_main(
                 duration_s: started.elapsed().as_secs_f64(),
             },
         )?;
-        if hung {
-            // Releasing a queue that holds a wait that never ends can block for good: the
+        if faulted || hung {
+            // Releasing a faulted context, or a queue that holds a wait that never ends (a
+            // thread may still be inside the driver's enqueue), can block or crash: the
             // process exit leaves that to the kernel.
             std::mem::forget(state);
             return Ok(());
-        }
-        if faulted {
-            break;
         }
     }
     Ok(())

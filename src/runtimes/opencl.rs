@@ -958,6 +958,58 @@ impl ClSemaphore {
     pub fn wait(&self, session: &ClSession) -> Result<ClEvent, ApiError> {
         self.enqueue(self.fns.wait, "clEnqueueWaitSemaphoresKHR", session, &[])
     }
+
+    /// [`ClSemaphore::wait`] called on a thread of its own, for a caller that must watch the
+    /// other side meanwhile: NVIDIA's OpenCL (580) can hold the calling thread inside the
+    /// enqueue until the signal has run. The answer comes on the channel; a thread whose call
+    /// never returns is left behind (the worker exits after such a case).
+    pub fn wait_on_thread(
+        &self,
+        session: &ClSession,
+    ) -> std::sync::mpsc::Receiver<Result<WaitedEvent, ApiError>> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        // Raw handles as integers: the queue and the semaphore stay alive for the case, and
+        // OpenCL's enqueue calls are thread-safe.
+        let (queue, raw, f) = (
+            session.queue.get() as usize,
+            self.raw as usize,
+            self.fns.wait,
+        );
+        std::thread::spawn(move || {
+            let mut ev: types::cl_event = ptr::null_mut();
+            let raw = raw as ClSemaphoreRaw;
+            // SAFETY: one live semaphore of the queue's context, no payloads, no wait list.
+            let rc = unsafe {
+                f(
+                    queue as types::cl_command_queue,
+                    1,
+                    &raw,
+                    ptr::null(),
+                    0,
+                    ptr::null(),
+                    &mut ev,
+                )
+            };
+            let answer = if rc == 0 {
+                Ok(WaitedEvent(ev as usize))
+            } else {
+                Err(cl_error("clEnqueueWaitSemaphoresKHR", rc))
+            };
+            // A caller that gave up is gone; the event then leaks with the worker, which exits.
+            let _ = tx.send(answer);
+        });
+        rx
+    }
+}
+
+/// The event of a wait enqueued on another thread, as an integer (an event is not `Send` as a
+/// pointer); [`WaitedEvent::into_event`] takes ownership of it.
+pub struct WaitedEvent(usize);
+
+impl WaitedEvent {
+    pub fn into_event(self) -> ClEvent {
+        ClEvent(self.0 as cl_event)
+    }
 }
 
 impl Drop for ClSemaphore {
