@@ -949,26 +949,16 @@ impl DeviceBuffer {
     }
 }
 
-/// How long OpenCL may go on waiting once the peer's stream has run everything, its signal
-/// included. A signal reaches NVIDIA's OpenCL within microseconds; seconds mean it never will.
-const SIGNALLED_BUT_WAITING: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Wait for `ev` while watching the peer's stream: a peer that faulted is that fault; a peer
-/// that has run all its work while OpenCL still waits is a hang, named by the last call the
-/// case announced. A peer still at work is waited for (the runner's timeout still applies).
+/// Wait for `ev` while watching the peer's stream ([`crate::blocking::PeerWatch`]).
 fn wait_watching_peer(ev: &crate::runtimes::opencl::ClEvent) -> Result<(), CaseError> {
-    use crate::blocking::QueueState;
-    let started = std::time::Instant::now();
-    let mut idle_since = None;
+    let mut watch = crate::blocking::PeerWatch::start();
     loop {
         let status =
             cl3::event::get_event_info(ev.0, cl3::event::CL_EVENT_COMMAND_EXECUTION_STATUS)
                 .call("clGetEventInfo")
                 .running()?;
         match status {
-            cl3::info_type::InfoType::Int(s) if s == cl3::event::CL_COMPLETE => {
-                return Ok(());
-            }
+            cl3::info_type::InfoType::Int(s) if s == cl3::event::CL_COMPLETE => return Ok(()),
             cl3::info_type::InfoType::Int(s) if s < 0 => {
                 let mut e = crate::runtimes::opencl::cl_error("clEnqueueReadBuffer", s);
                 e.detail = "the read's event ended in this error".into();
@@ -980,24 +970,7 @@ fn wait_watching_peer(ev: &crate::runtimes::opencl::ClEvent) -> Result<(), CaseE
             }
             _ => {}
         }
-        match crate::blocking::peer_queue() {
-            Some(QueueState::Failed(e)) if e.is_device_fault() => return Err(CaseError::Fault(e)),
-            Some(QueueState::Failed(e)) => return Err(CaseError::Broken(e)),
-            Some(QueueState::Idle) => {
-                let since = *idle_since.get_or_insert_with(std::time::Instant::now);
-                if since.elapsed() > SIGNALLED_BUT_WAITING {
-                    return Err(CaseError::Hung {
-                        after_s: started.elapsed().as_secs_f64(),
-                        blocked_in: format!(
-                            "{}; the peer's stream had run all its work {:.1} s before",
-                            crate::blocking::last_announced(),
-                            since.elapsed().as_secs_f64()
-                        ),
-                    });
-                }
-            }
-            Some(QueueState::Busy) | None => idle_since = None,
-        }
+        watch.check()?;
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
 }

@@ -544,20 +544,12 @@ fn semaphore_to_cl(
     }
 }
 
-/// How long OpenCL's wait may go on once the peer's stream has run everything, its signal
-/// included: a signal reaches NVIDIA's OpenCL within microseconds; seconds mean never.
-const SIGNALLED_BUT_WAITING: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// OpenCL's semaphore wait, while the host watches the peer's stream: a peer that faulted
-/// never signals (its fault is the case's outcome), and a peer that has run its signal while
-/// OpenCL still waits is a hang the worker reports itself, rather than the runner's timeout
-/// 30 s or more later. A peer still at work is waited for (the runner's timeout applies).
+/// OpenCL's semaphore wait, enqueued on a thread of its own while the host watches the peer's
+/// stream ([`crate::blocking::PeerWatch`]).
 fn wait_watching_peer(s: &ClSession, sem: &ClSemaphore) -> Result<ClEvent, CaseError> {
-    use crate::blocking::QueueState;
     use std::sync::mpsc::RecvTimeoutError;
     let answer = sem.wait_on_thread(s);
-    let started = std::time::Instant::now();
-    let mut idle_since = None;
+    let mut watch = crate::blocking::PeerWatch::start();
     loop {
         match answer.recv_timeout(std::time::Duration::from_micros(500)) {
             Ok(waited) => return waited.map(|w| w.into_event()).running(),
@@ -566,26 +558,7 @@ fn wait_watching_peer(s: &ClSession, sem: &ClSemaphore) -> Result<ClEvent, CaseE
                     "the thread enqueueing OpenCL's semaphore wait ended without an answer".into(),
                 ));
             }
-            Err(RecvTimeoutError::Timeout) => {}
-        }
-        match crate::blocking::peer_queue() {
-            Some(QueueState::Failed(e)) if e.is_device_fault() => return Err(CaseError::Fault(e)),
-            Some(QueueState::Failed(e)) => return Err(CaseError::Broken(e)),
-            Some(QueueState::Idle) => {
-                let since = *idle_since.get_or_insert_with(std::time::Instant::now);
-                if since.elapsed() > SIGNALLED_BUT_WAITING {
-                    return Err(CaseError::Hung {
-                        after_s: started.elapsed().as_secs_f64(),
-                        blocked_in: format!(
-                            "{}; the peer's stream had run all its work, the signal included, \
-                             {:.1} s before",
-                            crate::blocking::last_announced(),
-                            since.elapsed().as_secs_f64()
-                        ),
-                    });
-                }
-            }
-            Some(QueueState::Busy) | None => idle_since = None,
+            Err(RecvTimeoutError::Timeout) => watch.check()?,
         }
     }
 }
