@@ -169,6 +169,24 @@ impl Process {
         }
     }
 
+    /// What an answer other than the one `request` wants means for the case, the exporter being
+    /// done with either way: its own refusal or fault, a protocol error, or its death.
+    fn ended(self, answer: Option<Result<ExporterLine, String>>, request: &str) -> CaseError {
+        match answer {
+            None => self.died(),
+            Some(answer) => {
+                self.reap();
+                match answer {
+                    Ok(ExporterLine::Stopped { outcome }) => from_exporter_outcome(outcome),
+                    Ok(other) => CaseError::Broken(exporter_error(format!(
+                        "answered {other:?} to {request}"
+                    ))),
+                    Err(e) => CaseError::Broken(exporter_error(e)),
+                }
+            }
+        }
+    }
+
     /// The exporter said it stopped (a refusal, a fault) and exits by itself: reap it.
     fn reap(mut self) {
         self.stdin = None;
@@ -234,21 +252,7 @@ impl Exporter {
                     ))))
                 }
             },
-            Some(Ok(ExporterLine::Stopped { outcome })) => {
-                process.reap();
-                Err(from_exporter_outcome(outcome))
-            }
-            Some(Ok(other)) => {
-                process.reap();
-                Err(CaseError::Broken(exporter_error(format!(
-                    "answered {other:?} to an allocation"
-                ))))
-            }
-            Some(Err(e)) => {
-                process.reap();
-                Err(CaseError::Broken(exporter_error(e)))
-            }
-            None => Err(process.died()),
+            other => Err(process.ended(other, "an allocation")),
         }
     }
 
@@ -267,21 +271,7 @@ fn release(mut process: Process) -> Result<(), CaseError> {
             IDLE.lock().unwrap_or_else(|e| e.into_inner()).push(process);
             Ok(())
         }
-        Some(Ok(ExporterLine::Stopped { outcome })) => {
-            process.reap();
-            Err(from_exporter_outcome(outcome))
-        }
-        Some(Ok(other)) => {
-            process.reap();
-            Err(CaseError::Broken(exporter_error(format!(
-                "answered {other:?} to a free"
-            ))))
-        }
-        Some(Err(e)) => {
-            process.reap();
-            Err(CaseError::Broken(exporter_error(e)))
-        }
-        None => Err(process.died()),
+        other => Err(process.ended(other, "a free")),
     }
 }
 

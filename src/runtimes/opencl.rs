@@ -422,6 +422,40 @@ fn build_program(
     Ok(program)
 }
 
+/// clEnqueueNDRangeKernel of `kernel` over `global` work-items in groups of `local`, after
+/// `wait`.
+///
+/// # Safety
+/// Every argument of `kernel` is set, to what its parameters declare.
+unsafe fn enqueue_1d(
+    queue: types::cl_command_queue,
+    kernel: &Kernel,
+    global: usize,
+    local: usize,
+    wait: &[cl_event],
+) -> Result<ClEvent, ApiError> {
+    let (gws, lws) = ([global], [local]);
+    // SAFETY: the caller set the arguments; the sizes are 1-D arrays that outlive the call.
+    let ev = unsafe {
+        cl3::command_queue::enqueue_nd_range_kernel(
+            queue,
+            kernel.get(),
+            1,
+            ptr::null(),
+            gws.as_ptr(),
+            lws.as_ptr(),
+            wait.len() as u32,
+            if wait.is_empty() {
+                ptr::null()
+            } else {
+                wait.as_ptr()
+            },
+        )
+    }
+    .call("clEnqueueNDRangeKernel")?;
+    Ok(ClEvent(ev))
+}
+
 impl ClSession {
     pub fn open(device: ClDevice) -> Result<Self, SessionError> {
         let dev = Device::new(device.id);
@@ -519,27 +553,8 @@ impl ClSession {
                 _ => "clSetKernelArg",
             })?;
         }
-        let gws = [global];
-        let lws = [local];
-        // SAFETY: arguments are set above; sizes are 1-D arrays that outlive the call.
-        let ev = unsafe {
-            cl3::command_queue::enqueue_nd_range_kernel(
-                queue,
-                kernel.get(),
-                1,
-                ptr::null(),
-                gws.as_ptr(),
-                lws.as_ptr(),
-                wait.len() as u32,
-                if wait.is_empty() {
-                    ptr::null()
-                } else {
-                    wait.as_ptr()
-                },
-            )
-        }
-        .call("clEnqueueNDRangeKernel")?;
-        Ok(ClEvent(ev))
+        // SAFETY: arguments are set above.
+        unsafe { enqueue_1d(queue, kernel, global, local, wait) }
     }
 
     /// The `spin` kernel on one work-item, after `wait`: `steps` dependent steps that hold the
@@ -552,26 +567,8 @@ impl ClSession {
             kernel.set_arg(0, &sink).call("clSetKernelArg")?;
             kernel.set_arg(1, &steps).call("clSetKernelArg")?;
         }
-        let one = [1usize];
-        // SAFETY: arguments are set; the sizes are 1-D arrays that outlive the call.
-        let ev = unsafe {
-            cl3::command_queue::enqueue_nd_range_kernel(
-                self.queue.get(),
-                kernel.get(),
-                1,
-                ptr::null(),
-                one.as_ptr(),
-                one.as_ptr(),
-                wait.len() as u32,
-                if wait.is_empty() {
-                    ptr::null()
-                } else {
-                    wait.as_ptr()
-                },
-            )
-        }
-        .call("clEnqueueNDRangeKernel")?;
-        Ok(ClEvent(ev))
+        // SAFETY: arguments are set.
+        unsafe { enqueue_1d(self.queue.get(), &kernel, 1, 1, wait) }
     }
 
     /// Fills `bytes` of `mem` with `word`, enqueued in order (clEnqueueFillBuffer, or

@@ -73,6 +73,17 @@ impl HipPeer {
     }
 }
 
+/// The signal and wait parameters clhip passes: all zero (a binary semaphore: no fence value;
+/// clr refuses any flags). All-zero bytes read the same in ROCm 5's layout and in 6.0's, which
+/// added `nvSciSync` (136 and 144 bytes), so one buffer as large as the largest serves both.
+const ZERO_SEMAPHORE_PARAMS: [u64; 18] = [0; 18];
+const _: () = assert!(
+    std::mem::size_of::<ffi::hipExternalSemaphoreSignalParams>() <= 144
+        && std::mem::size_of::<ffi::hipExternalSemaphoreWaitParams>() <= 144
+        && std::mem::size_of::<ffi::hipExternalSemaphoreSignalParamsV5>() <= 144
+        && std::mem::size_of::<ffi::hipExternalSemaphoreWaitParamsV5>() <= 144
+);
+
 impl GpuMemory for HipPeer {
     /// hipMemExportToShareableHandle with hipMemHandleTypePosixFileDescriptor gives a dma-buf
     /// fd on ROCm: for cl_khr_external_memory_dma_buf.
@@ -370,20 +381,12 @@ impl GpuMemory for HipPeer {
     }
 
     /// hipSignalExternalSemaphoresAsync with all-zero parameters (a binary semaphore: no fence
-    /// value; clr refuses any flags), in the generation's layout (6.0 added `nvSciSync`).
+    /// value; clr refuses any flags; see ZERO_SEMAPHORE_PARAMS).
     /// Unreached on Linux while clr refuses every semaphore import (see import_semaphore).
     fn enqueue_signal(&self, sem: u64) -> Result<(), CaseError> {
         let s = sem as ffi::hipExternalSemaphore_t;
-        // SAFETY: all-zero plain integers.
-        let (p6, p5): (
-            ffi::hipExternalSemaphoreSignalParams,
-            ffi::hipExternalSemaphoreSignalParamsV5,
-        ) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
-        let params: *const c_void = if self.hip.abi.semaphore_params_have_nv_sci_sync() {
-            (&raw const p6).cast()
-        } else {
-            (&raw const p5).cast()
-        };
+        let zeros = ZERO_SEMAPHORE_PARAMS;
+        let params: *const c_void = (&raw const zeros).cast();
         // SAFETY: one imported semaphore and parameters of the layout this library reads, live
         // for the call; the stream is this peer's.
         unsafe {
@@ -399,16 +402,8 @@ impl GpuMemory for HipPeer {
     /// hipWaitExternalSemaphoresAsync, as enqueue_signal.
     fn enqueue_wait(&self, sem: u64) -> Result<(), CaseError> {
         let s = sem as ffi::hipExternalSemaphore_t;
-        // SAFETY: all-zero plain integers.
-        let (p6, p5): (
-            ffi::hipExternalSemaphoreWaitParams,
-            ffi::hipExternalSemaphoreWaitParamsV5,
-        ) = unsafe { (std::mem::zeroed(), std::mem::zeroed()) };
-        let params: *const c_void = if self.hip.abi.semaphore_params_have_nv_sci_sync() {
-            (&raw const p6).cast()
-        } else {
-            (&raw const p5).cast()
-        };
+        let zeros = ZERO_SEMAPHORE_PARAMS;
+        let params: *const c_void = (&raw const zeros).cast();
         // SAFETY: as in enqueue_signal.
         unsafe {
             hip_call!(

@@ -439,11 +439,6 @@ impl Abi {
     pub fn descriptor_has_reserved(self) -> bool {
         self != Abi::V5
     }
-
-    /// The `nvSciSync` union inside the semaphore signal and wait parameters, from 6.0.
-    pub fn semaphore_params_have_nv_sci_sync(self) -> bool {
-        self != Abi::V5
-    }
 }
 
 /// hipMemoryType, decoded per generation.
@@ -662,9 +657,6 @@ mod tests {
         assert_eq!(offset_of!(hipExternalSemaphoreWaitParamsV5, keyed_mutex), 8);
         assert_eq!(offset_of!(hipExternalSemaphoreWaitParamsV5, flags), 64);
         assert_eq!(offset_of!(hipExternalSemaphoreWaitParamsV5, reserved), 68);
-        assert!(!Abi::V5.semaphore_params_have_nv_sci_sync());
-        assert!(Abi::V6.semaphore_params_have_nv_sci_sync());
-        assert!(Abi::V7.semaphore_params_have_nv_sci_sync());
     }
 
     #[test]
