@@ -319,6 +319,18 @@ mod tests {
     }
 
     #[test]
+    fn workers_get_one_cuda_work_queue_unless_the_runner_was_given_a_number() {
+        let p = two_installs();
+        let pairs = from_probe(&p);
+        let env = worker_env(&p, &pairs[0]);
+        match std::env::var(CUDA_CONNECTIONS_ENV) {
+            // The runner's own setting is inherited by the worker, not overridden.
+            Ok(_) => assert_eq!(var(&env, CUDA_CONNECTIONS_ENV), None),
+            Err(_) => assert_eq!(var(&env, CUDA_CONNECTIONS_ENV), Some("1")),
+        }
+    }
+
+    #[test]
     fn each_install_s_workers_get_its_root_and_its_own_rocm_opencl() {
         let p = two_installs();
         let pairs = from_probe(&p);
