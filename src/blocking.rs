@@ -59,6 +59,11 @@ pub fn watch_peer_queue(watch: Option<QueueWatch>) {
     WATCH.with(|w| *w.borrow_mut() = watch);
 }
 
+/// Whether the peer's queue is being watched (without looking at it).
+pub fn watching() -> bool {
+    WATCH.with(|w| w.borrow().is_some())
+}
+
 /// The peer's queue state, when it is being watched.
 pub fn peer_queue() -> Option<QueueState> {
     WATCH.with(|w| w.borrow().as_ref().map(|f| f()))

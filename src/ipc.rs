@@ -75,6 +75,8 @@ struct Process {
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     stderr: Arc<Mutex<VecDeque<String>>>,
+    /// Ends at the exporter's EOF on stderr: joined once it is dead, for the last lines.
+    stderr_reader: Option<std::thread::JoinHandle<()>>,
 }
 
 /// The worker's exporters between two IPC cases, one per device it has opened.
@@ -106,7 +108,7 @@ impl Process {
             });
         }
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
-        if let Some(err) = child.stderr.take() {
+        let stderr_reader = child.stderr.take().map(|err| {
             // Drained all the time: a long-lived exporter must never block on a full pipe.
             let tail = stderr.clone();
             std::thread::spawn(move || {
@@ -118,14 +120,15 @@ impl Process {
                         t.pop_front();
                     }
                 }
-            });
-        }
+            })
+        });
         Ok(Process {
             key,
             child,
             stdin,
             lines,
             stderr,
+            stderr_reader,
         })
     }
 
@@ -155,10 +158,12 @@ impl Process {
         if let Ok(None) = self.child.try_wait() {
             let _ = self.child.kill();
         }
-        match self.child.wait() {
+        let status = self.child.wait();
+        if let Some(reader) = self.stderr_reader.take() {
+            let _ = reader.join();
+        }
+        match status {
             Ok(status) if status.signal().is_some() || !status.success() => {
-                // Let the reader threads catch the last of stderr.
-                std::thread::sleep(Duration::from_millis(50));
                 crashed(status, self.stderr_tail())
             }
             Ok(_) => CaseError::Broken(exporter_error(format!(

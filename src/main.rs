@@ -720,21 +720,9 @@ fn bench_interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
     use clhip::bench::{interop, plot, render, results};
     let started = SystemTime::now();
     let clock = Instant::now();
-    let json = args
-        .json
-        .as_deref()
-        .map(|p| output::check("--json", p))
-        .transpose()?;
-    let markdown = args
-        .markdown
-        .as_deref()
-        .map(|p| output::check("--markdown", p))
-        .transpose()?;
-    let svg = args
-        .svg
-        .as_deref()
-        .map(|p| output::check("--svg", p))
-        .transpose()?;
+    let json = output::check_given("--json", args.json.as_deref())?;
+    let markdown = output::check_given("--markdown", args.markdown.as_deref())?;
+    let svg = output::check_given("--svg", args.svg.as_deref())?;
     let mut outs = Vec::new();
     outs.extend(json.iter().map(|t| ("--json", t)));
     outs.extend(markdown.iter().map(|t| ("--markdown", t)));
@@ -1012,16 +1000,8 @@ struct Outputs {
 impl Outputs {
     fn check(args: &RunArgs) -> anyhow::Result<Self> {
         let json = output::check("--json", &args.json)?;
-        let junit = args
-            .junit
-            .as_deref()
-            .map(|p| output::check("--junit", p))
-            .transpose()?;
-        let markdown = args
-            .markdown
-            .as_deref()
-            .map(|p| output::check("--markdown", p))
-            .transpose()?;
+        let junit = output::check_given("--junit", args.junit.as_deref())?;
+        let markdown = output::check_given("--markdown", args.markdown.as_deref())?;
         let mut outs = vec![("--json", &json)];
         outs.extend(junit.iter().map(|t| ("--junit", t)));
         outs.extend(markdown.iter().map(|t| ("--markdown", t)));

@@ -25,6 +25,11 @@ pub struct Target {
     pub special: bool,
 }
 
+/// [`check`] for an output that was asked for, and nothing for one that was not.
+pub fn check_given(what: &str, given: Option<&Path>) -> anyhow::Result<Option<Target>> {
+    given.map(|p| check(what, p)).transpose()
+}
+
 /// Resolves and checks one output path: not a directory, not a socket, its directory exists
 /// (or is created) and takes a new file. `what` names the option in errors (`--json`).
 pub fn check(what: &str, given: &Path) -> anyhow::Result<Target> {

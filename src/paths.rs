@@ -915,7 +915,7 @@ impl DeviceBuffer {
         let mut out = vec![T::default(); len];
         let bytes = std::mem::size_of_val(out.as_slice());
         assert!(bytes <= self.bytes, "read past the buffer");
-        let watched = crate::blocking::peer_queue().is_some();
+        let watched = crate::blocking::watching();
         let blocking = if watched {
             cl3::types::CL_FALSE
         } else {

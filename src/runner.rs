@@ -620,7 +620,9 @@ struct Session<'s> {
     /// When the current limit started counting (case start, or the worker becoming idle), and
     /// the run's paused time then: time spent paused (Ctrl-Z) is not counted.
     clock: (Instant, Duration),
-    last_was_fault: bool,
+    /// The last case ended in a fault or a timeout the worker found itself: the worker takes
+    /// no further case and exits by itself (see `worker_main`).
+    worker_retired: bool,
     streams_open: usize,
     /// The running case's memory, as the worker announced it.
     buffers: Vec<BufferSpan>,
@@ -651,7 +653,7 @@ impl<'s> Session<'s> {
             next: 0,
             running: false,
             clock: (Instant::now(), opts.control.paused()),
-            last_was_fault: false,
+            worker_retired: false,
             streams_open: 2,
             buffers: Vec::new(),
             harness_error: None,
@@ -806,7 +808,7 @@ impl<'s> Session<'s> {
         let Some(stdin) = self.stdin.as_mut() else {
             return;
         };
-        let next = if self.last_was_fault || self.batch.len() >= opts.cases_per_worker {
+        let next = if self.worker_retired || self.batch.len() >= opts.cases_per_worker {
             None
         } else {
             (self.source)(Some(&self.batch[0].env))
@@ -860,8 +862,7 @@ impl<'s> Session<'s> {
         results: &mut Vec<CaseResult>,
     ) {
         let planned = &self.batch[self.next];
-        // The worker retires itself after both (see `worker_main`).
-        self.last_was_fault = matches!(outcome, Outcome::Fault { .. } | Outcome::Timeout { .. });
+        self.worker_retired = matches!(outcome, Outcome::Fault { .. } | Outcome::Timeout { .. });
         let bad_end = matches!(
             outcome,
             Outcome::Crash { .. } | Outcome::Fault { .. } | Outcome::Timeout { .. }
@@ -980,7 +981,7 @@ impl<'s> Session<'s> {
             );
             self.record(outcome, took, opts, on_event, results);
         } else if self.next > 0 {
-            let retired_after_fault = status.success() && self.last_was_fault;
+            let retired_by_itself = status.success() && self.worker_retired;
             if !status.success() {
                 let when = if self.next < self.batch.len() {
                     "between cases"
@@ -988,7 +989,7 @@ impl<'s> Session<'s> {
                     "after its last case"
                 };
                 self.lost(format!("{} {when}", describe(status)), on_event);
-            } else if self.next < self.batch.len() && !retired_after_fault {
+            } else if self.next < self.batch.len() && !retired_by_itself {
                 self.lost("exited 0 with cases left".into(), on_event);
             }
         }

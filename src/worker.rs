@@ -127,9 +127,8 @@ pub fn worker_main(
             Work::Mock(action) => crate::mock::perform(*action),
         });
         // A fault leaves a context that is not trusted; a timeout the case found itself, a
-        // queue that holds a wait that never ends.
-        let faulted = matches!(outcome, Outcome::Fault { .. } | Outcome::Timeout { .. });
-        let hung = matches!(outcome, Outcome::Timeout { .. });
+        // queue that holds a wait that never ends: the worker takes no further case.
+        let retires = matches!(outcome, Outcome::Fault { .. } | Outcome::Timeout { .. });
         send(
             &protocol,
             &WorkerEvent::Done {
@@ -138,7 +137,7 @@ pub fn worker_main(
                 duration_s: started.elapsed().as_secs_f64(),
             },
         )?;
-        if faulted || hung {
+        if retires {
             // Releasing a faulted context, or a queue that holds a wait that never ends (a
             // thread may still be inside the driver's enqueue), can block or crash: the
             // process exit leaves that to the kernel.

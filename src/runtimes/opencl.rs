@@ -909,57 +909,27 @@ impl ClSemaphore {
         Ok(ClSemaphore { raw, fns })
     }
 
-    fn enqueue(
-        &self,
-        f: EnqueueSemaphoresFn,
-        call: &str,
-        session: &ClSession,
-        waits: &[cl_event],
-    ) -> Result<ClEvent, ApiError> {
-        let mut ev: cl_event = ptr::null_mut();
-        let wait_ptr = if waits.is_empty() {
-            ptr::null()
-        } else {
-            waits.as_ptr()
-        };
-        // SAFETY: one live semaphore of this context, no payloads (binary), live events.
-        let rc = unsafe {
-            f(
-                session.queue.get(),
-                1,
-                &self.raw,
-                ptr::null(),
-                waits.len() as u32,
-                wait_ptr,
-                &mut ev,
-            )
-        };
-        if rc != 0 {
-            return Err(cl_error(call, rc));
-        }
-        Ok(ClEvent(ev))
-    }
-
     /// clEnqueueSignalSemaphoresKHR after `waits` (and, the queue being in order, after
     /// everything enqueued before).
     pub fn signal(&self, session: &ClSession, waits: &[cl_event]) -> Result<ClEvent, ApiError> {
-        self.enqueue(
-            self.fns.signal,
-            "clEnqueueSignalSemaphoresKHR",
-            session,
-            waits,
-        )
+        // SAFETY: our semaphore, of the session's context; live events of it.
+        unsafe {
+            enqueue_semaphore(
+                self.fns.signal,
+                "clEnqueueSignalSemaphoresKHR",
+                session.queue.get(),
+                self.raw,
+                waits,
+            )
+        }
+        .map(ClEvent)
     }
 
-    /// clEnqueueWaitSemaphoresKHR: the commands enqueued after it wait for the signal.
-    pub fn wait(&self, session: &ClSession) -> Result<ClEvent, ApiError> {
-        self.enqueue(self.fns.wait, "clEnqueueWaitSemaphoresKHR", session, &[])
-    }
-
-    /// [`ClSemaphore::wait`] called on a thread of its own, for a caller that must watch the
-    /// other side meanwhile: NVIDIA's OpenCL (580) can hold the calling thread inside the
-    /// enqueue until the signal has run. The answer comes on the channel; a thread whose call
-    /// never returns is left behind (the worker exits after such a case).
+    /// clEnqueueWaitSemaphoresKHR (the commands enqueued after it wait for the signal), called
+    /// on a thread of its own, for a caller that must watch the other side meanwhile: NVIDIA's
+    /// OpenCL (580) can hold the calling thread inside the enqueue until the signal has run.
+    /// The answer comes on the channel; a thread whose call never returns is left behind (the
+    /// worker exits after such a case).
     pub fn wait_on_thread(
         &self,
         session: &ClSession,
@@ -973,30 +943,51 @@ impl ClSemaphore {
             self.fns.wait,
         );
         std::thread::spawn(move || {
-            let mut ev: types::cl_event = ptr::null_mut();
-            let raw = raw as ClSemaphoreRaw;
-            // SAFETY: one live semaphore of the queue's context, no payloads, no wait list.
-            let rc = unsafe {
-                f(
-                    queue as types::cl_command_queue,
-                    1,
-                    &raw,
-                    ptr::null(),
-                    0,
-                    ptr::null(),
-                    &mut ev,
-                )
-            };
-            let answer = if rc == 0 {
-                Ok(WaitedEvent(ev as usize))
-            } else {
-                Err(cl_error("clEnqueueWaitSemaphoresKHR", rc))
-            };
+            let call = "clEnqueueWaitSemaphoresKHR";
+            // SAFETY: as in `signal`, with no wait list.
+            let answer = unsafe { enqueue_semaphore(f, call, queue as _, raw as _, &[]) }
+                .map(|ev| WaitedEvent(ev as usize));
             // A caller that gave up is gone; the event then leaks with the worker, which exits.
             let _ = tx.send(answer);
         });
         rx
     }
+}
+
+/// clEnqueueSignalSemaphoresKHR or clEnqueueWaitSemaphoresKHR (`f`, named `call`) of one binary
+/// semaphore (no payload) on `queue`, after `waits`.
+///
+/// # Safety
+/// `raw` is a live semaphore of the queue's context, and `waits` live events of it.
+unsafe fn enqueue_semaphore(
+    f: EnqueueSemaphoresFn,
+    call: &str,
+    queue: types::cl_command_queue,
+    raw: ClSemaphoreRaw,
+    waits: &[cl_event],
+) -> Result<cl_event, ApiError> {
+    let mut ev: cl_event = ptr::null_mut();
+    let wait_ptr = if waits.is_empty() {
+        ptr::null()
+    } else {
+        waits.as_ptr()
+    };
+    // SAFETY: the caller's; the semaphore and event pointers are live for the call.
+    let rc = unsafe {
+        f(
+            queue,
+            1,
+            &raw,
+            ptr::null(),
+            waits.len() as u32,
+            wait_ptr,
+            &mut ev,
+        )
+    };
+    if rc != 0 {
+        return Err(cl_error(call, rc));
+    }
+    Ok(ev)
 }
 
 /// The event of a wait enqueued on another thread, as an integer (an event is not `Send` as a
