@@ -134,6 +134,8 @@ enum Cmd {
         seed: u64,
         #[arg(long)]
         plant: Option<clhip::ops::Plant>,
+        #[arg(long, value_delimiter = ',')]
+        plant_only: Vec<String>,
         /// Without it, the install the runner named in the environment
         /// (`CLHIP_WORKER_ROCM_PATH`, for a pair of one of several installs), else the default
         /// search.
@@ -176,10 +178,17 @@ enum BenchWhat {
     /// Time the f64 CPU references (FFT of 4,194,304 points, cgemm, Cholesky).
     Refs,
     /// Time the runner over the cases the filters select: batched against one process per
-    /// case, and -j 1, 4 and 8 (per GPU).
+    /// case, and -j 1, 4 and 8 (per GPU). Where the cases span several GPUs, each setting
+    /// also times the first GPU's cases alone, and prints the ratio.
     Runner {
         /// Globs or substrings of case ids (default: every case found).
         filters: Vec<String>,
+        /// Only these settings of -j (batched, 64 cases a worker), comma-separated.
+        #[arg(long, short = 'j', value_delimiter = ',', value_parser = clap::value_parser!(u16).range(1..=256))]
+        jobs: Vec<u16>,
+        /// Only the pairs of these GPUs, as `run --devices`.
+        #[arg(long, value_delimiter = ',')]
+        devices: Vec<String>,
         /// Per-case time limit in seconds.
         #[arg(long, default_value_t = 120.0, value_parser = parse_timeout)]
         timeout: f64,
@@ -326,6 +335,10 @@ struct RunArgs {
     /// the checks catch it.
     #[arg(long, hide = true)]
     plant: Option<clhip::ops::Plant>,
+    /// Test-only: plant only in the cases these globs or substrings of case ids match (one
+    /// GPU's copy of one case, to show the consistency flag raised on real hardware).
+    #[arg(long, hide = true, requires = "plant", value_delimiter = ',')]
+    plant_only: Vec<String>,
     /// Test-only: run these mock actions (segfault,abort,hang,fault,...) instead of the matrix.
     #[arg(long, hide = true)]
     mock_cases: Option<String>,
@@ -459,11 +472,20 @@ fn real_main() -> anyhow::Result<ExitCode> {
         Cmd::Worker {
             seed,
             plant,
+            plant_only,
             rocm_path,
         } => {
             let rocm_path = rocm_path
                 .or_else(|| std::env::var_os(pairs::WORKER_ROCM_PATH_ENV).map(PathBuf::from));
-            clhip::worker::worker_main(seed, plant, rocm_path).map(|()| ExitCode::SUCCESS)
+            clhip::worker::worker_main(
+                seed,
+                clhip::worker::Planting {
+                    plant,
+                    only: plant_only,
+                },
+                rocm_path,
+            )
+            .map(|()| ExitCode::SUCCESS)
         }
         Cmd::ProbeRocmInstall { rocm_path } => {
             probe::install_child_main(&rocm_path).map(|()| ExitCode::SUCCESS)
@@ -662,18 +684,17 @@ fn real_main() -> anyhow::Result<ExitCode> {
                     filters,
                     timeout,
                     rocm_path,
+                    jobs,
+                    devices,
                 },
         } => {
             let probe = probe_child(&rocm_path)?;
             let plan: Vec<Planned> =
-                planned_cases(&probe, &Matrix::default_matrix(), &filters, &[])?
+                planned_cases(&probe, &Matrix::default_matrix(), &filters, &devices)?
                     .into_iter()
                     .map(|c| {
-                        let env = worker_env(&probe, &c.pair);
                         let e = Baseline::unbaselined(&c);
-                        let mut p = Planned::case(c, e);
-                        p.env = env;
-                        p
+                        plan_item(&probe, c, e)
                     })
                     .collect();
             let (exe, _pinned) = pinned_executable()?;
@@ -686,7 +707,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
                     .extend(["--rocm-path".to_string(), one.display().to_string()]);
             }
             use clhip::bench::RunnerConfig as C;
-            let configs = [
+            let default_configs = [
                 C {
                     jobs: 1,
                     cases_per_worker: 1,
@@ -704,12 +725,37 @@ fn real_main() -> anyhow::Result<ExitCode> {
                     cases_per_worker: 64,
                 },
             ];
+            let configs: Vec<C> = if jobs.is_empty() {
+                default_configs.to_vec()
+            } else {
+                jobs.iter()
+                    .map(|&j| C {
+                        jobs: usize::from(j),
+                        cases_per_worker: 64,
+                    })
+                    .collect()
+            };
             let mut text = Vec::new();
             clhip::bench::run_runner(&plan, &opts, &configs, &mut text)?;
             Stdout::new().write(&String::from_utf8_lossy(&text))?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// A case as the runner plans it: the environment its worker needs, and the GPU it keeps
+/// busy: its device runtime's, else its OpenCL device. One GPU seen by several ROCm installs
+/// is one GPU: their cases share its workers.
+fn plan_item(probe: &probe::Probe, c: clhip::model::Case, e: clhip::model::Expectation) -> Planned {
+    let env = worker_env(probe, &c.pair);
+    let gpu = match c.pair.peer.api {
+        clhip::model::Api::Host => c.pair.opencl.label.clone(),
+        _ => c.pair.peer.label(),
+    };
+    let mut p = Planned::case(c, e);
+    p.env = env;
+    p.gpu = gpu;
+    p
 }
 
 /// `clhip bench interop`: outputs checked first, then the pairs probed, the targets picked and
@@ -1141,17 +1187,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     (None, Some(k)) => k.expectation(&c),
                     (None, None) => Baseline::unbaselined(&c),
                 };
-                let env = worker_env(&probe, &c.pair);
-                // The GPU a case keeps busy: its device runtime's, else its OpenCL device. One
-                // GPU seen by several ROCm installs is one GPU: their cases share its workers.
-                let gpu = match c.pair.peer.api {
-                    clhip::model::Api::Host => c.pair.opencl.label.clone(),
-                    _ => c.pair.peer.label(),
-                };
-                let mut p = Planned::case(c, e);
-                p.env = env;
-                p.gpu = gpu;
-                p
+                plan_item(&probe, c, e)
             })
             .collect(),
     };
@@ -1227,6 +1263,10 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             "--plant".to_string(),
             name.as_str().unwrap_or_default().to_string(),
         ]);
+        if !args.plant_only.is_empty() {
+            opts.worker_args
+                .extend(["--plant-only".to_string(), args.plant_only.join(",")]);
+        }
     }
     handle_signals(opts.control.clone())?;
 

@@ -81,12 +81,31 @@ impl WorkerEvent {
     }
 }
 
+/// A test-only planted error, in every case or only in those some filters match.
+#[derive(Debug, Clone, Default)]
+pub struct Planting {
+    pub plant: Option<crate::ops::Plant>,
+    /// Globs or substrings of case ids; empty: every case.
+    pub only: Vec<String>,
+}
+
+impl Planting {
+    pub fn for_case(&self, id: &str) -> Option<crate::ops::Plant> {
+        let picked = self.only.is_empty()
+            || self
+                .only
+                .iter()
+                .any(|f| crate::cases::matches_filter(f, id));
+        self.plant.filter(|_| picked)
+    }
+}
+
 /// The hidden `clhip __worker --seed N` subcommand: runs work items from stdin until EOF, or
 /// until one faults. A faulted device context is not trusted for further cases, so the worker
 /// exits 0 after reporting the fault and the parent starts a fresh one for the rest.
 pub fn worker_main(
     seed: u64,
-    plant: Option<crate::ops::Plant>,
+    planting: Planting,
     rocm_path: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
     crate::process::die_with_parent("worker");
@@ -122,6 +141,7 @@ pub fn worker_main(
         let started = Instant::now();
         let outcome = crate::trace::timed(&format!("case {}", item.id), || match &item.work {
             Work::Case(case) => {
+                let plant = planting.for_case(&item.id);
                 crate::ops::execute_with_data(&mut state, case, seed, plant, item.data)
             }
             Work::Mock(action) => crate::mock::perform(*action),
@@ -179,6 +199,28 @@ fn report_panics_as_harness_errors(protocol: Arc<Mutex<File>>) {
 mod tests {
     use super::*;
     use crate::mock::MockAction;
+
+    #[test]
+    fn a_plant_limited_to_some_cases_reaches_only_those() {
+        let every = Planting {
+            plant: Some(crate::ops::Plant::FlipElement),
+            only: Vec::new(),
+        };
+        assert_eq!(
+            every.for_case("nvidia0+cuda0/copy/finish/handoff/n=1"),
+            every.plant
+        );
+        let one = Planting {
+            only: vec!["nvidia1+cuda1/copy/finish/*".into()],
+            ..every.clone()
+        };
+        assert_eq!(
+            one.for_case("nvidia1+cuda1/copy/finish/handoff/n=1"),
+            every.plant
+        );
+        assert_eq!(one.for_case("nvidia0+cuda0/copy/finish/handoff/n=1"), None);
+        assert_eq!(Planting::default().for_case("x"), None);
+    }
 
     #[test]
     fn protocol_lines_round_trip_and_driver_output_is_not_protocol() {

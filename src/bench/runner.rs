@@ -5,6 +5,8 @@ use std::time::Instant;
 
 use anyhow::Context;
 
+use crate::runner::Planned;
+
 /// One configuration of `clhip bench runner`: how many jobs per GPU, how many cases a worker
 /// runs before a fresh one takes over.
 #[derive(Debug, Clone, Copy)]
@@ -14,11 +16,13 @@ pub struct RunnerConfig {
 }
 
 /// `clhip bench runner`: the same plan run under each configuration, with the wall time, the
-/// time the cases themselves took, and the runner's overhead per case (wall x jobs - case time,
-/// over the cases). Batched (64 cases a worker) against one process per case shows what a
-/// worker's start costs; `-j 1/4/8` what parallel workers buy.
+/// time the cases themselves took, and the runner's overhead per case (wall x workers - case
+/// time, over the cases). Batched (64 cases a worker) against one process per case shows what a
+/// worker's start costs; `-j 1/4/8` what parallel workers buy. Where the plan spans several
+/// GPUs, each setting also runs the first GPU's cases alone, and prints the ratio of the two
+/// wall times (each GPU has its own workers, so the goal is about 1x).
 pub fn run_runner(
-    plan: &[crate::runner::Planned],
+    plan: &[Planned],
     base: &crate::runner::RunOptions,
     configs: &[RunnerConfig],
     out: &mut dyn Write,
@@ -28,40 +32,125 @@ pub fn run_runner(
         "{} cases; per configuration: wall time, summed case time, runner overhead per case",
         plan.len()
     )?;
+    let gpus = gpus_of(plan);
     for (i, c) in configs.iter().enumerate() {
         let mut opts = base.clone();
         opts.jobs = c.jobs;
         opts.cases_per_worker = c.cases_per_worker;
-        let trace_dir =
-            std::env::temp_dir().join(format!("clhip-bench-trace-{}-{i}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&trace_dir);
-        opts.worker_env.push((
-            crate::trace::TRACE_ENV.to_string(),
-            trace_dir.display().to_string(),
-        ));
-        let t = Instant::now();
-        let end = crate::runner::run(plan.to_vec(), &opts, &mut |_| {})?;
-        let wall = t.elapsed().as_secs_f64();
-        let cases: f64 = end.results.iter().map(|r| r.duration_s).sum();
-        let n = end.results.len().max(1) as f64;
-        let overhead = (wall * c.jobs as f64 - cases).max(0.0) / n;
+        let all = measure(plan, &opts, &format!("{i}"))?;
         writeln!(
             out,
-            "  -j {:<2} {:>3} cases/worker: wall {wall:7.2} s, cases {cases:7.2} s, overhead {:6.1} ms/case{}",
+            "  -j {:<2} {:>3} cases/worker: {}",
             c.jobs,
             c.cases_per_worker,
+            all.line(c.jobs)
+        )
+        .context("writing the bench")?;
+        all.write_steps(out)?;
+        // The same per-GPU matrix on one GPU: with each GPU's own workers, two GPUs should
+        // take about the time of one.
+        if let [first, _, ..] = &gpus[..] {
+            let one: Vec<Planned> = plan.iter().filter(|p| &p.gpu == first).cloned().collect();
+            let alone = measure(&one, &opts, &format!("{i}-one"))?;
+            let every: usize = plan.iter().filter(|p| gpus.contains(&p.gpu)).count();
+            writeln!(
+                out,
+                "      {first} alone: {}\n      per-GPU matrix on {} GPUs ({every} cases) against {first} alone ({} cases): {:.2} s / {:.2} s = {:.2}x",
+                alone.line(c.jobs),
+                gpus.len(),
+                one.len(),
+                all.wall_s,
+                alone.wall_s,
+                all.wall_s / alone.wall_s.max(1e-9)
+            )
+            .context("writing the bench")?;
+        }
+    }
+    Ok(())
+}
+
+/// The GPUs of device-runtime pairs the plan keeps busy, in order of first appearance (a host
+/// pair's OpenCL device is not one of them).
+fn gpus_of(plan: &[Planned]) -> Vec<String> {
+    let mut gpus: Vec<String> = Vec::new();
+    for p in plan {
+        let on_gpu = p
+            .work
+            .case()
+            .is_some_and(|c| c.pair.peer.api != crate::model::Api::Host);
+        if on_gpu && !p.gpu.is_empty() && !gpus.contains(&p.gpu) {
+            gpus.push(p.gpu.clone());
+        }
+    }
+    gpus
+}
+
+/// One timed run of a plan, with its workers' traced steps.
+struct Measured {
+    wall_s: f64,
+    cases_s: f64,
+    results: usize,
+    /// Worker queues: one per GPU (every item without one shares a queue).
+    queues: usize,
+    stopped: Option<String>,
+    steps: Vec<crate::trace::StepTotal>,
+}
+
+fn measure(
+    plan: &[Planned],
+    base: &crate::runner::RunOptions,
+    tag: &str,
+) -> anyhow::Result<Measured> {
+    let mut opts = base.clone();
+    let trace_dir =
+        std::env::temp_dir().join(format!("clhip-bench-trace-{}-{tag}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&trace_dir);
+    opts.worker_env.push((
+        crate::trace::TRACE_ENV.to_string(),
+        trace_dir.display().to_string(),
+    ));
+    let t = Instant::now();
+    let end = crate::runner::run(plan.to_vec(), &opts, &mut |_| {})?;
+    let wall_s = t.elapsed().as_secs_f64();
+    let steps = crate::trace::read_dir(&trace_dir).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&trace_dir);
+    Ok(Measured {
+        wall_s,
+        cases_s: end.results.iter().map(|r| r.duration_s).sum(),
+        results: end.results.len(),
+        queues: plan
+            .iter()
+            .map(|p| p.gpu.as_str())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len()
+            .max(1),
+        stopped: end.stopped.map(|s| format!("{s:?}")),
+        steps: crate::trace::totals(&steps),
+    })
+}
+
+impl Measured {
+    /// Wall time, summed case time, and the runner's overhead per case (wall x workers - case
+    /// time, over the cases; `jobs` workers per GPU).
+    fn line(&self, jobs: usize) -> String {
+        let workers = (jobs * self.queues) as f64;
+        let overhead = (self.wall_s * workers - self.cases_s).max(0.0) / self.results.max(1) as f64;
+        format!(
+            "wall {:7.2} s, cases {:7.2} s, overhead {:6.1} ms/case{}",
+            self.wall_s,
+            self.cases_s,
             overhead * 1e3,
-            match &end.stopped {
-                Some(s) => format!(" (stopped: {s:?})"),
+            match &self.stopped {
+                Some(s) => format!(" (stopped: {s})"),
                 None => String::new(),
             }
         )
-        .context("writing the bench")?;
-        // Where the workers' time went: a step whose time in flight is near its summed time
-        // ran one at a time across processes, and more jobs cannot shorten it.
-        let steps = crate::trace::read_dir(&trace_dir).unwrap_or_default();
-        let _ = std::fs::remove_dir_all(&trace_dir);
-        for t in crate::trace::totals(&steps).iter().take(TRACE_LINES) {
+    }
+
+    /// Where the workers' time went: a step whose time in flight is near its summed time ran
+    /// one at a time across processes, and more jobs cannot shorten it.
+    fn write_steps(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+        for t in self.steps.iter().take(TRACE_LINES) {
             writeln!(
                 out,
                 "      {:<40} {:>4} x {:7.1} ms = {:7.2} s summed, {:7.2} s in flight",
@@ -73,8 +162,8 @@ pub fn run_runner(
             )
             .context("writing the bench")?;
         }
+        Ok(())
     }
-    Ok(())
 }
 
 /// Steps shown per configuration, longest summed time first.
