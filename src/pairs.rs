@@ -97,61 +97,6 @@ pub fn worker_env(probe: &Probe, pair: &Pair) -> Vec<(String, String)> {
     if std::env::var_os(CUDA_CONNECTIONS_ENV).is_none() {
         env.push((CUDA_CONNECTIONS_ENV.to_string(), "1".to_string()));
     }
-    env.extend(one_gpu_env(probe, pair));
-    env
-}
-
-/// CUDA's device filter, honoured by the CUDA driver and by NVIDIA's OpenCL.
-pub const CUDA_VISIBLE_ENV: &str = "CUDA_VISIBLE_DEVICES";
-
-/// On a host of several NVIDIA GPUs, a worker sees only its pair's GPU: cuInit and NVIDIA
-/// OpenCL's platform set-up initialise every GPU a process can see, one process at a time, and
-/// a run starts a worker after every crash or fault. The worker then finds its devices by
-/// UUID ([`crate::ops::OPENCL_UUID_ENV`]) and its peer as ordinal 0. A host pair on an NVIDIA
-/// GPU gets the same. A value set in the runner's environment is kept, and so is the whole
-/// view where the GPU has no UUID to name it by.
-fn one_gpu_env(probe: &Probe, pair: &Pair) -> Vec<(String, String)> {
-    if std::env::var_os(CUDA_VISIBLE_ENV).is_some() {
-        return Vec::new();
-    }
-    let Some(cuda) = probe
-        .device_runtimes()
-        .into_iter()
-        .find(|rt| rt.api == crate::model::Api::Cuda)
-    else {
-        return Vec::new();
-    };
-    let devices = &cuda.status.devices;
-    if devices.len() < 2 {
-        return Vec::new();
-    }
-    let cl_uuid = match probe.cl_device(&pair.opencl.label).map(|d| &d.uuid) {
-        Some(Queried::Value(u)) => u.to_ascii_lowercase(),
-        _ => return Vec::new(),
-    };
-    let gpu = match pair.peer.api {
-        crate::model::Api::Cuda => devices.iter().find(|d| d.ordinal == pair.peer.ordinal),
-        crate::model::Api::Host => devices
-            .iter()
-            .find(|d| d.uuid.to_ascii_lowercase() == cl_uuid),
-        _ => None,
-    };
-    let Some(gpu) = gpu.filter(|d| d.uuid.to_ascii_lowercase() == cl_uuid) else {
-        return Vec::new();
-    };
-    let mut env = vec![
-        (CUDA_VISIBLE_ENV.to_string(), format!("GPU-{}", gpu.uuid)),
-        (
-            crate::ops::OPENCL_UUID_ENV.to_string(),
-            format!("{}={}", pair.opencl.label, gpu.uuid),
-        ),
-    ];
-    if pair.peer.api == crate::model::Api::Cuda {
-        env.push((
-            crate::ops::PEER_ORDINAL_ENV.to_string(),
-            format!("{}=0", pair.peer.ordinal),
-        ));
-    }
     env
 }
 
@@ -328,67 +273,6 @@ mod tests {
               answer within 20 s in clGetPlatformIDs (its devices are in no pair)"
             ]
         );
-    }
-
-    /// The H200 fixture with a second, identical GPU of another UUID.
-    fn two_h200() -> Probe {
-        let mut p: Probe =
-            serde_json::from_str(include_str!("../tests/fixtures/nvidia-h200-probe.json")).unwrap();
-        let mut cuda1 = p.cuda.devices[0].clone();
-        cuda1.ordinal = 1;
-        cuda1.uuid = "b6c0dbd5-239b-cac3-584c-6eb3cfef58f8".into();
-        p.cuda.devices.push(cuda1);
-        let nvidia = p
-            .platforms
-            .iter_mut()
-            .find(|pl| pl.devices.iter().any(|d| d.label == "nvidia0"))
-            .unwrap();
-        let mut nvidia1 = nvidia.devices[0].clone();
-        nvidia1.label = "nvidia1".into();
-        nvidia1.device_index = 1;
-        nvidia1.uuid = Queried::Value("b6c0dbd5-239b-cac3-584c-6eb3cfef58f8".into());
-        nvidia.devices.push(nvidia1);
-        p
-    }
-
-    #[test]
-    fn on_a_host_of_several_nvidia_gpus_a_worker_sees_only_its_own() {
-        if std::env::var_os(CUDA_VISIBLE_ENV).is_some() {
-            return; // the runner's own choice is kept: nothing to test here
-        }
-        let p = two_h200();
-        let pairs = from_probe(&p);
-        let pair = |id: &str| pairs.iter().find(|x| x.id() == id).unwrap().clone();
-        let env = worker_env(&p, &pair("nvidia1+cuda1"));
-        assert_eq!(
-            var(&env, CUDA_VISIBLE_ENV),
-            Some("GPU-b6c0dbd5-239b-cac3-584c-6eb3cfef58f8")
-        );
-        assert_eq!(
-            var(&env, crate::ops::OPENCL_UUID_ENV),
-            Some("nvidia1=b6c0dbd5-239b-cac3-584c-6eb3cfef58f8")
-        );
-        assert_eq!(var(&env, crate::ops::PEER_ORDINAL_ENV), Some("1=0"));
-        let host = worker_env(&p, &pair("nvidia0+host"));
-        let uuid0 = &p.cuda.devices[0].uuid;
-        assert_eq!(
-            var(&host, CUDA_VISIBLE_ENV),
-            Some(format!("GPU-{uuid0}").as_str())
-        );
-        assert_eq!(var(&host, crate::ops::PEER_ORDINAL_ENV), None);
-        // PoCL's pairs and a one-GPU host are left as they are.
-        let pocl = pairs
-            .iter()
-            .find(|x| x.opencl.label.starts_with("pocl"))
-            .unwrap();
-        assert_eq!(var(&worker_env(&p, pocl), CUDA_VISIBLE_ENV), None);
-        let one: Probe =
-            serde_json::from_str(include_str!("../tests/fixtures/nvidia-h200-probe.json")).unwrap();
-        let one_pair = from_probe(&one)
-            .into_iter()
-            .find(|x| x.id() == "nvidia0+cuda0")
-            .unwrap();
-        assert_eq!(var(&worker_env(&one, &one_pair), CUDA_VISIBLE_ENV), None);
     }
 
     fn two_installs() -> Probe {

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use crate::fft::FftCache;
 use crate::generate;
 use crate::model::{BIT_EXACT, CaseError, Mismatch, Op, Pair, PathKind, Phase, SyncMode};
-use crate::ops::Plant;
+use crate::ops::{OPENCL_LABEL_ENV, Plant};
 use crate::paths::{DeviceBuffer, Shared};
 use crate::runtimes::device::{AllocKind, DeviceAlloc};
 use crate::runtimes::host::HostPeer;
@@ -174,7 +174,7 @@ impl Sides {
         session.skip_kernels = job.plant == Some(Plant::ClNoop);
         let peer = crate::peer::open_peer(
             job.pair.peer.api,
-            crate::ops::local_ordinal(job.pair.peer.ordinal),
+            job.pair.peer.ordinal,
             job.rocm_path.as_deref(),
         )?;
         Ok(Sides {
@@ -205,12 +205,20 @@ impl Sides {
     }
 }
 
-/// The pair's OpenCL device, found as a worker finds it: the parent loads only the pair's
-/// vendor library here, and names the device by its label in that library or by its UUID.
+/// The pair's OpenCL device, found by its label as this process's own enumeration gives it
+/// (the parent loads only the pair's vendor library here, and says which label the device has
+/// in it, as the runner does for its workers).
 fn open_session(pair: &Pair) -> Result<ClSession, CaseError> {
     let want = &pair.opencl.label;
+    let local = std::env::var(OPENCL_LABEL_ENV)
+        .ok()
+        .and_then(|v| {
+            let (run, local) = v.split_once('=')?;
+            (run == want).then(|| local.to_string())
+        })
+        .unwrap_or_else(|| want.clone());
     let devices = opencl::enumerate().refused("no OpenCL platform could be enumerated")?;
-    let Some(device) = crate::ops::find_device(&devices, want).cloned() else {
+    let Some(device) = devices.into_iter().find(|d| d.r.label == local) else {
         return Err(CaseError::unsupported(format!(
             "OpenCL device {want} not found by the bench child"
         )));

@@ -184,7 +184,7 @@ fn peer<'a>(
 ) -> Result<&'a mut dyn PeerRuntime, CaseError> {
     let entry = peers
         .entry(want.clone())
-        .or_insert_with(|| open_peer(want.api, local_ordinal(want.ordinal), rocm_path));
+        .or_insert_with(|| open_peer(want.api, want.ordinal, rocm_path));
     match entry {
         Ok(p) => Ok(p.as_mut()),
         Err(e) => Err(e.clone()),
@@ -195,47 +195,16 @@ fn peer<'a>(
 /// `<label in the run>=<label within that library>`.
 pub const OPENCL_LABEL_ENV: &str = "CLHIP_OPENCL_AS";
 
-/// Set by the runner for a worker that sees only its pair's GPU (`CUDA_VISIBLE_DEVICES`):
-/// `<label in the run>=<UUID>`. The worker finds that OpenCL device by its UUID, whatever
-/// label the restricted enumeration gives it.
-pub const OPENCL_UUID_ENV: &str = "CLHIP_OPENCL_UUID";
-
-/// Set with [`OPENCL_UUID_ENV`]: `<ordinal in the run>=<ordinal in this worker>` of the peer.
-pub const PEER_ORDINAL_ENV: &str = "CLHIP_PEER_ORDINAL_AS";
-
-/// The local side of a `run=local` mapping in `var`, where its run side is `key`.
-fn mapped(var: &str, key: &str) -> Option<String> {
-    let v = std::env::var(var).ok()?;
-    let (run, local) = v.split_once('=')?;
-    (run == key).then(|| local.to_string())
-}
-
-/// The ordinal this worker's device runtime gives the run's `ordinal`.
-pub fn local_ordinal(ordinal: usize) -> usize {
-    mapped(PEER_ORDINAL_ENV, &ordinal.to_string())
-        .and_then(|o| o.parse().ok())
-        .unwrap_or(ordinal)
-}
-
 /// The label this worker's own enumeration gives the run's device `label`.
 fn local_label(label: &str) -> String {
-    mapped(OPENCL_LABEL_ENV, label).unwrap_or_else(|| label.to_string())
+    std::env::var(OPENCL_LABEL_ENV)
+        .ok()
+        .and_then(|v| {
+            let (run, local) = v.split_once('=')?;
+            (run == label).then(|| local.to_string())
+        })
+        .unwrap_or_else(|| label.to_string())
 }
-
-/// The run's OpenCL device `label` among this worker's devices: by UUID where the runner gave
-/// one, else by label.
-pub fn find_device<'a>(list: &'a [ClDevice], label: &str) -> Option<&'a ClDevice> {
-    match mapped(OPENCL_UUID_ENV, label) {
-        Some(uuid) => list.iter().find(|d| {
-            opencl::device_bytes(d.id, CL_DEVICE_UUID_KHR)
-                .is_ok_and(|b| crate::runtimes::text::uuid_string(&b).eq_ignore_ascii_case(&uuid))
-        }),
-        None => list.iter().find(|d| d.r.label == local_label(label)),
-    }
-}
-
-/// cl_khr_device_uuid's query.
-const CL_DEVICE_UUID_KHR: u32 = 0x106A;
 
 /// The case's OpenCL session, opened on first use in this worker.
 fn session<'a>(
@@ -256,7 +225,7 @@ fn session<'a>(
                 // platform enumerates first, which platform indices do not. A worker that
                 // loads its pair's vendor library alone numbers its devices within that
                 // library: the runner says which label the pair's device has there.
-                Ok(list) => match find_device(list, &want.label) {
+                Ok(list) => match list.iter().find(|d| d.r.label == local_label(&want.label)) {
                     None => {
                         let seen: Vec<String> = list
                             .iter()
