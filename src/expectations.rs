@@ -24,7 +24,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::cases::{InputError, glob, locate, parse_toml};
+use crate::cases::{InputError, locate, parse_toml};
+use crate::filter::glob;
 use crate::fingerprint::Fingerprint;
 use crate::model::{Case, Expectation, OutcomeKind};
 

@@ -12,6 +12,7 @@ pub mod consistency;
 pub mod expectations;
 pub mod fault;
 pub mod fft;
+pub mod filter;
 pub mod fingerprint;
 pub mod generate;
 pub mod hash;

@@ -279,17 +279,28 @@ fn semaphore_orders(path: PathKind) -> bool {
     path.shares_one_address() || path.is_imported()
 }
 
-/// One binary semaphore of the Vulkan broker, imported by OpenCL and by the peer, that orders
-/// every handover of one [`Shared`]: the side that gives the memory up signals it after its
-/// work, the side that takes it waits on it before its own, each on its device queue, and the
-/// host waits for neither. A binary semaphore must be waited on once between two signals; the
-/// handovers of one allocation alternate in direction (ownership toggles), so one semaphore
-/// serves them all.
-pub(crate) struct SemaphoreLink {
-    broker: Rc<Broker>,
+/// One binary semaphore of the Vulkan broker, imported by OpenCL and by the peer.
+struct Imported {
     exported: ExportedSemaphore,
     cl: ClSemaphore,
     peer: u64,
+}
+
+/// The broker's binary semaphores that order the handovers of one [`Shared`]: the side that
+/// gives the memory up signals after its work, the side that takes it waits before its own,
+/// each on its device queue, and the host waits for neither. One semaphore per direction: a
+/// binary semaphore's wait consumes the signal that is pending when the wait *runs*, and the
+/// host enqueues the next handover's wait before the last one's has run. With one semaphore
+/// for both directions, OpenCL's wait could take OpenCL's own signal that the peer had not
+/// yet consumed (a stale read), and the peer's wait would then wait behind its own signal (a
+/// hang): both seen on H200s. Per direction, the signal of handover k+2 runs only after the
+/// other direction's wait, which follows the wait of handover k on the same queue.
+pub(crate) struct SemaphoreLink {
+    broker: Rc<Broker>,
+    /// OpenCL signals, the peer waits.
+    to_peer: Imported,
+    /// The peer signals, OpenCL waits.
+    to_cl: Imported,
     /// The wrong-semaphore plant's: signalled by the broker at once, imported by the peer.
     decoy: Option<(ExportedSemaphore, u64)>,
     /// Under that plant the peer still owes the right semaphore its wait (taken after its
@@ -315,11 +326,52 @@ fn import_peer_semaphore(dev: &mut dyn DeviceRuntime, fd: OwnedFd) -> Result<u64
     Ok(sem)
 }
 
+impl Imported {
+    /// A binary semaphore of the broker on the peer's GPU, one opaque fd imported by the peer
+    /// and another by OpenCL; what was made is undone on a refusal.
+    fn create(
+        s: &ClSession,
+        dev: &mut dyn DeviceRuntime,
+        broker: &Broker,
+    ) -> Result<Self, CaseError> {
+        let exported = broker.semaphore(SemaphoreKind::Binary)?;
+        let peer = match broker
+            .semaphore_fd(&exported)
+            .and_then(|fd| import_peer_semaphore(dev, fd))
+        {
+            Ok(sem) => sem,
+            Err(e) => {
+                broker.destroy_semaphore(exported);
+                return Err(e.with_note(&broker_note(broker)));
+            }
+        };
+        let imported = broker.semaphore_fd(&exported).and_then(|fd| {
+            ClSemaphore::import_opaque_fd(s, fd)
+                .refused("OpenCL would not import the Vulkan broker's semaphore")
+        });
+        match imported {
+            Ok(cl) => Ok(Imported { exported, cl, peer }),
+            Err(e) => {
+                dev.destroy_semaphore(peer);
+                broker.destroy_semaphore(exported);
+                Err(e.with_note(&broker_note(broker)))
+            }
+        }
+    }
+
+    fn release(self, dev: Option<&mut dyn DeviceRuntime>, broker: &Broker) {
+        drop(self.cl);
+        if let Some(dev) = dev {
+            dev.destroy_semaphore(self.peer);
+        }
+        broker.destroy_semaphore(self.exported);
+    }
+}
+
 impl SemaphoreLink {
-    /// The broker's binary semaphore on the peer's GPU, one opaque fd imported by the peer and
-    /// another by OpenCL. What is missing for it (a peer without semaphores, an OpenCL without
-    /// cl_khr_external_semaphore_opaque_fd, no Vulkan, a refused import) is `Unsupported` with
-    /// its reason; anything made before a refusal is undone.
+    /// Both directions' semaphores. What is missing for them (a peer without semaphores, an
+    /// OpenCL without cl_khr_external_semaphore_opaque_fd, no Vulkan, a refused import) is
+    /// `Unsupported` with its reason; anything made before a refusal is undone.
     fn create(
         s: &ClSession,
         peer: &mut dyn PeerRuntime,
@@ -347,37 +399,22 @@ impl SemaphoreLink {
             }
         }
         let broker = dev.vulkan()?;
-        let exported = broker.semaphore(SemaphoreKind::Binary)?;
-        let peer_sem = match broker
-            .semaphore_fd(&exported)
-            .and_then(|fd| import_peer_semaphore(dev, fd))
-        {
-            Ok(sem) => sem,
+        let to_peer = Imported::create(s, dev, &broker)?;
+        let to_cl = match Imported::create(s, dev, &broker) {
+            Ok(i) => i,
             Err(e) => {
-                broker.destroy_semaphore(exported);
-                return Err(e.with_note(&broker_note(&broker)));
+                to_peer.release(Some(dev), &broker);
+                return Err(e);
             }
         };
-        let imported = broker.semaphore_fd(&exported).and_then(|fd| {
-            ClSemaphore::import_opaque_fd(s, fd)
-                .refused("OpenCL would not import the Vulkan broker's semaphore")
-        });
-        match imported {
-            Ok(cl) => Ok(SemaphoreLink {
-                broker,
-                exported,
-                cl,
-                peer: peer_sem,
-                decoy: None,
-                owed_wait: false,
-                handovers: 0,
-            }),
-            Err(e) => {
-                dev.destroy_semaphore(peer_sem);
-                broker.destroy_semaphore(exported);
-                Err(e.with_note(&broker_note(&broker)))
-            }
-        }
+        Ok(SemaphoreLink {
+            broker,
+            to_peer,
+            to_cl,
+            decoy: None,
+            owed_wait: false,
+            handovers: 0,
+        })
     }
 
     /// The decoy of the wrong-semaphore plant, signalled now by the broker's own queue.
@@ -408,21 +445,17 @@ impl SemaphoreLink {
     pub(crate) fn release(self, peer: &mut dyn PeerRuntime) {
         let SemaphoreLink {
             broker,
-            exported,
-            cl,
-            peer: peer_sem,
+            to_peer,
+            to_cl,
             decoy,
             ..
         } = self;
-        drop(cl);
-        if let Some(dev) = peer.as_device() {
-            dev.destroy_semaphore(peer_sem);
-            if let Some((_, sem)) = &decoy {
-                dev.destroy_semaphore(*sem);
+        to_peer.release(peer.as_device(), &broker);
+        to_cl.release(peer.as_device(), &broker);
+        if let Some((exported, sem)) = decoy {
+            if let Some(dev) = peer.as_device() {
+                dev.destroy_semaphore(sem);
             }
-        }
-        broker.destroy_semaphore(exported);
-        if let Some((exported, _)) = decoy {
             broker.destroy_semaphore(exported);
         }
     }
@@ -482,7 +515,7 @@ fn semaphore_to_peer(
     let link = link(s, peer, m)?;
     link.handovers += 1;
     if fault != Some(SemaphoreFault::SkipSignal) {
-        drop(link.cl.signal(s, &after).running()?);
+        drop(link.to_peer.cl.signal(s, &after).running()?);
         s.flush().running()?;
     }
     let dev = device(peer)?;
@@ -504,7 +537,7 @@ fn semaphore_to_peer(
         dev.wait_semaphore(decoy)?;
         link.owed_wait = true;
     } else {
-        dev.wait_semaphore(link.peer)?;
+        dev.wait_semaphore(link.to_peer.peer)?;
     }
     Ok(())
 }
@@ -522,10 +555,10 @@ fn semaphore_to_cl(
     let link = link(s, peer, m)?;
     let dev = device(peer)?;
     if link.owed_wait {
-        dev.wait_semaphore(link.peer)?;
+        dev.wait_semaphore(link.to_peer.peer)?;
         link.owed_wait = false;
     }
-    dev.signal_semaphore(link.peer)?;
+    dev.signal_semaphore(link.to_cl.peer)?;
     link.handovers += 1;
     crate::blocking::announce(&format!(
         "clEnqueueWaitSemaphoresKHR on OpenCL's queue, for the semaphore {label} signals after \
@@ -533,7 +566,7 @@ fn semaphore_to_cl(
         link.handovers
     ));
     let mut waited = crate::trace::timed("OpenCL's semaphore wait enqueued", || {
-        wait_watching_peer(s, &link.cl)
+        wait_watching_peer(s, &link.to_cl.cl)
     })?;
     if HOLD_BACK_OPENCL.get() {
         waited = hold_back(s, waited)?;

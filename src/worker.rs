@@ -95,7 +95,7 @@ impl Planting {
             || self
                 .only
                 .iter()
-                .any(|f| crate::cases::matches_filter(f, id));
+                .any(|f| crate::filter::matches_filter(f, id));
         self.plant.filter(|_| picked)
     }
 }

@@ -87,7 +87,7 @@ pub fn select(pairs: &[Pair], filters: &[String]) -> anyhow::Result<Vec<(Pair, T
     }
     let ids: Vec<String> = all.iter().map(|(p, t)| target_id(p, *t)).collect();
     for f in filters {
-        if !ids.iter().any(|id| crate::cases::matches_filter(f, id)) {
+        if !ids.iter().any(|id| crate::filter::matches_filter(f, id)) {
             bail!(
                 "filter `{f}` matches none of the {} bench targets; ids look like `{}`",
                 ids.len(),
@@ -95,7 +95,7 @@ pub fn select(pairs: &[Pair], filters: &[String]) -> anyhow::Result<Vec<(Pair, T
             );
         }
     }
-    let picked = |id: &str| filters.iter().any(|f| crate::cases::matches_filter(f, id));
+    let picked = |id: &str| filters.iter().any(|f| crate::filter::matches_filter(f, id));
     let pairs_picked: Vec<&Pair> = all
         .iter()
         .zip(&ids)
