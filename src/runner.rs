@@ -875,7 +875,7 @@ impl<'s> Session<'s> {
             duration_s,
         );
         if bad_end && let Some(log) = &mut self.kernel_log {
-            result.kernel_log = log.since_start();
+            result.kernel_log = crate::kmsg::of_group(log.since_start(), self.worker.pid());
         }
         result.predecessors = self.batch[..self.next]
             .iter()
