@@ -41,15 +41,3 @@ __kernel void ccopy(__global const float2* src, __global float2* dst, uint n)
         return;
     dst[i] = src[i];
 }
-
-// Busy for `iters` dependent steps on one work-item (a few hundred ms on a GPU for 1e8): the
-// wrong-semaphore plant holds OpenCL's work back with it, so that a consumer that does not
-// really wait reads before the producer has written, every time. The store keeps the loop.
-__kernel void spin(__global uint* sink, uint iters)
-{
-    uint x = (uint)get_global_id(0) + 1u;
-    for (uint i = 0; i < iters; i++)
-        x = x * 1664525u + 1013904223u;
-    if (x == 0u)
-        sink[0] = x;
-}

@@ -41,6 +41,18 @@ CLHIP_KERNEL void clhip_pattern_check(const clhip_u32* p, clhip_u32 seed, clhip_
     }
 }
 
+// Busy work of `iters` steps per thread: the wrong-semaphore plant holds the peer's work back
+// with it, so that an OpenCL that does not really wait reads before the peer has written, every
+// time. The store keeps the loop.
+CLHIP_KERNEL void clhip_spin(clhip_u32* sink, clhip_u32 iters)
+{
+    clhip_u32 x = (clhip_u32)clhip_gid() + 1u;
+    for (clhip_u32 i = 0; i < iters; i++)
+        x = x * 1664525u + 1013904223u;
+    if (x == 0u)
+        sink[0] = x;
+}
+
 // p[word] ^= mask, one thread: tests plant an error with it.
 CLHIP_KERNEL void clhip_flip_bit(clhip_u32* p, clhip_u64 word, clhip_u32 mask)
 {

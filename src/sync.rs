@@ -268,8 +268,12 @@ pub enum SemaphoreFault {
     /// OpenCL does not signal after its work: the peer's wait never ends, and the case must
     /// end as a timeout naming that wait.
     SkipSignal,
-    /// The peer waits on another semaphore, one the broker signalled at once, and on the right
-    /// one only after its read: its read races OpenCL's work, a stale read to be caught.
+    /// OpenCL waits on another semaphore, one the broker signalled at once, and on the right
+    /// one only before its next signal, while the peer's work is held back by a spin kernel:
+    /// OpenCL reads before the peer has written, a stale read to be caught. Planted on
+    /// OpenCL's side because on H200s a peer waiting on a decoy was never caught, even with
+    /// OpenCL's work held back 200 ms: NVIDIA's OpenCL (580) appears to finish its work
+    /// before clEnqueueSignalSemaphoresKHR returns.
     WrongSemaphore,
 }
 
@@ -301,11 +305,11 @@ pub(crate) struct SemaphoreLink {
     to_peer: Imported,
     /// The peer signals, OpenCL waits.
     to_cl: Imported,
-    /// The wrong-semaphore plant's: signalled by the broker at once, imported by the peer.
-    decoy: Option<(ExportedSemaphore, u64)>,
-    /// Under that plant the peer still owes the right semaphore its wait (taken after its
-    /// read, before its next signal, so that each signal is still waited on once).
-    owed_wait: bool,
+    /// The wrong-semaphore plant's: signalled by the broker at once, imported by OpenCL.
+    decoy: Option<(ExportedSemaphore, ClSemaphore)>,
+    /// Under that plant OpenCL still owes `to_cl` its wait (taken before its next signal, so
+    /// that each signal is still waited on once).
+    cl_owes_wait: bool,
     handovers: u32,
 }
 
@@ -412,33 +416,32 @@ impl SemaphoreLink {
             to_peer,
             to_cl,
             decoy: None,
-            owed_wait: false,
+            cl_owes_wait: false,
             handovers: 0,
         })
     }
 
     /// The decoy of the wrong-semaphore plant, signalled now by the broker's own queue.
-    fn signalled_decoy(&mut self, dev: &mut dyn DeviceRuntime) -> Result<u64, CaseError> {
+    fn signalled_decoy(&mut self, s: &ClSession) -> Result<&ClSemaphore, CaseError> {
         if self.decoy.is_none() {
             let exported = self.broker.semaphore(SemaphoreKind::Binary)?;
-            let sem = match self
-                .broker
-                .semaphore_fd(&exported)
-                .and_then(|fd| import_peer_semaphore(dev, fd))
-            {
-                Ok(sem) => sem,
+            let imported = self.broker.semaphore_fd(&exported).and_then(|fd| {
+                ClSemaphore::import_opaque_fd(s, fd)
+                    .refused("OpenCL would not import the Vulkan broker's semaphore")
+            });
+            match imported {
+                Ok(cl) => self.decoy = Some((exported, cl)),
                 Err(e) => {
                     self.broker.destroy_semaphore(exported);
                     return Err(e);
                 }
-            };
-            self.decoy = Some((exported, sem));
+            }
         }
-        let Some((exported, sem)) = &self.decoy else {
+        let Some((exported, cl)) = &self.decoy else {
             unreachable!("made above")
         };
         self.broker.signal_now(exported)?;
-        Ok(*sem)
+        Ok(cl)
     }
 
     /// Destroys every import and the broker's semaphores, once both sides are idle.
@@ -452,10 +455,8 @@ impl SemaphoreLink {
         } = self;
         to_peer.release(peer.as_device(), &broker);
         to_cl.release(peer.as_device(), &broker);
-        if let Some((exported, sem)) = decoy {
-            if let Some(dev) = peer.as_device() {
-                dev.destroy_semaphore(sem);
-            }
+        if let Some((exported, cl)) = decoy {
+            drop(cl);
             broker.destroy_semaphore(exported);
         }
     }
@@ -511,20 +512,28 @@ fn semaphore_to_peer(
     let after = released
         .as_ref()
         .map_or_else(|| waits.to_vec(), |e| vec![e.0]);
+    let mut after = after;
     let label = peer.peer().label();
     let link = link(s, peer, m)?;
     link.handovers += 1;
+    // The wait the wrong-semaphore plant left out, before OpenCL signals again.
+    let owed = if link.cl_owes_wait {
+        link.cl_owes_wait = false;
+        let ev = wait_watching_peer(s, &link.to_cl.cl)?;
+        after.push(ev.0);
+        Some(ev)
+    } else {
+        None
+    };
     if fault != Some(SemaphoreFault::SkipSignal) {
         drop(link.to_peer.cl.signal(s, &after).running()?);
         s.flush().running()?;
     }
+    drop(owed);
     let dev = device(peer)?;
     let planted = match fault {
         Some(SemaphoreFault::SkipSignal) => "; planted skip-signal: OpenCL never signals it",
-        Some(SemaphoreFault::WrongSemaphore) => {
-            "; planted wrong-semaphore: the peer waits on a decoy the broker signalled at once"
-        }
-        None => "",
+        _ => "",
     };
     crate::blocking::announce(&format!(
         "{} on {label}'s stream, for the semaphore OpenCL signals after its work on {path} \
@@ -532,12 +541,10 @@ fn semaphore_to_peer(
         dev.semaphore_wait_call(),
         link.handovers
     ));
+    dev.wait_semaphore(link.to_peer.peer)?;
     if fault == Some(SemaphoreFault::WrongSemaphore) {
-        let decoy = link.signalled_decoy(dev)?;
-        dev.wait_semaphore(decoy)?;
-        link.owed_wait = true;
-    } else {
-        dev.wait_semaphore(link.to_peer.peer)?;
+        // The peer's next work, and the signal after it, come late.
+        dev.spin(SPIN_STEPS)?;
     }
     Ok(())
 }
@@ -554,23 +561,28 @@ fn semaphore_to_cl(
     let label = peer.peer().label();
     let link = link(s, peer, m)?;
     let dev = device(peer)?;
-    if link.owed_wait {
-        dev.wait_semaphore(link.to_peer.peer)?;
-        link.owed_wait = false;
-    }
     dev.signal_semaphore(link.to_cl.peer)?;
     link.handovers += 1;
+    let wrong = WRONG_SEMAPHORE.get();
     crate::blocking::announce(&format!(
         "clEnqueueWaitSemaphoresKHR on OpenCL's queue, for the semaphore {label} signals after \
-         its work on {path} memory (handover {})",
-        link.handovers
+         its work on {path} memory (handover {}{})",
+        link.handovers,
+        if wrong {
+            "; planted wrong-semaphore: OpenCL waits on a decoy the broker signalled at once"
+        } else {
+            ""
+        }
     ));
-    let mut waited = crate::trace::timed("OpenCL's semaphore wait enqueued", || {
-        wait_watching_peer(s, &link.to_cl.cl)
-    })?;
-    if HOLD_BACK_OPENCL.get() {
-        waited = hold_back(s, waited)?;
-    }
+    let waited = if wrong {
+        link.cl_owes_wait = true;
+        let decoy = link.signalled_decoy(s)?;
+        wait_watching_peer(s, decoy)?
+    } else {
+        crate::trace::timed("OpenCL's semaphore wait enqueued", || {
+            wait_watching_peer(s, &link.to_cl.cl)
+        })?
+    };
     match buffer {
         Some(buffer) => Ok(vec![acquire_external(s, buffer, &[waited.0])?]),
         None => Ok(vec![waited]),
@@ -598,23 +610,18 @@ fn wait_watching_peer(s: &ClSession, sem: &ClSemaphore) -> Result<ClEvent, CaseE
 
 thread_local! {
     /// Set for a case under the wrong-semaphore plant.
-    static HOLD_BACK_OPENCL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    static WRONG_SEMAPHORE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Under the wrong-semaphore plant, OpenCL's work after each semaphore wait is held back by a
-/// spin kernel, so that the peer, waiting on a decoy, reads before OpenCL has written: every
-/// time, not only when the race happens to go that way (on an H200 it mostly did not).
-pub(crate) fn set_hold_back_opencl(on: bool) {
-    HOLD_BACK_OPENCL.set(on);
+/// Under the wrong-semaphore plant OpenCL's semaphore waits take a decoy, and the peer's work
+/// after each of its waits is held back, so that OpenCL reads before the peer has written:
+/// every time, not only when the race happens to go that way.
+pub(crate) fn set_wrong_semaphore(on: bool) {
+    WRONG_SEMAPHORE.set(on);
 }
 
-/// Steps of the spin kernel: ~200 ms on an H200's OpenCL.
+/// Steps per thread of the peer's spin kernel: ~200 ms on an H200.
 const SPIN_STEPS: u32 = 100_000_000;
-
-fn hold_back(s: &ClSession, after: ClEvent) -> Result<ClEvent, CaseError> {
-    let sink = crate::paths::DeviceBuffer::new(s, 4)?;
-    s.spin(sink.mem, SPIN_STEPS, &[after.0]).running()
-}
 
 /// Copy path, OpenCL to peer: read the buffer into host staging (waited on per the mode; not
 /// at all under `none`), then, for a device peer, upload staging into the peer's memory.

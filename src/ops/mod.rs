@@ -393,7 +393,7 @@ fn run(
     let peer = peer(peers, &case.pair.peer, rocm_path.as_deref())?;
     session.notes.clear();
     session.skip_kernels = plant == Some(Plant::ClNoop);
-    sync::set_hold_back_opencl(plant == Some(Plant::WrongSemaphore));
+    sync::set_wrong_semaphore(plant == Some(Plant::WrongSemaphore));
     let data = Inputs {
         seed,
         kind,

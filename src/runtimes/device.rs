@@ -171,6 +171,9 @@ pub trait DeviceRuntime: PeerRuntime {
     fn wait_semaphore(&mut self, sem: u64) -> Result<(), CaseError>;
     /// The call `wait_semaphore` makes, for a case to name where it may hang.
     fn semaphore_wait_call(&self) -> &'static str;
+    /// Enqueue busy work of `iters` steps per thread on the peer's stream: later work waits
+    /// behind it (the wrong-semaphore plant's hold-back).
+    fn spin(&mut self, iters: u32) -> Result<(), CaseError>;
 
     /// Import memory another API exported as an opaque fd (`size` bytes, `dedicated` as it
     /// was allocated), its first `len` elements mapped (cuImportExternalMemory +

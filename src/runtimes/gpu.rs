@@ -78,15 +78,17 @@ pub enum Kernel {
     Flip,
     Scale,
     Magnitude,
+    Spin,
 }
 
 impl Kernel {
-    pub const ALL: [Kernel; 5] = [
+    pub const ALL: [Kernel; 6] = [
         Kernel::Fill,
         Kernel::Check,
         Kernel::Flip,
         Kernel::Scale,
         Kernel::Magnitude,
+        Kernel::Spin,
     ];
 
     /// The `extern "C"` name the module exports.
@@ -97,6 +99,7 @@ impl Kernel {
             Kernel::Flip => c"clhip_flip_bit",
             Kernel::Scale => c"clhip_cscale",
             Kernel::Magnitude => c"clhip_cmagnitude",
+            Kernel::Spin => c"clhip_spin",
         }
     }
 
@@ -108,15 +111,15 @@ impl Kernel {
 /// The loaded module's function handles (`CUfunction`, `hipFunction_t`), one per [`Kernel`].
 #[derive(Debug)]
 pub struct Kernels<F> {
-    functions: [F; 5],
+    functions: [F; 6],
 }
 
 impl<F: Copy> Kernels<F> {
     /// Look every kernel up with `get` (cuModuleGetFunction, hipModuleGetFunction).
     pub fn load(get: impl Fn(&CStr) -> Result<F, CaseError>) -> Result<Self, CaseError> {
-        let [a, b, c, d, e] = Kernel::ALL.map(|k| get(k.symbol()));
+        let [a, b, c, d, e, f] = Kernel::ALL.map(|k| get(k.symbol()));
         Ok(Kernels {
-            functions: [a?, b?, c?, d?, e?],
+            functions: [a?, b?, c?, d?, e?, f?],
         })
     }
 
@@ -293,6 +296,15 @@ pub(crate) fn flip_bit(
         (&raw mut mask).cast(),
     ];
     launch(g, Kernel::Flip, 1, &mut args)
+}
+
+/// Busy work on the peer's stream: one block of `iters` steps per thread, the result stored
+/// (never, in practice) into scratch.
+pub(crate) fn spin(g: &impl GpuCore, iters: u32) -> Result<(), CaseError> {
+    g.bind()?;
+    let (mut sink, mut iters) = (g.scratch(), iters);
+    let mut args = [(&raw mut sink).cast(), (&raw mut iters).cast()];
+    launch(g, Kernel::Spin, BLOCK, &mut args)
 }
 
 /// Words of the known-answer check.

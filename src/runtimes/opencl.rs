@@ -557,20 +557,6 @@ impl ClSession {
         unsafe { enqueue_1d(queue, kernel, global, local, wait) }
     }
 
-    /// The `spin` kernel on one work-item, after `wait`: `steps` dependent steps that hold the
-    /// queue's later work back (a plant's tool, so not through the kernel cache, which needs
-    /// the session mutable).
-    pub fn spin(&self, sink: cl_mem, steps: u32, wait: &[cl_event]) -> Result<ClEvent, ApiError> {
-        let kernel = Kernel::create(&self.program, "spin").call("clCreateKernel")?;
-        // SAFETY: `spin(global uint*, uint)`: a buffer and a u32, as declared.
-        unsafe {
-            kernel.set_arg(0, &sink).call("clSetKernelArg")?;
-            kernel.set_arg(1, &steps).call("clSetKernelArg")?;
-        }
-        // SAFETY: arguments are set.
-        unsafe { enqueue_1d(self.queue.get(), &kernel, 1, 1, wait) }
-    }
-
     /// Fills `bytes` of `mem` with `word`, enqueued in order (clEnqueueFillBuffer, or
     /// clEnqueueSVMMemFill for an SVM pointer).
     pub fn fill(&self, mem: ClMem, bytes: usize, word: u32) -> Result<(), ApiError> {

@@ -18,7 +18,7 @@ use crate::runtimes::vulkan::Broker;
 use crate::runtimes::{PeerPtr, PeerRuntime};
 
 /// What a GPU runtime supplies beside its memory and BLAS calls.
-pub(crate) trait GpuDevice: GpuMemory + GpuBlas + PeerRuntime {
+pub(crate) trait GpuDevice: super::GpuCore + GpuMemory + GpuBlas + PeerRuntime {
     fn device_info(&self) -> &DeviceInfo;
     /// [`DeviceRuntime::reopen_args`].
     fn reopen_arguments(&self) -> Vec<String>;
@@ -101,6 +101,10 @@ impl<T: GpuDevice> DeviceRuntime for T {
 
     fn semaphore_wait_call(&self) -> &'static str {
         T::SEMAPHORE_WAIT_CALL
+    }
+
+    fn spin(&mut self, iters: u32) -> Result<(), CaseError> {
+        super::spin(self, iters)
     }
 
     fn import_memory_fd(
