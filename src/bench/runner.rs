@@ -168,3 +168,46 @@ impl Measured {
 
 /// Steps shown per configuration, longest summed time first.
 const TRACE_LINES: usize = 10;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{Api, Case, ClDeviceRef, Expectation, Op, Pair, PathKind, Peer, SyncMode};
+
+    fn planned(api: Api, gpu: usize) -> Planned {
+        let case = Case {
+            pair: Pair {
+                opencl: ClDeviceRef {
+                    platform_index: 0,
+                    device_index: gpu,
+                    label: format!("nvidia{gpu}"),
+                },
+                peer: Peer { api, ordinal: gpu },
+                install: None,
+            },
+            path: PathKind::Copy,
+            sync: SyncMode::Finish,
+            op: Op::Handoff,
+            n: 1,
+        };
+        let gpu_label = match api {
+            Api::Host => case.pair.opencl.label.clone(),
+            _ => case.pair.peer.label(),
+        };
+        let mut p = Planned::case(case, Expectation::Pass);
+        p.gpu = gpu_label;
+        p
+    }
+
+    #[test]
+    fn the_gpus_compared_are_the_device_runtimes_not_the_host_pairs() {
+        let plan = [
+            planned(Api::Host, 0),
+            planned(Api::Cuda, 1),
+            planned(Api::Cuda, 0),
+            planned(Api::Cuda, 1),
+        ];
+        assert_eq!(gpus_of(&plan), ["cuda1", "cuda0"]);
+        assert_eq!(gpus_of(&plan[..2]), ["cuda1"]);
+    }
+}
