@@ -52,16 +52,36 @@ pub fn run_runner(
         if let [first, _, ..] = &gpus[..] {
             let one: Vec<Planned> = plan.iter().filter(|p| &p.gpu == first).cloned().collect();
             let alone = measure(&one, &opts, &format!("{i}-one"))?;
-            let every: usize = plan.iter().filter(|p| gpus.contains(&p.gpu)).count();
+            // Both sides of the ratio hold the GPUs' cases only: the host pairs' (PoCL's)
+            // are timed apart when the plan has any.
+            let every: Vec<Planned> = plan
+                .iter()
+                .filter(|p| gpus.contains(&p.gpu))
+                .cloned()
+                .collect();
+            let together = if every.len() == plan.len() {
+                all.wall_s
+            } else {
+                let m = measure(&every, &opts, &format!("{i}-gpus"))?;
+                writeln!(
+                    out,
+                    "      the {} GPUs' cases: {}",
+                    gpus.len(),
+                    m.line(c.jobs)
+                )
+                .context("writing the bench")?;
+                m.wall_s
+            };
             writeln!(
                 out,
-                "      {first} alone: {}\n      per-GPU matrix on {} GPUs ({every} cases) against {first} alone ({} cases): {:.2} s / {:.2} s = {:.2}x",
+                "      {first} alone: {}\n      per-GPU matrix on {} GPUs ({} cases) against {first} alone ({} cases): {:.2} s / {:.2} s = {:.2}x",
                 alone.line(c.jobs),
                 gpus.len(),
+                every.len(),
                 one.len(),
-                all.wall_s,
+                together,
                 alone.wall_s,
-                all.wall_s / alone.wall_s.max(1e-9)
+                together / alone.wall_s.max(1e-9)
             )
             .context("writing the bench")?;
         }
