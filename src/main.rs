@@ -1233,6 +1233,12 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         (run, decided)
     };
+    // A plant that reaches no case that runs leaves a clean run, which the caller would read
+    // as a check that caught nothing: the same rule as the run's own filters.
+    if !args.plant_only.is_empty() {
+        let cases = plan.iter().filter_map(|p| p.work.case().cloned()).collect();
+        clhip::cases::filter(cases, &args.plant_only).context("--plant-only")?;
+    }
     if plan.is_empty() && decided.is_empty() && !args.allow_empty {
         bail!(
             "nothing to run: the filters and the pairs found leave 0 cases (pass --allow-empty if that is intended)"

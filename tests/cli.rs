@@ -375,3 +375,26 @@ fn devices_picks_a_gpu_by_index_uuid_pci_bus_id_or_label_and_refuses_an_unknown_
         stderr(&o)
     );
 }
+
+#[test]
+fn a_plant_limited_to_cases_that_do_not_run_is_refused_and_nothing_is_overwritten() {
+    let dir = scratch("plant-only");
+    let json = dir.join("results.json");
+    std::fs::write(&json, "previous results").unwrap();
+    for only in ["no-such-case", ""] {
+        let o = clhip(&[
+            "run",
+            "--mock-cases",
+            "pass",
+            "--plant",
+            "flip-element",
+            "--plant-only",
+            only,
+            "--json",
+            json.to_str().unwrap(),
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{only:?}: {}", stderr(&o));
+        assert!(stderr(&o).contains("--plant-only"), "{}", stderr(&o));
+        assert_eq!(std::fs::read_to_string(&json).unwrap(), "previous results");
+    }
+}
