@@ -16,52 +16,128 @@ const MAX_LINES: usize = 50;
 /// Most records read per case, before the lines of other processes are set aside.
 const MAX_RECORDS: usize = 5000;
 
-/// A reader positioned at the log's end when the case started.
+/// A file read in place of /dev/kmsg, in its record format (`prio,seq,time,flags;message`, one
+/// per line): how the runner's tests plant a kernel's fault line. Not for users.
+pub const KERNEL_LOG_ENV: &str = "CLHIP_KERNEL_LOG";
+
+/// A reader positioned at the log's end when it was opened, which keeps what it has read: the
+/// runner looks at the log while a case runs, and attaches it whole at the end.
 pub struct KernelLog {
     file: Option<File>,
+    lines: Vec<String>,
+    /// A record not yet ended by its newline (a file appended to mid-line).
+    partial: String,
 }
 
 impl KernelLog {
-    /// Opens /dev/kmsg at its end; an unreadable log is remembered, not an error.
+    /// Opens /dev/kmsg (or [`KERNEL_LOG_ENV`]'s file) at its end; an unreadable log is
+    /// remembered, not an error.
     pub fn start() -> Self {
+        let path = std::env::var_os(KERNEL_LOG_ENV).unwrap_or_else(|| "/dev/kmsg".into());
+        Self::start_at(std::path::Path::new(&path))
+    }
+
+    fn start_at(path: &std::path::Path) -> Self {
         let file = std::fs::OpenOptions::new()
             .read(true)
             .custom_flags(nix::fcntl::OFlag::O_NONBLOCK.bits())
-            .open("/dev/kmsg")
+            .open(path)
             .and_then(|mut f| f.seek(SeekFrom::End(0)).map(|_| f))
             .ok();
-        KernelLog { file }
+        KernelLog {
+            file,
+            lines: Vec::new(),
+            partial: String::new(),
+        }
     }
 
-    /// The records appended since [`KernelLog::start`], as `message` lines (each record's
-    /// `prio,seq,time,flags;` prefix and continuation lines dropped), or [`UNREADABLE`].
-    pub fn since_start(&mut self) -> Vec<String> {
+    /// Reads what was appended since the last look; returns the new `message` lines (each
+    /// record's `prio,seq,time,flags;` prefix and continuation lines dropped).
+    pub fn poll(&mut self) -> &[String] {
+        let before = self.lines.len();
         let Some(f) = &mut self.file else {
-            return vec![UNREADABLE.to_string()];
+            return &[];
         };
-        let mut lines = Vec::new();
-        // One read returns one record; EAGAIN means no more, EPIPE that records were
-        // overwritten (the reader moves on to the next one).
+        // /dev/kmsg returns one record per read, a file as much as there is; EAGAIN (or 0 from
+        // a file) means no more, EPIPE that records were overwritten (the reader moves on).
         let mut buf = vec![0u8; 8192];
-        loop {
+        while self.lines.len() < MAX_RECORDS {
             match f.read(&mut buf) {
                 Ok(0) => break,
                 Ok(n) => {
-                    let record = String::from_utf8_lossy(&buf[..n]);
-                    if let Some(line) = message(&record) {
-                        lines.push(line);
-                    }
-                    if lines.len() == MAX_RECORDS {
-                        lines.push(format!("(more lines; first {MAX_RECORDS} read)"));
-                        break;
+                    self.partial.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    while let Some(end) = self.partial.find('\n') {
+                        let record: String = self.partial.drain(..=end).collect();
+                        if let Some(line) = message(&record) {
+                            self.lines.push(line);
+                        }
                     }
                 }
                 Err(e) if e.raw_os_error() == Some(nix::libc::EPIPE) => continue,
                 Err(_) => break,
             }
         }
-        lines
+        if self.lines.len() == MAX_RECORDS {
+            self.lines
+                .push(format!("(more lines; first {MAX_RECORDS} read)"));
+        }
+        &self.lines[before..]
     }
+
+    /// Forgets what has been read: what comes next is the next case's.
+    pub fn clear(&mut self) {
+        self.poll();
+        self.lines.clear();
+    }
+
+    /// Everything appended since [`KernelLog::start`] or the last [`KernelLog::clear`], or
+    /// [`UNREADABLE`].
+    pub fn since_start(&mut self) -> Vec<String> {
+        if self.file.is_none() {
+            return vec![UNREADABLE.to_string()];
+        }
+        self.poll();
+        self.lines.clone()
+    }
+}
+
+/// A GPU memory fault as the kernel driver logs it, attributed to a process.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelFault {
+    /// The process the line names.
+    pub pid: u32,
+    /// NVIDIA's Xid number; 0 for amdgpu, which numbers nothing.
+    pub code: i64,
+    pub name: String,
+    pub line: String,
+}
+
+/// The GPU memory fault `line` reports, if it reports one and names its process:
+/// - NVRM Xid 31 (an MMU fault: an access to an unmapped or protected address) and Xid 13
+///   (a graphics engine exception, which an out-of-range address in a kernel raises);
+/// - amdgpu's `[gfxhub] page fault` / `retry page fault` and older kernels' `VM fault`.
+pub fn memory_fault(line: &str) -> Option<KernelFault> {
+    let pid = named_pid(line)?;
+    let (code, name) = if let Some(at) = line.find("NVRM: Xid") {
+        let after = line[at..].split_once("): ")?.1;
+        let xid: i64 = after.split(',').next()?.trim().parse().ok()?;
+        match xid {
+            31 => (31, "NVRM Xid 31 (GPU MMU fault)"),
+            13 => (13, "NVRM Xid 13 (graphics engine exception)"),
+            _ => return None,
+        }
+    } else if line.contains("amdgpu") && (line.contains("page fault") || line.contains("VM fault"))
+    {
+        (0, "amdgpu GPU page fault")
+    } else {
+        return None;
+    };
+    Some(KernelFault {
+        pid,
+        code,
+        name: name.into(),
+        line: line.into(),
+    })
 }
 
 /// The lines that belong to the process group `pgid` (a worker and the helpers it started):
@@ -71,10 +147,14 @@ impl KernelLog {
 /// names none goes with the nearest line before it that does (a trap's `Code:` line follows
 /// its trap), and is kept where none does.
 pub fn of_group(lines: Vec<String>, pgid: u32) -> Vec<String> {
-    of_group_by(lines, pgid, |pid| {
-        nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid as i32)))
+    of_group_by(lines, pgid, |pid| in_group(pid, pgid))
+}
+
+/// Whether process `pid` is `pgid`'s leader or still in its group.
+pub fn in_group(pid: u32, pgid: u32) -> bool {
+    pid == pgid
+        || nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid as i32)))
             .is_ok_and(|g| g.as_raw() as u32 == pgid)
-    })
 }
 
 fn of_group_by(lines: Vec<String>, pgid: u32, in_group: impl Fn(u32) -> bool) -> Vec<String> {
@@ -117,8 +197,12 @@ fn named_pid(line: &str) -> Option<u32> {
 }
 
 /// The message of one /dev/kmsg record: `6,1234,5678901,-;amdgpu: [gfxhub] page fault ...`.
+/// A continuation line (` SUBSYSTEM=pci`) has no prefix, and no message of its own.
 fn message(record: &str) -> Option<String> {
     let first = record.lines().next()?;
+    if first.starts_with(' ') {
+        return None;
+    }
     let (_, msg) = first.split_once(';')?;
     Some(msg.trim_end().to_string())
 }
@@ -167,7 +251,60 @@ mod tests {
 
     #[test]
     fn an_unreadable_log_says_so() {
-        let mut log = KernelLog { file: None };
+        let mut log = KernelLog {
+            file: None,
+            lines: Vec::new(),
+            partial: String::new(),
+        };
+        assert!(log.poll().is_empty());
         assert_eq!(log.since_start(), [UNREADABLE]);
+    }
+
+    #[test]
+    fn a_log_file_is_read_from_its_end_record_by_record_as_it_grows() {
+        use std::io::Write as _;
+        let path = std::env::temp_dir().join(format!("clhip-kmsg-test-{}", std::process::id()));
+        let mut f = std::fs::File::create(&path).expect("log file");
+        writeln!(f, "6,1,1,-;before the case").expect("write");
+        let mut log = KernelLog::start_at(&path);
+        assert!(
+            log.poll().is_empty(),
+            "what was there before is not the case's"
+        );
+        write!(f, "3,2,2,-;NVRM: Xid (PCI:0000:00:06): 31, pid=7, name=clhip, MMU Fault\n SUBSYSTEM=pci\n4,3,3,-;half")
+            .expect("write");
+        assert_eq!(
+            log.poll(),
+            ["NVRM: Xid (PCI:0000:00:06): 31, pid=7, name=clhip, MMU Fault"]
+        );
+        writeln!(f, " a record").expect("write");
+        assert_eq!(log.poll(), ["half a record"]);
+        assert_eq!(log.since_start().len(), 2);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn memory_faults_are_read_from_nvidia_and_amdgpu_lines_with_their_process() {
+        let xid31 = "NVRM: Xid (PCI:0000:00:06): 31, pid=1507, name=clhip, channel 0x00000012, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC1 GPCCLIENT_T1_8 faulted @ 0x7f7c_4ea00000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_WRITE";
+        let f = memory_fault(xid31).expect("an MMU fault");
+        assert_eq!((f.pid, f.code), (1507, 31));
+        let xid13 = "NVRM: Xid (PCI:0000:00:06): 13, pid=88, name=clhip, Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address";
+        assert_eq!(memory_fault(xid13).map(|f| f.code), Some(13));
+        let amd = "amdgpu 0000:c3:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:0 vmid:8 pasid:32769, for process clhip pid 1777 thread clhip pid 1777)";
+        assert_eq!(memory_fault(amd).map(|f| (f.pid, f.code)), Some((1777, 0)));
+        // Not memory faults: a process killed with work in flight (Xid 45), a line with no
+        // process, a CPU segfault.
+        assert_eq!(
+            memory_fault("NVRM: Xid (PCI:0000:00:06): 45, pid=1507, name=clhip, Ch 00000010"),
+            None
+        );
+        assert_eq!(
+            memory_fault("NVRM: Xid (PCI:0000:00:06): 31, Ch 00000010, MMU Fault"),
+            None
+        );
+        assert_eq!(
+            memory_fault("clhip[2040]: segfault at 7f41ac800200 ip 0 sp 0 error 4"),
+            None
+        );
     }
 }

@@ -40,6 +40,11 @@ pub enum MockAction {
     /// Announces a 32 KiB buffer, prints ROCr's page-fault line for an address 4 KiB past its
     /// end and aborts, as ROCm's runtime does on a device page fault: a `fault`.
     RocrFault,
+    /// Logs an NVIDIA MMU fault (Xid 31) of its own process to the kernel log file the runner
+    /// reads in tests (`CLHIP_KERNEL_LOG`), then blocks in a semaphore wait that never
+    /// returns, as CUDA does when a fault stops the work that was to signal: a `fault`, ended
+    /// shortly after the log line rather than at the timeout.
+    KernelFaultHang,
     /// Sleeps 0.8 s, then passes: a case that takes a while (the pause test's).
     Slow,
     /// Fails the first time it runs and passes after, across processes (a marker file named
@@ -66,6 +71,7 @@ impl MockAction {
         MockAction::Unsupported,
         MockAction::Panic,
         MockAction::RocrFault,
+        MockAction::KernelFaultHang,
         MockAction::Noisy,
         MockAction::Slow,
         MockAction::FlakyOnce,
@@ -85,6 +91,7 @@ impl MockAction {
             MockAction::Unsupported => "unsupported",
             MockAction::Panic => "panic",
             MockAction::RocrFault => "rocr-fault",
+            MockAction::KernelFaultHang => "kernel-fault-hang",
             MockAction::Noisy => "noisy",
             MockAction::Slow => "slow",
             MockAction::FlakyOnce => "flaky-once",
@@ -104,7 +111,9 @@ impl MockAction {
             | MockAction::Poison
             | MockAction::Victim => OutcomeKind::Pass,
             MockAction::Fail => OutcomeKind::Fail,
-            MockAction::Fault | MockAction::RocrFault => OutcomeKind::Fault,
+            MockAction::Fault | MockAction::RocrFault | MockAction::KernelFaultHang => {
+                OutcomeKind::Fault
+            }
             MockAction::Panic => OutcomeKind::Error,
             MockAction::Segfault | MockAction::Abort | MockAction::Exit => OutcomeKind::Crash,
             MockAction::Hang => OutcomeKind::Timeout,
@@ -226,6 +235,7 @@ pub fn perform(action: MockAction) -> Outcome {
             }
         }
         MockAction::RocrFault => rocr_fault(),
+        MockAction::KernelFaultHang => kernel_fault_hang(),
         MockAction::Noisy => {
             use std::io::Write as _;
             print!("mock: a partial line on stdout, no newline");
@@ -256,6 +266,43 @@ fn rocr_fault() -> ! {
         base + bytes + 4096
     );
     std::process::abort()
+}
+
+/// What the kernel-fault-hang mock announces before it blocks.
+pub const KERNEL_FAULT_HANG_CALL: &str =
+    "cuWaitExternalSemaphoresAsync (mock: a wait whose signal the fault stopped)";
+
+fn kernel_fault_hang() -> ! {
+    use std::io::Write as _;
+    let record = format!(
+        "3,1,1,-;NVRM: Xid (PCI:0000:00:06): 31, pid={}, name=clhip, channel 0x00000010, intr \
+         00000000. MMU Fault: ENGINE GRAPHICS GPC1 GPCCLIENT_T1_8 faulted @ 0x7f7c_4ea00000. \
+         Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_WRITE\n",
+        std::process::id()
+    );
+    // Never /dev/kmsg: a test's line has no place in the real kernel log.
+    match std::env::var_os(crate::kmsg::KERNEL_LOG_ENV) {
+        Some(path) => {
+            let logged = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(record.as_bytes()));
+            if let Err(e) = logged {
+                eprintln!(
+                    "mock: could not log the fault to {}: {e}",
+                    path.to_string_lossy()
+                );
+            }
+        }
+        None => eprintln!(
+            "mock: {} is not set: no kernel log line",
+            crate::kmsg::KERNEL_LOG_ENV
+        ),
+    }
+    crate::blocking::announce(KERNEL_FAULT_HANG_CALL);
+    loop {
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 fn fake_mismatch() -> Mismatch {

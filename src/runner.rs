@@ -630,8 +630,14 @@ struct Session<'s> {
     harness_error: Option<String>,
     /// The last blocking call the worker announced for the running case.
     blocked_in: String,
-    /// The kernel log from the running case's start.
-    kernel_log: Option<KernelLog>,
+    /// The kernel log since the last case ended (or the worker started): a case's lines begin
+    /// before the runner hears of its start, which a fault right after it may beat.
+    kernel_log: KernelLog,
+    /// When the kernel log was last looked at.
+    kernel_log_seen: Instant,
+    /// A GPU memory fault the kernel logged for this worker during the running case, and how
+    /// far into the case it was seen.
+    kernel_fault: Option<(Duration, crate::kmsg::KernelFault)>,
 }
 
 impl<'s> Session<'s> {
@@ -658,7 +664,9 @@ impl<'s> Session<'s> {
             buffers: Vec::new(),
             harness_error: None,
             blocked_in: String::new(),
-            kernel_log: None,
+            kernel_log: KernelLog::start(),
+            kernel_log_seen: Instant::now(),
+            kernel_fault: None,
         })
     }
 
@@ -684,16 +692,42 @@ impl<'s> Session<'s> {
             if self.worker.has_exited()? {
                 return Ok(Stop::Exited);
             }
-            let limit = if self.running {
+            let mut limit = if self.running {
                 opts.timeout
             } else {
                 opts.startup_timeout
             };
+            if self.running {
+                self.look_for_kernel_fault(opts);
+                if let Some((seen, _)) = &self.kernel_fault {
+                    limit = limit.min(*seen + KERNEL_FAULT_GRACE);
+                }
+            }
             let left = limit.saturating_sub(self.elapsed(opts));
             if left.is_zero() {
                 return Ok(Stop::Stalled);
             }
             self.receive(left.min(POLL), opts, on_event, results)?;
+        }
+    }
+
+    /// Reads the kernel log while the case runs: a GPU memory fault of this worker's process
+    /// group that no API call returns (a call left waiting on work the fault stopped) ends the
+    /// case [`KERNEL_FAULT_GRACE`] later as that fault, not at the timeout.
+    fn look_for_kernel_fault(&mut self, opts: &RunOptions) {
+        if self.kernel_fault.is_some() || self.kernel_log_seen.elapsed() < KERNEL_LOG_LOOK {
+            return;
+        }
+        self.kernel_log_seen = Instant::now();
+        let pgid = self.worker.pid();
+        let fault = self
+            .kernel_log
+            .poll()
+            .iter()
+            .filter_map(|line| crate::kmsg::memory_fault(line))
+            .find(|f| crate::kmsg::in_group(f.pid, pgid));
+        if let Some(fault) = fault {
+            self.kernel_fault = Some((self.elapsed(opts), fault));
         }
     }
 
@@ -771,7 +805,7 @@ impl<'s> Session<'s> {
                 self.buffers.clear();
                 self.harness_error = None;
                 self.blocked_in.clear();
-                self.kernel_log = Some(KernelLog::start());
+                self.kernel_fault = None;
                 self.restart_clock(opts);
                 on_event(&Event::Started {
                     id,
@@ -874,9 +908,11 @@ impl<'s> Session<'s> {
             planned.expectation,
             duration_s,
         );
-        if bad_end && let Some(log) = &mut self.kernel_log {
-            result.kernel_log = crate::kmsg::of_group(log.since_start(), self.worker.pid());
+        if bad_end {
+            let lines = self.kernel_log.since_start();
+            result.kernel_log = crate::kmsg::of_group(lines, self.worker.pid());
         }
+        self.kernel_log.clear();
         result.predecessors = self.batch[..self.next]
             .iter()
             .map(|p| p.id.clone())
@@ -924,16 +960,17 @@ impl<'s> Session<'s> {
         if self.running {
             let after_s = self.elapsed(opts).as_secs_f64();
             let blocked_in = std::mem::take(&mut self.blocked_in);
-            self.record(
-                Outcome::Timeout {
+            let outcome = match self.kernel_fault.take() {
+                Some((seen, fault)) => {
+                    let peer = self.batch[self.next].work.case().map(|c| c.pair.peer.api);
+                    kernel_fault_outcome(fault, seen, after_s, &blocked_in, peer)
+                }
+                None => Outcome::Timeout {
                     after_s,
                     blocked_in,
                 },
-                after_s,
-                opts,
-                on_event,
-                results,
-            );
+            };
+            self.record(outcome, after_s, opts, on_event, results);
         } else if self.next > 0 {
             let why = if self.next < self.batch.len() {
                 format!(
@@ -1090,6 +1127,62 @@ fn death_outcome(
     }
     crash_outcome(status, stderr_tail)
 }
+
+/// A case ended after the kernel logged a GPU memory fault of its worker that no API call
+/// returned. It is a `fault`: the device reported one, through the kernel driver; the call it
+/// hung in is named, so the missing report (a driver bug of its own) is not lost.
+fn kernel_fault_outcome(
+    fault: crate::kmsg::KernelFault,
+    seen: Duration,
+    after_s: f64,
+    blocked_in: &str,
+    peer: Option<Api>,
+) -> Outcome {
+    let call = blocked_in.split_whitespace().next().unwrap_or("");
+    let api = if call.starts_with("cl") {
+        Api::OpenCl
+    } else if call.starts_with("hip") {
+        Api::Hip
+    } else if call.starts_with("cu") {
+        Api::Cuda
+    } else {
+        peer.filter(|&a| a != Api::Host).unwrap_or(Api::OpenCl)
+    };
+    let call = if call.is_empty() {
+        "no API call returned it: the kernel's log".to_string()
+    } else {
+        format!("{call}, which never returned it: the kernel's log")
+    };
+    let waiting = if blocked_in.is_empty() {
+        String::new()
+    } else {
+        format!("; the last blocking call announced: {blocked_in}")
+    };
+    Outcome::Fault {
+        error: ApiError {
+            api,
+            call,
+            code: fault.code,
+            name: fault.name,
+            detail: format!(
+                "`{}`, logged {:.1} s into the case; ended {:.1} s later with no API having \
+                 reported it{waiting}",
+                fault.line,
+                seen.as_secs_f64(),
+                after_s - seen.as_secs_f64()
+            ),
+        },
+    }
+}
+
+/// How long an API may stay silent about a GPU memory fault the kernel has logged for its
+/// process. CUDA returns one to a waiting call well within a second (a whole faulting case,
+/// fault reported, takes 0.65 s on an H200); an API silent for seconds has left its caller
+/// waiting on work the fault stopped, for good.
+const KERNEL_FAULT_GRACE: Duration = Duration::from_secs(3);
+
+/// How often the runner reads the kernel log while a case runs.
+const KERNEL_LOG_LOOK: Duration = Duration::from_millis(250);
 
 /// Status of `clhip` ending on an error of its own (main's error path).
 pub const HARNESS_ERROR_EXIT: i32 = 2;

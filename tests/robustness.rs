@@ -751,3 +751,86 @@ fn diff_of_two_runs_exits_1_on_a_lost_capability_and_0_without_change() {
         "{md}"
     );
 }
+
+/// A GPU memory fault that only the kernel logged (the API left a call waiting on work the
+/// fault stopped) ends its case shortly after the log line, as a `fault` naming the log line
+/// and the call; the run goes on. A fault line of another process ends nothing.
+#[test]
+fn a_fault_only_the_kernel_logged_ends_its_hung_case_as_that_fault_and_another_s_does_not() {
+    let dir = scratch("kernel-fault");
+    let log = dir.join("kmsg");
+    std::fs::write(&log, "6,0,0,-;before the run\n").unwrap();
+    let json = dir.join("r.json");
+    let began = Instant::now();
+    let o = Command::new(exe())
+        .args([
+            "run",
+            "--mock-cases",
+            "kernel-fault-hang,pass",
+            "--timeout",
+            "30",
+        ])
+        .arg("--json")
+        .arg(&json)
+        .env(clhip::kmsg::KERNEL_LOG_ENV, &log)
+        .output()
+        .unwrap();
+    let took = began.elapsed();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        took < Duration::from_secs(15),
+        "ended at the timeout: {took:?}"
+    );
+    let r = load(&json).unwrap().report;
+    let kinds: Vec<OutcomeKind> = r.results.iter().map(|r| r.outcome.kind()).collect();
+    assert_eq!(kinds, [OutcomeKind::Fault, OutcomeKind::Pass]);
+    let clhip::model::Outcome::Fault { error } = &r.results[0].outcome else {
+        unreachable!()
+    };
+    assert_eq!(
+        (error.code, error.name.as_str()),
+        (31, "NVRM Xid 31 (GPU MMU fault)")
+    );
+    assert!(
+        error.call.starts_with("cuWaitExternalSemaphoresAsync"),
+        "{error:?}"
+    );
+    assert!(error.detail.contains("MMU Fault"), "{error:?}");
+    assert!(
+        r.results[0].kernel_log.iter().any(|l| l.contains("Xid")),
+        "{:?}",
+        r.results[0].kernel_log
+    );
+
+    // Another process's fault, logged while this worker hangs: a timeout, not a fault.
+    let json = dir.join("other.json");
+    let writer = {
+        let log = log.clone();
+        std::thread::spawn(move || {
+            use std::io::Write as _;
+            std::thread::sleep(Duration::from_millis(1500));
+            let mut f = std::fs::OpenOptions::new().append(true).open(&log).unwrap();
+            writeln!(
+                f,
+                "3,9,9,-;NVRM: Xid (PCI:0000:00:06): 31, pid=1, name=init, MMU Fault"
+            )
+            .unwrap();
+        })
+    };
+    let o = Command::new(exe())
+        .args(["run", "--mock-cases", "hang", "--timeout", "5"])
+        .arg("--json")
+        .arg(&json)
+        .env(clhip::kmsg::KERNEL_LOG_ENV, &log)
+        .output()
+        .unwrap();
+    writer.join().unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let r = load(&json).unwrap().report;
+    assert_eq!(
+        r.results[0].outcome.kind(),
+        OutcomeKind::Timeout,
+        "{:?}",
+        r.results[0]
+    );
+}

@@ -350,6 +350,31 @@ impl GpuDevice for HipPeer {
         unsafe { hip_call!(&self.hip, hipDeviceSynchronize(), "after the case") }
     }
 
+    fn stream_watch(&self) -> Option<crate::blocking::QueueWatch> {
+        use crate::blocking::QueueState;
+        let query = self.hip.fns.hipStreamQuery?;
+        let error_name = self.hip.fns.hipGetErrorName;
+        // The stream outlives the watch: the case clears it before the peer could be closed.
+        let stream = self.stream as usize;
+        Some(Box::new(move || {
+            // SAFETY: a live stream of the current device; hipStreamQuery only reports.
+            match unsafe { query(stream as ffi::hipStream_t) } {
+                ffi::hipSuccess => QueueState::Idle,
+                ffi::hipErrorNotReady => QueueState::Busy,
+                rc => QueueState::Failed(ApiError {
+                    api: Api::Hip,
+                    call: "hipStreamQuery".into(),
+                    code: rc.into(),
+                    // SAFETY: hipGetErrorName returns a static NUL-terminated string or null.
+                    name: error_name
+                        .and_then(|f| unsafe { ffi::c_string(f(rc)) })
+                        .unwrap_or_else(|| format!("hipError {rc}")),
+                    detail: String::new(),
+                }),
+            }
+        }))
+    }
+
     fn known_answer_check(&self) -> Result<(), CaseError> {
         let buf = DeviceBuffer::new(&self.hip, gpu::HEALTH_WORDS * 4, "health-check buffer")?;
         gpu::known_answer(self, buf.ptr as usize, "hip health check")

@@ -51,6 +51,7 @@ pub const hipSuccess: hipError_t = 0;
 pub const hipErrorInvalidValue: hipError_t = 1;
 pub const hipErrorNoDevice: hipError_t = 100;
 pub const hipErrorInvalidDevice: hipError_t = 101;
+pub const hipErrorNotReady: hipError_t = 600;
 pub const hipErrorIllegalAddress: hipError_t = 700;
 pub const hipErrorLaunchFailure: hipError_t = 719;
 pub const hipErrorNotSupported: hipError_t = 801;
@@ -496,6 +497,7 @@ fn_table!(HipFns, HIP_SYMBOLS {
     Core hipMemcpyAsync: fn(Vp, Cvp, usize, c_int, hipStream_t) -> hipError_t;
     Core hipStreamCreate: fn(*mut hipStream_t) -> hipError_t;
     Core hipStreamSynchronize: fn(hipStream_t) -> hipError_t;
+    Core hipStreamQuery: fn(hipStream_t) -> hipError_t;
     Core hipStreamDestroy: fn(hipStream_t) -> hipError_t;
     Core hipEventCreateWithFlags: fn(*mut hipEvent_t, c_uint) -> hipError_t;
     Core hipEventRecord: fn(hipEvent_t, hipStream_t) -> hipError_t;
