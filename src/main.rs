@@ -189,6 +189,10 @@ enum BenchWhat {
         /// Only the pairs of these GPUs, as `run --devices`.
         #[arg(long, value_delimiter = ',')]
         devices: Vec<String>,
+        /// Batched settings with a spare worker per runner thread (`on`, as `run` does),
+        /// without (`off`), or each both ways.
+        #[arg(long, value_enum, default_value_t = SpareSetting::Both)]
+        spare_workers: SpareSetting,
         /// Per-case time limit in seconds.
         #[arg(long, default_value_t = 120.0, value_parser = parse_timeout)]
         timeout: f64,
@@ -308,6 +312,11 @@ struct RunArgs {
     /// fault. Each GPU (and each OpenCL device of a host pair) gets its own.
     #[arg(long, short = 'j', default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     jobs: u16,
+    /// Start no worker ahead of need. By default each of the -j runner threads keeps one
+    /// spare worker with its device contexts made, which takes over at once when a crash or
+    /// fault ends a worker; it holds a second set of contexts meanwhile.
+    #[arg(long)]
+    no_spare_workers: bool,
     /// A ROCm install (a directory) to load HIP from. Repeat it to run several installs side
     /// by side: each is a participant of its own (`hip@6.3.2`, case ids
     /// `rocm0+hip@6.3.2:0/...`) run by workers of its own, and the matrix gets a comparison
@@ -686,6 +695,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
                     rocm_path,
                     jobs,
                     devices,
+                    spare_workers,
                 },
         } => {
             let probe = probe_child(&rocm_path)?;
@@ -707,40 +717,48 @@ fn real_main() -> anyhow::Result<ExitCode> {
                     .extend(["--rocm-path".to_string(), one.display().to_string()]);
             }
             use clhip::bench::RunnerConfig as C;
-            let default_configs = [
-                C {
-                    jobs: 1,
-                    cases_per_worker: 1,
-                },
-                C {
-                    jobs: 1,
-                    cases_per_worker: 64,
-                },
-                C {
-                    jobs: 4,
-                    cases_per_worker: 64,
-                },
-                C {
-                    jobs: 8,
-                    cases_per_worker: 64,
-                },
-            ];
-            let configs: Vec<C> = if jobs.is_empty() {
-                default_configs.to_vec()
+            let jobs: Vec<usize> = if jobs.is_empty() {
+                vec![1, 4, 8]
             } else {
-                jobs.iter()
-                    .map(|&j| C {
-                        jobs: usize::from(j),
-                        cases_per_worker: 64,
-                    })
-                    .collect()
+                jobs.iter().map(|&j| usize::from(j)).collect()
             };
+            let spares: &[bool] = match spare_workers {
+                SpareSetting::On => &[true],
+                SpareSetting::Off => &[false],
+                SpareSetting::Both => &[false, true],
+            };
+            // The naive design first, one process per case, unless settings were picked.
+            let naive = C {
+                jobs: 1,
+                cases_per_worker: 1,
+                spare_workers: false,
+            };
+            let default_settings = jobs.len() == 3;
+            let configs: Vec<C> = default_settings
+                .then_some(naive)
+                .into_iter()
+                .chain(jobs.iter().flat_map(|&jobs| {
+                    spares.iter().map(move |&spare_workers| C {
+                        jobs,
+                        cases_per_worker: 64,
+                        spare_workers,
+                    })
+                }))
+                .collect();
             let mut text = Vec::new();
             clhip::bench::run_runner(&plan, &opts, &configs, &mut text)?;
             Stdout::new().write(&String::from_utf8_lossy(&text))?;
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `bench runner --spare-workers`.
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+enum SpareSetting {
+    On,
+    Off,
+    Both,
 }
 
 /// A case as the runner plans it: the environment its worker needs, and the GPU it keeps
@@ -1258,6 +1276,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     opts.cases_per_worker = args.cases_per_worker as usize;
     opts.jobs = usize::from(args.jobs);
     opts.retries = args.retries;
+    opts.spare_workers = !args.no_spare_workers;
     // Several installs: each pair's environment names its own.
     if let [one] = &args.rocm_path[..] {
         opts.worker_args

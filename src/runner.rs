@@ -149,6 +149,11 @@ pub enum Event {
         pid: u32,
     },
     Finished(Box<CaseResult>),
+    /// A spare worker was started: it makes its runtimes now, and takes over when its runner
+    /// thread's worker ends.
+    SpareStarted {
+        pid: u32,
+    },
     /// A worker ended badly outside any case (between cases, or while exiting after its last
     /// one, e.g. a crash in a runtime's teardown). No case is charged; `after` is the last case
     /// it finished.
@@ -243,6 +248,9 @@ pub struct RunOptions {
     pub worker_env: Vec<(String, String)>,
     /// Times a case that came out worse than expected is run again alone (`--retries`).
     pub retries: u32,
+    /// Each runner thread keeps one worker started ahead of need, its device contexts made,
+    /// to take over when its worker ends (a crash or fault ends one by design).
+    pub spare_workers: bool,
     pub control: Arc<RunControl>,
 }
 
@@ -259,6 +267,7 @@ impl RunOptions {
             worker_args: worker_args(seed),
             worker_env: Vec::new(),
             retries: 0,
+            spare_workers: false,
             control: Arc::new(RunControl::default()),
         }
     }
@@ -382,7 +391,7 @@ fn run_alone(items: &[Planned], opts: &RunOptions) -> anyhow::Result<Option<Case
     let mut rest: VecDeque<Planned> = items.iter().cloned().collect();
     while !rest.is_empty() && !opts.control.is_interrupted() {
         let mut source = |env: Option<&[(String, String)]>| next_of(&mut rest, env);
-        let (end, leftover) = run_batch(&mut source, opts, &mut |_| {}, &mut results)?;
+        let (end, leftover) = run_batch(&mut source, None, opts, &mut |_| {}, &mut results)?;
         for item in leftover.into_iter().rev() {
             rest.push_front(item);
         }
@@ -500,6 +509,10 @@ fn run_thread(
     let mut send = |e: &Event| {
         let _ = tx.send(e.clone());
     };
+    let mut spares = Spares {
+        queue: &shared.queues[queue],
+        spare: None,
+    };
     loop {
         if lock(&shared.aborted).is_some() || opts.control.is_interrupted() {
             break;
@@ -515,7 +528,8 @@ fn run_thread(
             }
             next_of(&mut lock(&shared.queues[queue]), env)
         };
-        let (end, mut requeue) = run_batch(&mut source, opts, &mut send, &mut mine)?;
+        let spares = opts.spare_workers.then_some(&mut spares);
+        let (end, mut requeue) = run_batch(&mut source, spares, opts, &mut send, &mut mine)?;
         let start_failure = match end {
             BatchEnd::Ran => {
                 *lock(&shared.failed_starts_in_a_row) = 0;
@@ -590,24 +604,86 @@ type Source<'s> = dyn FnMut(Option<&[(String, String)]>) -> Option<Planned> + 's
 /// One worker process working through cases from `source`, one at a time, until it dies,
 /// faults, has run `opts.cases_per_worker` cases, or the source has none for it. Returns how it
 /// ended and the cases it was given but did not start, which go back to the source's owner.
-fn run_batch(
+fn run_batch<'q>(
     source: &mut Source<'_>,
+    mut spares: Option<&mut Spares<'q>>,
     opts: &RunOptions,
     on_event: &mut dyn FnMut(&Event),
     results: &mut Vec<CaseResult>,
 ) -> anyhow::Result<(BatchEnd, Vec<Planned>)> {
-    let Some(first) = source(None) else {
+    // The spare takes the next case its environment suits; one that suits none is let go.
+    let spare = spares.as_mut().and_then(|s| s.take());
+    let (first, spare) = match spare {
+        Some(spare) => match source(Some(&spare.env)) {
+            Some(first) => (Some(first), Some(spare)),
+            None => (source(None), None),
+        },
+        None => (source(None), None),
+    };
+    let Some(first) = first else {
         return Ok((BatchEnd::Ran, Vec::new()));
     };
-    let mut session = Session::start(first, source, opts)?;
+    let mut session = Session::start(first, spare, source, spares, opts)?;
     let stop = session.pump(opts, on_event, results)?;
     session.finish(stop, opts, on_event, results)
 }
 
-struct Session<'s> {
+/// A worker started before it is needed: it makes its runtimes and inputs for its runner
+/// thread's next case (`worker::PREPARE_ENV`), then waits for work.
+struct Spare {
+    worker: WorkerProcess,
+    stdin: ChildStdin,
+    rx: Receiver<Msg>,
+    env: Vec<(String, String)>,
+}
+
+/// A runner thread's spare worker. A crash or fault ends a worker by design, and a new one
+/// spends a few hundred ms making its device contexts (more while other workers make theirs):
+/// the spare has made them while the last worker ran cases.
+struct Spares<'q> {
+    queue: &'q Mutex<VecDeque<Planned>>,
+    spare: Option<Spare>,
+}
+
+impl Spares<'_> {
+    /// Starts a spare for the queue's next case, unless there is one already or none is left.
+    fn fill(&mut self, opts: &RunOptions, on_event: &mut dyn FnMut(&Event)) {
+        if self.spare.is_some() || opts.control.is_interrupted() {
+            return;
+        }
+        let Some(next) = lock(self.queue).front().cloned() else {
+            return;
+        };
+        // A spare that cannot start costs nothing: a worker is started when one is needed.
+        if let Ok((worker, stdin, rx)) = WorkerProcess::spawn(opts, &next.env, next.work.case()) {
+            on_event(&Event::SpareStarted { pid: worker.pid() });
+            self.spare = Some(Spare {
+                worker,
+                stdin,
+                rx,
+                env: next.env,
+            });
+        }
+    }
+
+    /// The spare, while it lives (one that died waiting is let go).
+    fn take(&mut self) -> Option<Spare> {
+        let spare = self.spare.take()?;
+        match spare.worker.has_exited() {
+            Ok(false) => Some(spare),
+            _ => None,
+        }
+    }
+}
+
+struct Session<'s, 'q> {
     /// The cases given to this worker so far, in order.
     batch: Vec<Planned>,
     source: &'s mut Source<'s>,
+    /// Where the next worker waits, started once this one has its contexts.
+    spares: Option<&'s mut Spares<'q>>,
+    /// This worker was a spare: its runtimes were open before its first case.
+    prepared: bool,
     /// Closed (None) once the worker is to get no more cases: it then exits at EOF.
     stdin: Option<ChildStdin>,
     worker: WorkerProcess,
@@ -640,18 +716,26 @@ struct Session<'s> {
     kernel_fault: Option<(Duration, crate::kmsg::KernelFault)>,
 }
 
-impl<'s> Session<'s> {
+impl<'s, 'q> Session<'s, 'q> {
     fn start(
         first: Planned,
+        spare: Option<Spare>,
         source: &'s mut Source<'s>,
+        spares: Option<&'s mut Spares<'q>>,
         opts: &RunOptions,
     ) -> anyhow::Result<Self> {
-        let (worker, mut stdin, rx) = WorkerProcess::spawn(opts, &first.env)?;
+        let prepared = spare.is_some();
+        let (worker, mut stdin, rx) = match spare {
+            Some(s) => (s.worker, s.stdin, s.rx),
+            None => WorkerProcess::spawn(opts, &first.env, None)?,
+        };
         // A worker that is already gone shows as one that could not start its first case.
         let stdin = write_item(&mut stdin, &first).ok().map(|()| stdin);
         Ok(Session {
             batch: vec![first],
             source,
+            spares,
+            prepared,
             stdin,
             worker,
             rx,
@@ -807,6 +891,9 @@ impl<'s> Session<'s> {
                 self.blocked_in.clear();
                 self.kernel_fault = None;
                 self.restart_clock(opts);
+                if self.prepared {
+                    self.fill_spare(opts, on_event);
+                }
                 on_event(&Event::Started {
                     id,
                     pid: self.worker.pid(),
@@ -827,6 +914,7 @@ impl<'s> Session<'s> {
                 }
                 self.record(outcome, duration_s, opts, on_event, results);
                 self.feed_next(opts);
+                self.fill_spare(opts, on_event);
             }
             WorkerEvent::Buffer { span } => self.buffers.push(span),
             WorkerEvent::HarnessError { reason } => self.harness_error = Some(reason),
@@ -856,6 +944,15 @@ impl<'s> Session<'s> {
             self.stdin = None;
         }
         self.batch.push(item);
+    }
+
+    /// Starts the thread's next worker once this one has its runtimes (its first case done,
+    /// or begun after it was itself a spare): started earlier, the two would make their
+    /// contexts at the same time, and the driver makes them one at a time.
+    fn fill_spare(&mut self, opts: &RunOptions, on_event: &mut dyn FnMut(&Event)) {
+        if let Some(spares) = self.spares.as_mut() {
+            spares.fill(opts, on_event);
+        }
     }
 
     fn running_id(&self) -> &str {
@@ -1254,14 +1351,23 @@ struct WorkerProcess {
 }
 
 impl WorkerProcess {
+    /// Starts a worker with `env` on top of the run's; `prepare` makes it a spare that opens
+    /// the runtimes of that case before its first work item.
     fn spawn(
         opts: &RunOptions,
         env: &[(String, String)],
+        prepare: Option<&crate::model::Case>,
     ) -> anyhow::Result<(Self, ChildStdin, Receiver<Msg>)> {
+        let prepare = prepare
+            .map(serde_json::to_string)
+            .transpose()
+            .context("encoding a spare worker's case")?
+            .map(|json| (crate::worker::PREPARE_ENV.to_string(), json));
         let child = Command::new(&opts.worker_exe)
             .args(&opts.worker_args)
             .envs(opts.worker_env.iter().map(|(k, v)| (k, v)))
             .envs(env.iter().map(|(k, v)| (k, v)))
+            .envs(prepare.iter().map(|(k, v)| (k, v)))
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

@@ -100,6 +100,10 @@ impl Planting {
     }
 }
 
+/// Set on a spare worker, which the runner starts before it is needed: the case (JSON) whose
+/// runtimes and inputs it makes while it waits for its first work item.
+pub const PREPARE_ENV: &str = "CLHIP_WORKER_PREPARE";
+
 /// The hidden `clhip __worker --seed N` subcommand: runs work items from stdin until EOF, or
 /// until one faults. A faulted device context is not trusted for further cases, so the worker
 /// exits 0 after reporting the fault and the parent starts a fresh one for the rest.
@@ -123,6 +127,12 @@ pub fn worker_main(
     }));
     let mut state = crate::ops::WorkerState::default();
     state.rocm_path = rocm_path;
+    if let Some(case) = std::env::var(PREPARE_ENV)
+        .ok()
+        .and_then(|json| serde_json::from_str::<crate::model::Case>(&json).ok())
+    {
+        crate::ops::prepare(&mut state, &case, seed);
+    }
 
     for line in std::io::stdin().lock().lines() {
         let line = line.context("reading work from stdin")?;

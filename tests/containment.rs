@@ -405,3 +405,40 @@ fn each_gpu_gets_its_own_workers_so_gpus_work_at_the_same_time() {
         "{order:?}"
     );
 }
+
+#[test]
+fn a_spare_worker_started_before_the_crash_takes_the_next_case_with_the_same_outcomes() {
+    use MockAction::*;
+    let actions = [
+        Pass, Segfault, Pass, Segfault, Pass, Fault, Pass, Abort, Pass,
+    ];
+    let mut opts = options();
+    opts.spare_workers = true;
+    let (results, pids, events) = run_mocks(&actions, &opts);
+    let kinds: Vec<OutcomeKind> = results.iter().map(|r| r.outcome.kind()).collect();
+    let want: Vec<OutcomeKind> = actions.iter().map(|a| a.expected_kind()).collect();
+    assert_eq!(kinds, want, "{results:?}");
+    // The worker of the case after each crash or fault had been started as a spare before
+    // that case ended: not a worker started once the crash was seen.
+    let position = |want: &dyn Fn(&Event) -> bool| events.iter().position(want);
+    let planned = planned_mocks(&actions);
+    for (ended, next) in [(1, 2), (3, 4), (5, 6), (7, 8)] {
+        let (ended_id, next_id) = (&planned[ended].id, &planned[next].id);
+        let next_pid = pids[next_id];
+        let spare_began =
+            position(&|e| matches!(e, Event::SpareStarted { pid } if *pid == next_pid));
+        let ended_at = position(&|e| matches!(e, Event::Finished(r) if &r.id == ended_id));
+        assert!(
+            spare_began.is_some() && spare_began < ended_at,
+            "{next_id}'s worker {next_pid}: spare at {spare_began:?}, {ended_id} ended at \
+             {ended_at:?}: {events:?}"
+        );
+    }
+    // Spares that never took a case are gone with the run too.
+    for e in &events {
+        if let Event::SpareStarted { pid } = e {
+            let live = live_members(*pid);
+            assert!(live.is_empty(), "spare {pid} still has: {live:?}");
+        }
+    }
+}

@@ -8,11 +8,12 @@ use anyhow::Context;
 use crate::runner::Planned;
 
 /// One configuration of `clhip bench runner`: how many jobs per GPU, how many cases a worker
-/// runs before a fresh one takes over.
+/// runs before a fresh one takes over, and whether each runner thread keeps a spare worker.
 #[derive(Debug, Clone, Copy)]
 pub struct RunnerConfig {
     pub jobs: usize,
     pub cases_per_worker: usize,
+    pub spare_workers: bool,
 }
 
 /// `clhip bench runner`: the same plan run under each configuration, with the wall time, the
@@ -37,12 +38,14 @@ pub fn run_runner(
         let mut opts = base.clone();
         opts.jobs = c.jobs;
         opts.cases_per_worker = c.cases_per_worker;
+        opts.spare_workers = c.spare_workers;
         let all = measure(plan, &opts, &format!("{i}"))?;
         writeln!(
             out,
-            "  -j {:<2} {:>3} cases/worker: {}",
+            "  -j {:<2} {:>3} cases/worker{}: {}",
             c.jobs,
             c.cases_per_worker,
+            if c.spare_workers { ", spares" } else { "" },
             all.line(c.jobs)
         )
         .context("writing the bench")?;

@@ -362,33 +362,18 @@ fn run(
         peers,
         data,
     } = state;
-    // A worker's first case opens both runtimes, and a worker starts again after every crash
-    // or fault. On NVIDIA each start-up makes a context (OpenCL's own and CUDA's primary,
-    // ~130 ms apiece on an H200, alone): they are made side by side. Only for CUDA: ROCm's
-    // OpenCL and HIP runtimes starting at once in one process has never been tried.
-    if case.pair.peer.api == crate::model::Api::Cuda
-        && !sessions.contains_key(&case.pair.opencl.label)
-        && !peers.contains_key(&case.pair.peer)
-    {
-        std::thread::scope(|s| {
-            s.spawn(|| {
-                // Kept in `sessions`, errors included; taken below.
-                let _ = session(devices, sessions, case);
-            });
-            // The case's inputs too (a 2048 x 2048 HPD matrix takes 170 ms to draw).
-            s.spawn(|| {
-                make_inputs(
-                    &mut Inputs {
-                        seed,
-                        kind,
-                        cache: data,
-                    },
-                    case,
-                )
-            });
-            let _ = peer(peers, &case.pair.peer, rocm_path.as_deref());
-        });
-    }
+    open_side_by_side(
+        devices,
+        sessions,
+        peers,
+        rocm_path.as_deref(),
+        case,
+        &mut Inputs {
+            seed,
+            kind,
+            cache: data,
+        },
+    );
     let session = session(devices, sessions, case)?;
     let peer = peer(peers, &case.pair.peer, rocm_path.as_deref())?;
     session.notes.clear();
@@ -419,6 +404,64 @@ fn run(
         Ok(summary) => Ok(format!("{summary}; {notes}")),
         Err(e) => Err(e.with_note(&notes)),
     }
+}
+
+/// A worker's first case opens both runtimes, and a worker starts again after every crash or
+/// fault. On NVIDIA each start-up makes a context (OpenCL's own and CUDA's primary, ~130 ms
+/// apiece on an H200, alone): they are made side by side, with the case's inputs (a 2048 x
+/// 2048 HPD matrix takes 170 ms to draw). Only for CUDA: ROCm's OpenCL and HIP runtimes
+/// starting at once in one process has never been tried. What fails is kept in the caches,
+/// for the case to take.
+fn open_side_by_side(
+    devices: &mut Option<Result<Vec<ClDevice>, CaseError>>,
+    sessions: &mut HashMap<String, Result<ClSession, CaseError>>,
+    peers: &mut HashMap<Peer, Result<Box<dyn PeerRuntime>, CaseError>>,
+    rocm_path: Option<&std::path::Path>,
+    case: &Case,
+    inputs: &mut Inputs,
+) {
+    if case.pair.peer.api != crate::model::Api::Cuda
+        || sessions.contains_key(&case.pair.opencl.label)
+        || peers.contains_key(&case.pair.peer)
+    {
+        return;
+    }
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _ = session(devices, sessions, case);
+        });
+        s.spawn(|| make_inputs(inputs, case));
+        let _ = peer(peers, &case.pair.peer, rocm_path);
+    });
+}
+
+/// What a spare worker does before its first case, which it has not been given yet: open the
+/// runtimes and make the inputs of `case`, the case its runner thread has next (the one it
+/// will most likely get). A case of another pair later opens its own.
+pub fn prepare(state: &mut WorkerState, case: &Case, seed: u64) {
+    let WorkerState {
+        rocm_path,
+        devices,
+        sessions,
+        peers,
+        data,
+        ..
+    } = state;
+    let mut inputs = Inputs {
+        seed: data_seed(seed, case.op, case.n),
+        kind: DataKind::Seeded,
+        cache: data,
+    };
+    crate::trace::timed("prepare a spare worker", || {
+        open_side_by_side(
+            devices,
+            sessions,
+            peers,
+            rocm_path.as_deref(),
+            case,
+            &mut inputs,
+        )
+    });
 }
 
 /// Make the case's inputs into the worker's cache, ahead of the op that takes them from there.

@@ -66,6 +66,8 @@ impl ConsoleReporter {
                     bar.set_message(self.counts_text());
                 }
             }
+            // Nothing to look at: a spare shows only when it takes a case.
+            Event::SpareStarted { .. } => {}
             Event::WorkerLost { pid, after, why } => {
                 let after = after.as_deref().unwrap_or("start");
                 self.print(&format!("  worker {pid} lost after {after}: {why}"));
