@@ -189,9 +189,9 @@ enum BenchWhat {
         /// Only the pairs of these GPUs, as `run --devices`.
         #[arg(long, value_delimiter = ',')]
         devices: Vec<String>,
-        /// Batched settings with a spare worker per runner thread (`on`, as `run` does),
-        /// without (`off`), or each both ways.
-        #[arg(long, value_enum, default_value_t = SpareSetting::Both)]
+        /// Batched settings with a spare worker per runner thread (`on`, as `run
+        /// --spare-workers`), without (`off`, as `run`), or each both ways.
+        #[arg(long, value_enum, default_value_t = SpareSetting::Off)]
         spare_workers: SpareSetting,
         /// Per-case time limit in seconds.
         #[arg(long, default_value_t = 120.0, value_parser = parse_timeout)]
@@ -312,11 +312,12 @@ struct RunArgs {
     /// fault. Each GPU (and each OpenCL device of a host pair) gets its own.
     #[arg(long, short = 'j', default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
     jobs: u16,
-    /// Start no worker ahead of need. By default each of the -j runner threads keeps one
-    /// spare worker with its device contexts made, which takes over at once when a crash or
-    /// fault ends a worker; it holds a second set of contexts meanwhile.
+    /// Keep one spare worker per runner thread, its device contexts made, to take over at once
+    /// when a crash or fault ends a worker. Off by default: on NVIDIA's driver, which makes
+    /// contexts one process at a time, it bought nothing (an H100's full matrix: 67.0 s without,
+    /// 67.3 s with at -j 4), and each spare holds a second set of contexts.
     #[arg(long)]
-    no_spare_workers: bool,
+    spare_workers: bool,
     /// A ROCm install (a directory) to load HIP from. Repeat it to run several installs side
     /// by side: each is a participant of its own (`hip@6.3.2`, case ids
     /// `rocm0+hip@6.3.2:0/...`) run by workers of its own, and the matrix gets a comparison
@@ -1276,7 +1277,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     opts.cases_per_worker = args.cases_per_worker as usize;
     opts.jobs = usize::from(args.jobs);
     opts.retries = args.retries;
-    opts.spare_workers = !args.no_spare_workers;
+    opts.spare_workers = args.spare_workers;
     // Several installs: each pair's environment names its own.
     if let [one] = &args.rocm_path[..] {
         opts.worker_args

@@ -306,8 +306,13 @@ pub(crate) struct SemaphoreLink {
     to_peer: Imported,
     /// The peer signals, OpenCL waits.
     to_cl: Imported,
-    /// The wrong-semaphore plant's: signalled by the broker at once, imported by OpenCL.
-    decoy: Option<(ExportedSemaphore, ClSemaphore)>,
+    /// The wrong-semaphore plant's decoys, each signalled by the broker when made and
+    /// imported by OpenCL, each waited on once: made with the link, so that OpenCL's wrong
+    /// wait comes at once (a decoy made at the wait let the peer finish meanwhile, and the case
+    /// pass), and one per wait (a binary semaphore signalled again before its wait has run
+    /// is undefined, and hung a case).
+    decoys: Vec<(ExportedSemaphore, ClSemaphore)>,
+    decoys_used: usize,
     /// Under that plant OpenCL still owes `to_cl` its wait (taken before its next signal, so
     /// that each signal is still waited on once).
     cl_owes_wait: bool,
@@ -412,37 +417,53 @@ impl SemaphoreLink {
                 return Err(e);
             }
         };
-        Ok(SemaphoreLink {
+        let mut link = SemaphoreLink {
             broker,
             to_peer,
             to_cl,
-            decoy: None,
+            decoys: Vec::new(),
+            decoys_used: 0,
             cl_owes_wait: false,
             handovers: 0,
-        })
-    }
-
-    /// The decoy of the wrong-semaphore plant, signalled now by the broker's own queue.
-    fn signalled_decoy(&mut self, s: &ClSession) -> Result<&ClSemaphore, CaseError> {
-        if self.decoy.is_none() {
-            let exported = self.broker.semaphore(SemaphoreKind::Binary)?;
-            let imported = self.broker.semaphore_fd(&exported).and_then(|fd| {
-                ClSemaphore::import_opaque_fd(s, fd)
-                    .refused("OpenCL would not import the Vulkan broker's semaphore")
-            });
-            match imported {
-                Ok(cl) => self.decoy = Some((exported, cl)),
-                Err(e) => {
-                    self.broker.destroy_semaphore(exported);
+        };
+        if WRONG_SEMAPHORE.get() {
+            for _ in 0..DECOYS {
+                if let Err(e) = link.add_decoy(s) {
+                    link.release(peer);
                     return Err(e);
                 }
             }
         }
-        let Some((exported, cl)) = &self.decoy else {
-            unreachable!("made above")
-        };
-        self.broker.signal_now(exported)?;
-        Ok(cl)
+        Ok(link)
+    }
+
+    /// One more decoy for the wrong-semaphore plant, signalled now by the broker's own queue.
+    fn add_decoy(&mut self, s: &ClSession) -> Result<(), CaseError> {
+        let exported = self.broker.semaphore(SemaphoreKind::Binary)?;
+        let imported = self.broker.semaphore_fd(&exported).and_then(|fd| {
+            ClSemaphore::import_opaque_fd(s, fd)
+                .refused("OpenCL would not import the Vulkan broker's semaphore")
+        });
+        let signalled = imported.and_then(|cl| self.broker.signal_now(&exported).map(|()| cl));
+        match signalled {
+            Ok(cl) => {
+                self.decoys.push((exported, cl));
+                Ok(())
+            }
+            Err(e) => {
+                self.broker.destroy_semaphore(exported);
+                Err(e)
+            }
+        }
+    }
+
+    /// The next unused decoy of the wrong-semaphore plant, already signalled.
+    fn signalled_decoy(&mut self, s: &ClSession) -> Result<&ClSemaphore, CaseError> {
+        if self.decoys_used == self.decoys.len() {
+            self.add_decoy(s)?;
+        }
+        self.decoys_used += 1;
+        Ok(&self.decoys[self.decoys_used - 1].1)
     }
 
     /// Destroys every import and the broker's semaphores, once both sides are idle.
@@ -451,12 +472,12 @@ impl SemaphoreLink {
             broker,
             to_peer,
             to_cl,
-            decoy,
+            decoys,
             ..
         } = self;
         to_peer.release(peer.as_device(), &broker);
         to_cl.release(peer.as_device(), &broker);
-        if let Some((exported, cl)) = decoy {
+        for (exported, cl) in decoys {
             drop(cl);
             broker.destroy_semaphore(exported);
         }
@@ -619,6 +640,10 @@ thread_local! {
 pub(crate) fn set_wrong_semaphore(on: bool) {
     WRONG_SEMAPHORE.set(on);
 }
+
+/// Decoys made with a link under the wrong-semaphore plant: more than any op's waits on the
+/// peer (handoff's and pipeline's two); a further wait makes its own.
+const DECOYS: usize = 4;
 
 /// Steps per thread of the peer's spin kernel: ~200 ms on an H200.
 const SPIN_STEPS: u32 = 100_000_000;
