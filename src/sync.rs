@@ -645,8 +645,10 @@ pub(crate) fn set_wrong_semaphore(on: bool) {
 /// peer (handoff's and pipeline's two); a further wait makes its own.
 const DECOYS: usize = 4;
 
-/// Steps per thread of the peer's spin kernel: ~200 ms on an H200.
-const SPIN_STEPS: u32 = 100_000_000;
+/// Steps per thread of the peer's spin kernel: ~2 s on an H100. With ~200 ms the plant was
+/// caught in 12 of the 20 H100 cases where OpenCL reads what the peer wrote: OpenCL's kernel
+/// of another context did not always get the GPU while the spin ran.
+const SPIN_STEPS: u32 = 1_000_000_000;
 
 /// Copy path, OpenCL to peer: read the buffer into host staging (waited on per the mode; not
 /// at all under `none`), then, for a device peer, upload staging into the peer's memory.
