@@ -645,10 +645,11 @@ pub(crate) fn set_wrong_semaphore(on: bool) {
 /// peer (handoff's and pipeline's two); a further wait makes its own.
 const DECOYS: usize = 4;
 
-/// Steps per thread of the peer's spin kernel: ~2 s on an H100. With ~200 ms the plant was
-/// caught in 12 of the 20 H100 cases where OpenCL reads what the peer wrote: OpenCL's kernel
-/// of another context did not always get the GPU while the spin ran.
-const SPIN_STEPS: u32 = 1_000_000_000;
+/// Steps per thread of the peer's spin kernel: ~200 ms. On an H100 the plant was caught in 12
+/// of the 20 cases where OpenCL reads what the peer wrote with this, and in 11 with ten times
+/// as many: OpenCL's kernel often ran only after the CUDA work it had not waited for, however
+/// long that took, so a longer spin only made the plant's cases slower.
+const SPIN_STEPS: u32 = 100_000_000;
 
 /// Copy path, OpenCL to peer: read the buffer into host staging (waited on per the mode; not
 /// at all under `none`), then, for a device peer, upload staging into the peer's memory.
