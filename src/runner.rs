@@ -1228,7 +1228,9 @@ fn death_outcome(
 
 /// A case ended after the kernel logged a GPU memory fault of its worker that no API call
 /// returned. It is a `fault`: the device reported one, through the kernel driver; the call it
-/// hung in is named, so the missing report (a driver bug of its own) is not lost.
+/// hung in is named, so the missing report (a driver bug of its own) is not lost. The log names
+/// the process, not which API's context faulted: the error's API is that of the call left
+/// waiting.
 fn kernel_fault_outcome(
     fault: crate::kmsg::KernelFault,
     seen: Duration,
