@@ -84,6 +84,11 @@ impl KernelLog {
         &self.lines[before..]
     }
 
+    /// What has been read since the start or the last [`KernelLog::clear`].
+    pub fn lines(&self) -> &[String] {
+        &self.lines
+    }
+
     /// Forgets what has been read: what comes next is the next case's.
     pub fn clear(&mut self) {
         self.poll();
@@ -112,31 +117,61 @@ pub struct KernelFault {
     pub line: String,
 }
 
-/// The GPU memory fault `line` reports, if it reports one and names its process:
+/// The GPU memory faults among `lines` that name their process:
 /// - NVRM Xid 31 (an MMU fault: an access to an unmapped or protected address) and Xid 13
-///   (a graphics engine exception, which an out-of-range address in a kernel raises);
-/// - amdgpu's `[gfxhub] page fault` / `retry page fault` and older kernels' `VM fault`.
-pub fn memory_fault(line: &str) -> Option<KernelFault> {
-    let pid = named_pid(line)?;
-    let (code, name) = if let Some(at) = line.find("NVRM: Xid") {
+///   (a graphics engine exception, which an out-of-range address in a kernel raises), whose
+///   line names its process (`pid=`);
+/// - amdgpu's `[gfxhub] page fault` / `retry page fault` and older kernels' `VM fault`. Up to
+///   Linux 6.9 the fault line itself ends `for process clhip pid N thread ...`; later kernels
+///   print the process on the next line (` in process clhip pid N ...`, or ` Process ...`),
+///   so a fault line that names none takes the process of the amdgpu line right after it.
+pub fn memory_faults(lines: &[String]) -> Vec<KernelFault> {
+    lines
+        .iter()
+        .enumerate()
+        .filter_map(|(i, line)| {
+            let (code, name) = fault_kind(line)?;
+            let pid = fault_process(lines, i)?;
+            Some(KernelFault {
+                pid,
+                code,
+                name: name.into(),
+                line: line.clone(),
+            })
+        })
+        .collect()
+}
+
+/// The fault `line` reports, if it is one: NVIDIA's Xid number (0 for amdgpu) and a name.
+fn fault_kind(line: &str) -> Option<(i64, &'static str)> {
+    if let Some(at) = line.find("NVRM: Xid") {
         let after = line[at..].split_once("): ")?.1;
         let xid: i64 = after.split(',').next()?.trim().parse().ok()?;
-        match xid {
-            31 => (31, "NVRM Xid 31 (GPU MMU fault)"),
-            13 => (13, "NVRM Xid 13 (graphics engine exception)"),
-            _ => return None,
+        return match xid {
+            31 => Some((31, "NVRM Xid 31 (GPU MMU fault)")),
+            13 => Some((13, "NVRM Xid 13 (graphics engine exception)")),
+            _ => None,
+        };
+    }
+    is_amdgpu_fault(line).then_some((0, "amdgpu GPU page fault"))
+}
+
+fn is_amdgpu_fault(line: &str) -> bool {
+    line.contains("amdgpu") && (line.contains("page fault") || line.contains("VM fault"))
+}
+
+/// The process a fault line at `i` is about: the one it names; for an amdgpu fault line that
+/// names none, the one the next amdgpu line names (within two lines).
+fn fault_process(lines: &[String], i: usize) -> Option<u32> {
+    named_pid(&lines[i]).or_else(|| {
+        if !is_amdgpu_fault(&lines[i]) {
+            return None;
         }
-    } else if line.contains("amdgpu") && (line.contains("page fault") || line.contains("VM fault"))
-    {
-        (0, "amdgpu GPU page fault")
-    } else {
-        return None;
-    };
-    Some(KernelFault {
-        pid,
-        code,
-        name: name.into(),
-        line: line.into(),
+        lines[i + 1..]
+            .iter()
+            .take(2)
+            .filter(|l| l.contains("amdgpu"))
+            .find_map(|l| named_pid(l))
     })
 }
 
@@ -158,18 +193,26 @@ pub fn in_group(pid: u32, pgid: u32) -> bool {
 }
 
 fn of_group_by(lines: Vec<String>, pgid: u32, in_group: impl Fn(u32) -> bool) -> Vec<String> {
-    let mut keep = true;
+    // Each line's process: its own, an amdgpu fault line's (named on the line after it), or
+    // the last one named before it.
+    let mut owner = None;
+    let owners: Vec<Option<u32>> = (0..lines.len())
+        .map(|i| {
+            if let Some(pid) = fault_process(&lines, i).or_else(|| named_pid(&lines[i])) {
+                owner = Some(pid);
+            }
+            owner
+        })
+        .collect();
     let mut kept: Vec<String> = lines
         .into_iter()
-        .filter(|line| {
-            if line == UNREADABLE || line.starts_with("(more lines") {
-                return true;
-            }
-            if let Some(pid) = named_pid(line) {
-                keep = pid == pgid || in_group(pid);
-            }
-            keep
+        .zip(owners)
+        .filter(|(line, owner)| {
+            line == UNREADABLE
+                || line.starts_with("(more lines")
+                || owner.is_none_or(|pid| pid == pgid || in_group(pid))
         })
+        .map(|(line, _)| line)
         .collect();
     if kept.len() > MAX_LINES {
         kept.truncate(MAX_LINES);
@@ -285,26 +328,50 @@ mod tests {
 
     #[test]
     fn memory_faults_are_read_from_nvidia_and_amdgpu_lines_with_their_process() {
+        let faults = |lines: &[&str]| -> Vec<(u32, i64)> {
+            let lines: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+            memory_faults(&lines)
+                .iter()
+                .map(|f| (f.pid, f.code))
+                .collect()
+        };
         let xid31 = "NVRM: Xid (PCI:0000:00:06): 31, pid=1507, name=clhip, channel 0x00000012, intr 00000000. MMU Fault: ENGINE GRAPHICS GPC1 GPCCLIENT_T1_8 faulted @ 0x7f7c_4ea00000. Fault is of type FAULT_PDE ACCESS_TYPE_VIRT_WRITE";
-        let f = memory_fault(xid31).expect("an MMU fault");
-        assert_eq!((f.pid, f.code), (1507, 31));
+        assert_eq!(faults(&[xid31]), [(1507, 31)]);
         let xid13 = "NVRM: Xid (PCI:0000:00:06): 13, pid=88, name=clhip, Graphics SM Warp Exception on (GPC 0, TPC 0, SM 0): Out Of Range Address";
-        assert_eq!(memory_fault(xid13).map(|f| f.code), Some(13));
+        assert_eq!(faults(&[xid13]), [(88, 13)]);
+        // amdgpu up to Linux 6.9: the process on the fault line.
         let amd = "amdgpu 0000:c3:00.0: amdgpu: [gfxhub0] retry page fault (src_id:0 ring:0 vmid:8 pasid:32769, for process clhip pid 1777 thread clhip pid 1777)";
-        assert_eq!(memory_fault(amd).map(|f| (f.pid, f.code)), Some((1777, 0)));
-        // Not memory faults: a process killed with work in flight (Xid 45), a line with no
-        // process, a CPU segfault.
-        assert_eq!(
-            memory_fault("NVRM: Xid (PCI:0000:00:06): 45, pid=1507, name=clhip, Ch 00000010"),
-            None
+        assert_eq!(faults(&[amd]), [(1777, 0)]);
+        // Later kernels: the process on the next line, then the address.
+        let new_amd = [
+            "amdgpu 0000:c3:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:9 pasid:32777)",
+            "amdgpu 0000:c3:00.0: amdgpu:  in process clhip pid 1888 thread clhip pid 1890)",
+            "amdgpu 0000:c3:00.0: amdgpu:   in page starting at address 0x00007f0000001000 from client 10",
+        ];
+        assert_eq!(faults(&new_amd), [(1888, 0)]);
+        // Not memory faults: a process killed with work in flight (Xid 45), an Xid line with no
+        // process, a CPU segfault; an amdgpu fault whose process never follows.
+        assert!(
+            faults(&["NVRM: Xid (PCI:0000:00:06): 45, pid=1507, name=clhip, Ch 00000010"])
+                .is_empty()
         );
-        assert_eq!(
-            memory_fault("NVRM: Xid (PCI:0000:00:06): 31, Ch 00000010, MMU Fault"),
-            None
-        );
-        assert_eq!(
-            memory_fault("clhip[2040]: segfault at 7f41ac800200 ip 0 sp 0 error 4"),
-            None
-        );
+        assert!(faults(&["NVRM: Xid (PCI:0000:00:06): 31, Ch 00000010, MMU Fault"]).is_empty());
+        assert!(faults(&["clhip[2040]: segfault at 7f41ac800200 ip 0 sp 0 error 4"]).is_empty());
+        assert!(faults(&[new_amd[0]]).is_empty());
+    }
+
+    #[test]
+    fn a_newer_kernel_s_amdgpu_fault_goes_with_the_process_named_after_it() {
+        let lines: Vec<String> = [
+            "clhip[1512]: segfault at 10 ip 0 sp 0 error 4",
+            "amdgpu 0000:c3:00.0: amdgpu: [gfxhub] page fault (src_id:0 ring:24 vmid:9 pasid:32777)",
+            "amdgpu 0000:c3:00.0: amdgpu:  in process clhip pid 1888 thread clhip pid 1890)",
+            "amdgpu 0000:c3:00.0: amdgpu:   in page starting at address 0x00007f0000001000 from client 10",
+        ]
+        .map(String::from)
+        .to_vec();
+        // Worker 1888's fault is its own, not the segfaulting 1512's before it.
+        assert_eq!(of_group_by(lines.clone(), 1888, |_| false), lines[1..]);
+        assert_eq!(of_group_by(lines.clone(), 1512, |_| false), lines[..1]);
     }
 }

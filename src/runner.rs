@@ -805,11 +805,11 @@ impl<'s, 'q> Session<'s, 'q> {
         }
         self.kernel_log_seen = Instant::now();
         let pgid = self.worker.pid();
-        let fault = self
-            .kernel_log
-            .poll()
-            .iter()
-            .filter_map(|line| crate::kmsg::memory_fault(line))
+        self.kernel_log.poll();
+        // The whole window, not only what is new: an amdgpu fault names its process on the
+        // line after it, which may come with the next read.
+        let fault = crate::kmsg::memory_faults(self.kernel_log.lines())
+            .into_iter()
             .find(|f| crate::kmsg::in_group(f.pid, pgid));
         if let Some(fault) = fault {
             self.kernel_fault = Some((self.elapsed(opts), fault));
