@@ -131,7 +131,7 @@ pub fn memory_faults(lines: &[String]) -> Vec<KernelFault> {
         .enumerate()
         .filter_map(|(i, line)| {
             let (code, name) = fault_kind(line)?;
-            let pid = fault_process(lines, i)?;
+            let pid = line_process(lines, i)?;
             Some(KernelFault {
                 pid,
                 code,
@@ -160,9 +160,9 @@ fn is_amdgpu_fault(line: &str) -> bool {
     line.contains("amdgpu") && (line.contains("page fault") || line.contains("VM fault"))
 }
 
-/// The process a fault line at `i` is about: the one it names; for an amdgpu fault line that
-/// names none, the one the next amdgpu line names (within two lines).
-fn fault_process(lines: &[String], i: usize) -> Option<u32> {
+/// The process line `i` is about: the one it names; for an amdgpu fault line that names none,
+/// the one the next amdgpu line names (within two lines).
+fn line_process(lines: &[String], i: usize) -> Option<u32> {
     named_pid(&lines[i]).or_else(|| {
         if !is_amdgpu_fault(&lines[i]) {
             return None;
@@ -198,7 +198,7 @@ fn of_group_by(lines: Vec<String>, pgid: u32, in_group: impl Fn(u32) -> bool) ->
     let mut owner = None;
     let owners: Vec<Option<u32>> = (0..lines.len())
         .map(|i| {
-            if let Some(pid) = fault_process(&lines, i).or_else(|| named_pid(&lines[i])) {
+            if let Some(pid) = line_process(&lines, i) {
                 owner = Some(pid);
             }
             owner

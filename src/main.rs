@@ -718,6 +718,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
                     .extend(["--rocm-path".to_string(), one.display().to_string()]);
             }
             use clhip::bench::RunnerConfig as C;
+            let picked = !jobs.is_empty();
             let jobs: Vec<usize> = if jobs.is_empty() {
                 vec![1, 4, 8]
             } else {
@@ -734,8 +735,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 cases_per_worker: 1,
                 spare_workers: false,
             };
-            let default_settings = jobs.len() == 3;
-            let configs: Vec<C> = default_settings
+            let configs: Vec<C> = (!picked)
                 .then_some(naive)
                 .into_iter()
                 .chain(jobs.iter().flat_map(|&jobs| {

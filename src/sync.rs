@@ -336,6 +336,18 @@ fn import_peer_semaphore(dev: &mut dyn DeviceRuntime, fd: OwnedFd) -> Result<u64
     Ok(sem)
 }
 
+/// OpenCL's import of one of the broker's semaphores, through an opaque fd of its own.
+fn import_to_cl(
+    s: &ClSession,
+    broker: &Broker,
+    exported: &ExportedSemaphore,
+) -> Result<ClSemaphore, CaseError> {
+    broker.semaphore_fd(exported).and_then(|fd| {
+        ClSemaphore::import_opaque_fd(s, fd)
+            .refused("OpenCL would not import the Vulkan broker's semaphore")
+    })
+}
+
 impl Imported {
     /// A binary semaphore of the broker on the peer's GPU, one opaque fd imported by the peer
     /// and another by OpenCL; what was made is undone on a refusal.
@@ -355,11 +367,7 @@ impl Imported {
                 return Err(e.with_note(&broker_note(broker)));
             }
         };
-        let imported = broker.semaphore_fd(&exported).and_then(|fd| {
-            ClSemaphore::import_opaque_fd(s, fd)
-                .refused("OpenCL would not import the Vulkan broker's semaphore")
-        });
-        match imported {
+        match import_to_cl(s, broker, &exported) {
             Ok(cl) => Ok(Imported { exported, cl, peer }),
             Err(e) => {
                 dev.destroy_semaphore(peer);
@@ -440,11 +448,8 @@ impl SemaphoreLink {
     /// One more decoy for the wrong-semaphore plant, signalled now by the broker's own queue.
     fn add_decoy(&mut self, s: &ClSession) -> Result<(), CaseError> {
         let exported = self.broker.semaphore(SemaphoreKind::Binary)?;
-        let imported = self.broker.semaphore_fd(&exported).and_then(|fd| {
-            ClSemaphore::import_opaque_fd(s, fd)
-                .refused("OpenCL would not import the Vulkan broker's semaphore")
-        });
-        let signalled = imported.and_then(|cl| self.broker.signal_now(&exported).map(|()| cl));
+        let signalled = import_to_cl(s, &self.broker, &exported)
+            .and_then(|cl| self.broker.signal_now(&exported).map(|()| cl));
         match signalled {
             Ok(cl) => {
                 self.decoys.push((exported, cl));

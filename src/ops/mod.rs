@@ -354,6 +354,7 @@ fn run(
     plant: Option<Plant>,
     kind: DataKind,
 ) -> Result<String, CaseError> {
+    open_side_by_side(state, case, seed, kind);
     let WorkerState {
         rocm_path,
         devices,
@@ -362,18 +363,6 @@ fn run(
         peers,
         data,
     } = state;
-    open_side_by_side(
-        devices,
-        sessions,
-        peers,
-        rocm_path.as_deref(),
-        case,
-        &mut Inputs {
-            seed,
-            kind,
-            cache: data,
-        },
-    );
     let session = session(devices, sessions, case)?;
     let peer = peer(peers, &case.pair.peer, rocm_path.as_deref())?;
     session.notes.clear();
@@ -412,33 +401,7 @@ fn run(
 /// 2048 HPD matrix takes 170 ms to draw). Only for CUDA: ROCm's OpenCL and HIP runtimes
 /// starting at once in one process has never been tried. What fails is kept in the caches,
 /// for the case to take.
-fn open_side_by_side(
-    devices: &mut Option<Result<Vec<ClDevice>, CaseError>>,
-    sessions: &mut HashMap<String, Result<ClSession, CaseError>>,
-    peers: &mut HashMap<Peer, Result<Box<dyn PeerRuntime>, CaseError>>,
-    rocm_path: Option<&std::path::Path>,
-    case: &Case,
-    inputs: &mut Inputs,
-) {
-    if case.pair.peer.api != crate::model::Api::Cuda
-        || sessions.contains_key(&case.pair.opencl.label)
-        || peers.contains_key(&case.pair.peer)
-    {
-        return;
-    }
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let _ = session(devices, sessions, case);
-        });
-        s.spawn(|| make_inputs(inputs, case));
-        let _ = peer(peers, &case.pair.peer, rocm_path);
-    });
-}
-
-/// What a spare worker does before its first case, which it has not been given yet: open the
-/// runtimes and make the inputs of `case`, the case its runner thread has next (the one it
-/// will most likely get). A case of another pair later opens its own.
-pub fn prepare(state: &mut WorkerState, case: &Case, seed: u64) {
+fn open_side_by_side(state: &mut WorkerState, case: &Case, seed: u64, kind: DataKind) {
     let WorkerState {
         rocm_path,
         devices,
@@ -447,19 +410,36 @@ pub fn prepare(state: &mut WorkerState, case: &Case, seed: u64) {
         data,
         ..
     } = state;
+    if case.pair.peer.api != crate::model::Api::Cuda
+        || sessions.contains_key(&case.pair.opencl.label)
+        || peers.contains_key(&case.pair.peer)
+    {
+        return;
+    }
     let mut inputs = Inputs {
-        seed: data_seed(seed, case.op, case.n),
-        kind: DataKind::Seeded,
+        seed,
+        kind,
         cache: data,
     };
+    std::thread::scope(|s| {
+        s.spawn(|| {
+            let _ = session(devices, sessions, case);
+        });
+        s.spawn(|| make_inputs(&mut inputs, case));
+        let _ = peer(peers, &case.pair.peer, rocm_path.as_deref());
+    });
+}
+
+/// What a spare worker does before its first case, which it has not been given yet: open the
+/// runtimes and make the inputs of `case`, the case its runner thread has next (the one it
+/// will most likely get). A case of another pair later opens its own.
+pub fn prepare(state: &mut WorkerState, case: &Case, seed: u64) {
     crate::trace::timed("prepare a spare worker", || {
         open_side_by_side(
-            devices,
-            sessions,
-            peers,
-            rocm_path.as_deref(),
+            state,
             case,
-            &mut inputs,
+            data_seed(seed, case.op, case.n),
+            DataKind::Seeded,
         )
     });
 }
