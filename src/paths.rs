@@ -878,6 +878,22 @@ impl DeviceBuffer {
         Ok(b)
     }
 
+    /// A buffer of the harness's bookkeeping (a check kernel's counters) holding `words`, read
+    /// back at once. A driver that drops or garbles the write would otherwise show only later,
+    /// as counters that make no sense: what it left there instead is its failure, named by
+    /// word (`names`, one per word). Before the case's first step, so the read adds no sync.
+    pub fn with_words_read_back(
+        session: &ClSession,
+        what: &str,
+        names: &[&str],
+        words: &[u32],
+    ) -> Result<Self, CaseError> {
+        let b = Self::with_data(session, words)?;
+        let read: Vec<u32> = b.read(session, words.len())?;
+        written_as_asked(what, names, words, &read).map_err(CaseError::Mismatch)?;
+        Ok(b)
+    }
+
     pub fn arg(&self) -> ClMem {
         ClMem::Buffer(self.mem)
     }
@@ -973,6 +989,37 @@ fn wait_watching_peer(ev: &crate::runtimes::opencl::ClEvent) -> Result<(), CaseE
         watch.check()?;
         std::thread::sleep(std::time::Duration::from_micros(200));
     }
+}
+
+/// `read`, what a buffer held after clEnqueueWriteBuffer of `wrote`, against `wrote`: the
+/// first differing word named (`names`), with what was asked and what was read.
+pub fn written_as_asked(
+    what: &str,
+    names: &[&str],
+    wrote: &[u32],
+    read: &[u32],
+) -> Result<(), Box<crate::model::Mismatch>> {
+    let differ = |i: usize| read.get(i) != Some(&wrote[i]);
+    let Some(first) = (0..wrote.len()).find(|&i| differ(i)) else {
+        return Ok(());
+    };
+    let name = names.get(first).copied().unwrap_or("word");
+    Err(Box::new(crate::model::Mismatch {
+        what: format!(
+            "{what}, read back after clEnqueueWriteBuffer (word {first} is the {name}): the driver did not write what it was given"
+        ),
+        index: first,
+        got: read
+            .get(first)
+            .map_or_else(|| "nothing".into(), |w| format!("{w:#010x}")),
+        want: format!("{:#010x}", wrote[first]),
+        count: (0..wrote.len()).filter(|&i| differ(i)).count(),
+        len: wrote.len(),
+        max_abs_err: f64::NAN,
+        max_rel_err: f64::NAN,
+        bound: 0.0,
+        formula: crate::model::BIT_EXACT.into(),
+    }))
 }
 
 impl Drop for DeviceBuffer {
