@@ -516,7 +516,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 p.render()
             };
             write_quietly_on_closed_pipe(&mut out, &text)?;
-            Ok(ExitCode::SUCCESS)
+            Ok(probe_exit(&p))
         }
         Cmd::ProbeOpenclVendor => probe::vendor_child_main().map(|()| ExitCode::SUCCESS),
         Cmd::BenchInteropChild { job } => {
@@ -954,6 +954,15 @@ fn load_probe(file: &Path) -> anyhow::Result<probe::Probe> {
             e.column()
         )
     })
+}
+
+/// `clhip probe`'s exit status, once all it found is printed: non-zero, naming each vendor and
+/// what it did, when a vendor broke while being probed.
+fn probe_exit(p: &probe::Probe) -> ExitCode {
+    for v in p.broken_vendors() {
+        note(&format!("clhip: broken driver: {v}"));
+    }
+    ExitCode::from(p.exit_status())
 }
 
 fn probe_child(rocm_paths: &[PathBuf]) -> anyhow::Result<probe::Probe> {

@@ -196,7 +196,14 @@ fn import_fd(
         )
     }
     .call(&format!("clCreateBufferWithProperties({type_name})"))
-    .refused("OpenCL would not import the peer's fd")?;
+    .map_err(|e| {
+        session.import_refusal(
+            e,
+            "OpenCL would not import the peer's fd",
+            ("CL_DEVICE_EXTERNAL_MEMORY_IMPORT_HANDLE_TYPES_KHR", 0x204F),
+            (type_name, handle_type as u32),
+        )
+    })?;
     // A successful import hands the fd to the implementation, as in Vulkan's external-memory
     // model that cl_khr_external_memory follows; closing it here could close the driver's.
     let _ = fd.into_raw_fd();
@@ -294,7 +301,9 @@ pub fn svm_refusal(path: PathKind, caps: &SvmCaps) -> Option<String> {
     })
 }
 
-/// clSVMAlloc, coarse- or fine-grain, after checking the device says it has that kind.
+/// clSVMAlloc, coarse- or fine-grain, after checking the device says it has that kind. Having
+/// said so, a NULL is the driver's failure (only a size above CL_DEVICE_MAX_MEM_ALLOC_SIZE,
+/// which no device need take, stays unsupported).
 fn svm_alloc(session: &ClSession, path: PathKind, bytes: usize) -> Result<*mut c_void, CaseError> {
     if let Some(reason) = svm_refusal(path, &session.svm) {
         return Err(CaseError::unsupported(reason));
@@ -308,14 +317,39 @@ fn svm_alloc(session: &ClSession, path: PathKind, bytes: usize) -> Result<*mut c
         };
     // SAFETY: valid context; alignment 0 means the device's default.
     unsafe { cl3::memory::svm_alloc(session.context.get(), flags, bytes, 0) }.map_err(|_| {
-        let mut e = cl_error("clSVMAlloc", 0);
-        e.name = "NULL".into();
-        e.detail = format!("{bytes} bytes, flags {flags:#x}");
-        CaseError::Unsupported {
-            reason: "SVM allocation refused".into(),
-            error: Some(e),
-        }
+        let max_alloc = crate::runtimes::opencl::device_u64(
+            session.device.id,
+            cl3::device::CL_DEVICE_MAX_MEM_ALLOC_SIZE,
+        )
+        .ok();
+        svm_null(fine, bytes, flags, max_alloc)
     })
+}
+
+/// What a NULL from clSVMAlloc of `bytes` (`flags`) means on a device that advertises that
+/// kind of SVM, whose largest allocation is `max_alloc` (if it answered).
+pub fn svm_null(fine: bool, bytes: usize, flags: u64, max_alloc: Option<u64>) -> CaseError {
+    let (flag, cap) = if fine {
+        (
+            "CL_MEM_SVM_FINE_GRAIN_BUFFER",
+            "CL_DEVICE_SVM_FINE_GRAIN_BUFFER",
+        )
+    } else {
+        ("coarse-grain", "CL_DEVICE_SVM_COARSE_GRAIN_BUFFER")
+    };
+    let mut e = cl_error(&format!("clSVMAlloc({flag})"), 0);
+    e.name = "NULL".into();
+    e.detail = format!("{bytes} bytes, flags {flags:#x}");
+    match max_alloc {
+        Some(max) if bytes as u64 > max => CaseError::Unsupported {
+            reason: format!("SVM allocation above CL_DEVICE_MAX_MEM_ALLOC_SIZE ({max}) refused"),
+            error: Some(e),
+        },
+        _ => crate::runtimes::opencl::refused_although_advertised(
+            e,
+            &format!("CL_DEVICE_SVM_CAPABILITIES advertises {cap}"),
+        ),
+    }
 }
 
 fn svm_free(session: &ClSession, ptr: *mut c_void) {
@@ -878,6 +912,22 @@ impl DeviceBuffer {
         Ok(b)
     }
 
+    /// A buffer of the harness's bookkeeping (a check kernel's counters) holding `words`, read
+    /// back at once. A driver that drops or garbles the write would otherwise show only later,
+    /// as counters that make no sense: what it left there instead is its failure, named by
+    /// word (`names`, one per word). Before the case's first step, so the read adds no sync.
+    pub fn with_words_read_back(
+        session: &ClSession,
+        what: &str,
+        names: &[&str],
+        words: &[u32],
+    ) -> Result<Self, CaseError> {
+        let b = Self::with_data(session, words)?;
+        let read: Vec<u32> = b.read(session, words.len())?;
+        written_as_asked(what, names, words, &read).map_err(CaseError::Mismatch)?;
+        Ok(b)
+    }
+
     pub fn arg(&self) -> ClMem {
         ClMem::Buffer(self.mem)
     }
@@ -975,6 +1025,37 @@ fn wait_watching_peer(ev: &crate::runtimes::opencl::ClEvent) -> Result<(), CaseE
     }
 }
 
+/// `read`, what a buffer held after clEnqueueWriteBuffer of `wrote`, against `wrote`: the
+/// first differing word named (`names`), with what was asked and what was read.
+pub fn written_as_asked(
+    what: &str,
+    names: &[&str],
+    wrote: &[u32],
+    read: &[u32],
+) -> Result<(), Box<crate::model::Mismatch>> {
+    let differ = |i: usize| read.get(i) != Some(&wrote[i]);
+    let Some(first) = (0..wrote.len()).find(|&i| differ(i)) else {
+        return Ok(());
+    };
+    let name = names.get(first).copied().unwrap_or("word");
+    Err(Box::new(crate::model::Mismatch {
+        what: format!(
+            "{what}, read back after clEnqueueWriteBuffer (word {first} is the {name}): the driver did not write what it was given"
+        ),
+        index: first,
+        got: read
+            .get(first)
+            .map_or_else(|| "nothing".into(), |w| format!("{w:#010x}")),
+        want: format!("{:#010x}", wrote[first]),
+        count: (0..wrote.len()).filter(|&i| differ(i)).count(),
+        len: wrote.len(),
+        max_abs_err: f64::NAN,
+        max_rel_err: f64::NAN,
+        bound: 0.0,
+        formula: crate::model::BIT_EXACT.into(),
+    }))
+}
+
 impl Drop for DeviceBuffer {
     fn drop(&mut self) {
         // SAFETY: we own this buffer. OpenCL defers the release until queued commands using it
@@ -1013,6 +1094,33 @@ mod tests {
         );
         for other in [PathKind::Copy, PathKind::UseHostPtr, PathKind::ClGpuVa] {
             assert_eq!(svm_refusal(other, &none), None, "{other}");
+        }
+    }
+
+    /// A NULL from clSVMAlloc of a kind the device advertises (svm_refusal let it through) is
+    /// the driver's failure, fine- or coarse-grain; only a size the device never promised stays
+    /// unsupported.
+    #[test]
+    fn an_advertised_svm_kind_that_allocates_null_fails() {
+        let fail = |e: CaseError| match e.into_outcome() {
+            o @ crate::model::Outcome::Fail { .. } => o.reason(),
+            other => panic!("not a fail: {other:?}"),
+        };
+        assert_eq!(
+            fail(svm_null(true, 8192, 0x401, Some(1 << 30))),
+            "clSVMAlloc(CL_MEM_SVM_FINE_GRAIN_BUFFER) returned NULL (0): 8192 bytes, flags 0x401, although CL_DEVICE_SVM_CAPABILITIES advertises CL_DEVICE_SVM_FINE_GRAIN_BUFFER"
+        );
+        let coarse = fail(svm_null(false, 8192, 0x1, None));
+        assert!(
+            coarse.contains("advertises CL_DEVICE_SVM_COARSE_GRAIN_BUFFER"),
+            "{coarse}"
+        );
+        match svm_null(true, 1 << 31, 0x401, Some(1 << 30)) {
+            CaseError::Unsupported { reason, error } => {
+                assert!(reason.contains("CL_DEVICE_MAX_MEM_ALLOC_SIZE"), "{reason}");
+                assert_eq!(error.map(|e| e.name), Some("NULL".into()));
+            }
+            other => panic!("{other:?}"),
         }
     }
 }

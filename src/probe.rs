@@ -663,10 +663,14 @@ fn probe_rest(hip: RuntimeStatus, hip_installs: Vec<HipInstall>) -> Probe {
     }
 }
 
+/// `clhip probe`'s exit status when it printed all it found and a vendor broke in it.
+pub const BROKEN_VENDOR_EXIT: u8 = 1;
+
 /// Probe from a child process (`exe probe --json`). The harness's parent process never loads a
 /// GPU driver: a driver that crashes while being enumerated must not take the run with it, and
 /// a driver that lets one process at a time hold the GPU (exclusive compute mode) must not be
-/// held by the parent while the workers need it.
+/// held by the parent while the workers need it. A probe that exits [`BROKEN_VENDOR_EXIT`]
+/// has still answered; the broken vendors are in its answer.
 pub fn probe_in_child(exe: &Path, rocm_paths: &[PathBuf]) -> anyhow::Result<Probe> {
     let mut cmd = Command::new(exe);
     cmd.args(["probe", "--json"]);
@@ -684,20 +688,24 @@ pub fn probe_in_child(exe: &Path, rocm_paths: &[PathBuf]) -> anyhow::Result<Prob
     let out = cmd
         .output()
         .with_context(|| format!("starting {} probe", exe.display()))?;
-    if !out.status.success() {
-        let err = String::from_utf8_lossy(&out.stderr);
-        let err = err.trim();
+    let err = String::from_utf8_lossy(&out.stderr);
+    let err = match err.trim() {
+        "" => "it printed nothing on stderr",
+        e => e,
+    };
+    let broken_vendor_exit = out.status.code() == Some(BROKEN_VENDOR_EXIT.into());
+    if !out.status.success() && !broken_vendor_exit {
+        anyhow::bail!("the probe process failed ({}): {err}", out.status);
+    }
+    let probe: Probe =
+        serde_json::from_slice(&out.stdout).context("reading the probe process's JSON")?;
+    if broken_vendor_exit && probe.broken_vendors().is_empty() {
         anyhow::bail!(
-            "the probe process failed ({}): {}",
-            out.status,
-            if err.is_empty() {
-                "it printed nothing on stderr"
-            } else {
-                err
-            }
+            "the probe process failed ({}), naming no broken vendor: {err}",
+            out.status
         );
     }
-    serde_json::from_slice(&out.stdout).context("reading the probe process's JSON")
+    Ok(probe)
 }
 
 /// The platforms of whichever vendors the loader loads in this process. `stage` hears each
@@ -1338,6 +1346,16 @@ impl Probe {
                 line
             })
             .collect()
+    }
+
+    /// `clhip probe`'s exit status once it has printed this: [`BROKEN_VENDOR_EXIT`] when a
+    /// vendor crashed, hung, exited or answered garbage while being probed, else 0.
+    pub fn exit_status(&self) -> u8 {
+        if self.broken_vendors().is_empty() {
+            0
+        } else {
+            BROKEN_VENDOR_EXIT
+        }
     }
 
     /// The OpenCL device the run labels `label` (`nvidia0`), if the probe found it.

@@ -343,8 +343,14 @@ fn import_to_cl(
     exported: &ExportedSemaphore,
 ) -> Result<ClSemaphore, CaseError> {
     broker.semaphore_fd(exported).and_then(|fd| {
-        ClSemaphore::import_opaque_fd(s, fd)
-            .refused("OpenCL would not import the Vulkan broker's semaphore")
+        ClSemaphore::import_opaque_fd(s, fd).map_err(|e| {
+            s.import_refusal(
+                e,
+                "OpenCL would not import the Vulkan broker's semaphore",
+                ("CL_DEVICE_SEMAPHORE_IMPORT_HANDLE_TYPES_KHR", 0x204D),
+                ("CL_SEMAPHORE_HANDLE_OPAQUE_FD_KHR", 0x2055),
+            )
+        })
     })
 }
 

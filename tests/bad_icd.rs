@@ -2,7 +2,9 @@
 //! beside the project's own misbehaving ICD (tests/fixtures/bad-icd/bad_icd.c, built here with
 //! `cc -shared -fPIC`), which wraps PoCL and on request hangs, crashes, chatters or exits inside
 //! the platform query: PoCL must still be listed, the bad vendor shown for what it did, the probe
-//! must end promptly, and no process of it may be left behind.
+//! must end promptly, exit 1, and no process of it may be left behind. Asked to drop buffer
+//! writes or to refuse fine-grain SVM that it advertises, it is a driver whose defects `run`
+//! must file as the driver's: `fail`, never a harness error or `unsupported`.
 //!
 //! Needs PoCL and a C compiler. Without them the tests are skipped, except under
 //! `CLHIP_REQUIRE_OPENCL=1` (CI), where they fail.
@@ -13,7 +15,9 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use clhip::model::OutcomeKind;
 use clhip::probe::{Probe, VendorState};
+use clhip::report::RunReport;
 
 /// The vendor time limit the tests give the probe (CLHIP_PROBE_VENDOR_TIMEOUT_S).
 const LIMIT_S: u64 = 3;
@@ -187,14 +191,22 @@ fn text(b: &[u8]) -> String {
     String::from_utf8_lossy(b).into_owned()
 }
 
-/// `clhip probe` (human form) with the bad ICD in `mode`: succeeds promptly, lists PoCL, shows
-/// the bad vendor as `state`, with the ICD's last words, and leaves nothing behind.
+/// `clhip probe` (human form) with the bad ICD in `mode`: ends promptly, lists PoCL, shows
+/// the bad vendor as `state`, with the ICD's last words, leaves nothing behind, and exits 1
+/// naming the vendor and what it did on stderr.
 fn broken_vendor_is_a_row(mode: &str, state: &str, last_words: &str) {
     let Some(s) = setup() else { return };
     let tag = new_tag(mode);
     let (out, took) = run_promptly(probe_command(s, mode, &tag, LIMIT_S, &[]));
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
-    assert!(out.status.success(), "{}\n{stdout}\n{stderr}", out.status);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains(&format!(
+            "clhip: broken driver: OpenCL vendor library {} (listed in OCL_ICD_FILENAMES): {state}",
+            s.bad_icd.display()
+        )),
+        "{stderr}"
+    );
     assert!(took < PROMPT, "took {took:?}");
     let row = stdout
         .lines()
@@ -238,10 +250,12 @@ fn a_vendor_exiting_inside_a_call_is_reported_and_pocl_still_probed() {
     );
 }
 
-fn probe_json(s: &Setup, mode: &str) -> Probe {
+/// `clhip probe --json` with the bad ICD in `mode`, which must exit with `code`: 1 where the
+/// vendor broke in the probe, 0 where every vendor answered. The JSON is printed either way.
+fn probe_json(s: &Setup, mode: &str, code: i32) -> Probe {
     let tag = new_tag(mode);
     let (out, _) = run_promptly(probe_command(s, mode, &tag, LIMIT_S, &["--json"]));
-    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert_eq!(out.status.code(), Some(code), "{}", text(&out.stderr));
     assert_nothing_left(&tag);
     serde_json::from_slice(&out.stdout)
         .unwrap_or_else(|e| panic!("probe --json is not JSON ({e}):\n{}", text(&out.stdout)))
@@ -250,7 +264,7 @@ fn probe_json(s: &Setup, mode: &str) -> Probe {
 #[test]
 fn probe_json_carries_the_broken_vendor_row() {
     let Some(s) = setup() else { return };
-    let p = probe_json(s, "crash");
+    let p = probe_json(s, "crash", 1);
     let bad = &p.opencl_vendors[0];
     assert_eq!(bad.library, s.bad_icd.display().to_string());
     assert_eq!(bad.listed_in, "OCL_ICD_FILENAMES");
@@ -295,7 +309,7 @@ fn probe_json_carries_the_broken_vendor_row() {
 #[test]
 fn protocol_lookalikes_and_partial_lines_from_a_driver_change_nothing() {
     let Some(s) = setup() else { return };
-    let quiet = probe_json(s, "");
+    let quiet = probe_json(s, "", 0);
     assert!(
         quiet.broken_vendors().is_empty(),
         "{:?}",
@@ -317,7 +331,7 @@ fn protocol_lookalikes_and_partial_lines_from_a_driver_change_nothing() {
         ("print", "bad icd: a partial line on stdout"),
         ("protocol", "@@clhip {not json"),
     ] {
-        let p = probe_json(s, mode);
+        let p = probe_json(s, mode, 0);
         assert!(
             p.broken_vendors().is_empty(),
             "{mode}: {:?}",
@@ -342,7 +356,7 @@ fn protocol_lookalikes_and_partial_lines_from_a_driver_change_nothing() {
 #[test]
 fn icd_env_makes_the_loader_load_that_vendor_alone() {
     let Some(s) = setup() else { return };
-    let p = probe_json(s, "crash");
+    let p = probe_json(s, "crash", 1);
     let env = p.icd_env("pocl0").expect("pocl0 records its library");
     let vendors = s.bad_icd.parent().unwrap().join("vendors");
     std::fs::create_dir_all(&vendors).unwrap();
@@ -510,6 +524,127 @@ fn run_with_a_driver_that_prints_protocol_lookalikes_gets_every_verdict() {
         clhip::model::OutcomeKind::Error | clhip::model::OutcomeKind::Crash
     )));
     assert_nothing_left(&tag);
+}
+
+/// The OpenCL labels of the bad ICD's device and of PoCL's own, as a probe with the bad ICD in
+/// `mode` (enumerating like PoCL) gives them, and the bad ICD's device as probed.
+fn labels(s: &Setup, mode: &str) -> (String, String, clhip::probe::DeviceProbe) {
+    let p = probe_json(s, mode, 0);
+    let devices: Vec<&clhip::probe::DeviceProbe> =
+        p.platforms.iter().flat_map(|p| &p.devices).collect();
+    let of = |library: &str| {
+        *devices
+            .iter()
+            .find(|d| d.icd_library.as_deref() == Some(library))
+            .unwrap_or_else(|| panic!("no device of {library}: {devices:?}"))
+    };
+    let bad = of(&s.bad_icd.display().to_string());
+    (bad.label.clone(), of(&s.pocl).label.clone(), bad.clone())
+}
+
+/// `clhip run FILTERS` with the bad ICD in `mode`: its exit code and results.
+fn run_planted(s: &Setup, mode: &str, filters: &[&str]) -> (Option<i32>, RunReport) {
+    let tag = new_tag(mode);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bad-icd-run-{tag}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("r.json");
+    let out = cmd_output_within(
+        run_command(s, mode, &tag, &json, filters),
+        Duration::from_secs(300),
+    );
+    let r =
+        clhip::report::load_json(&json).unwrap_or_else(|e| panic!("{e:#}\n{}", text(&out.stderr)));
+    assert_nothing_left(&tag);
+    (out.status.code(), r)
+}
+
+/// The results whose id starts with `prefix`: id, outcome kind, reason.
+fn outcomes_of<'r>(r: &'r RunReport, prefix: &str) -> Vec<(&'r str, OutcomeKind, String)> {
+    r.results
+        .iter()
+        .filter(|c| c.id.starts_with(prefix))
+        .map(|c| (c.id.as_str(), c.outcome.kind(), c.outcome.reason()))
+        .collect()
+}
+
+/// A driver that reports success for clEnqueueWriteBuffer and writes nothing: every handoff
+/// case's check counters keep the buffer's poison. That is wrong data from the driver, so
+/// every case fails, naming the buffer, the word, what was written and what was read; never a
+/// harness error. PoCL itself, in the same run, passes.
+#[test]
+fn a_driver_that_drops_a_write_fails_every_handoff_case_naming_the_word() {
+    let Some(s) = setup() else { return };
+    let (bad, good, _) = labels(s, "drop-write");
+    let (code, r) = run_planted(
+        s,
+        "drop-write",
+        &[
+            &format!("{bad}+host/*/handoff/*"),
+            &format!("{good}+host/copy/finish/handoff/n=1"),
+        ],
+    );
+    assert_eq!(code, Some(1));
+    let planted = outcomes_of(&r, &format!("{bad}+host/"));
+    assert!(planted.len() >= 30, "{} cases ran", planted.len());
+    let poison = clhip::paths::POISON_WORD;
+    for (id, kind, reason) in &planted {
+        assert_eq!(*kind, OutcomeKind::Fail, "{id}: {reason}");
+        assert!(
+            reason.starts_with(
+                "OpenCL pattern check's result buffer for the pattern written by host, read back \
+                 after clEnqueueWriteBuffer (word 0 is the mismatch count)"
+            ) && reason.contains(&format!("got {poison:#010x} want 0x00000000")),
+            "{id}: {reason}"
+        );
+    }
+    // A filter without `*` is a substring: n=1 and n=1048576.
+    let control = outcomes_of(&r, &format!("{good}+host/"));
+    assert!(!control.is_empty());
+    assert!(
+        control.iter().all(|c| c.1 == OutcomeKind::Pass),
+        "{control:?}"
+    );
+}
+
+/// A driver that advertises fine-grain buffer SVM and returns NULL from clSVMAlloc for it has
+/// failed, not lacked the capability: every fine-grain case fails with the call and what the
+/// device advertised, and the run exits 1. Coarse-grain SVM, which it does not refuse, passes.
+#[test]
+fn fine_grain_svm_advertised_and_refused_fails_every_case() {
+    let Some(s) = setup() else { return };
+    let (bad, _, device) = labels(s, "svm-fine-null");
+    // The probe, which allocates nothing, sees the capability advertised.
+    match &device.svm {
+        clhip::probe::Queried::Value(caps) => assert!(caps.fine_grain_buffer, "{caps}"),
+        other => panic!("{other:?}"),
+    }
+    let (code, r) = run_planted(
+        s,
+        "svm-fine-null",
+        &[
+            &format!("{bad}+host/cl-svm-fine/*/handoff/*"),
+            &format!("{bad}+host/cl-svm-coarse/map/handoff/n=1"),
+        ],
+    );
+    assert_eq!(code, Some(1));
+    let fine = outcomes_of(&r, &format!("{bad}+host/cl-svm-fine/"));
+    assert!(fine.len() >= 12, "{} cases ran", fine.len());
+    for (id, kind, reason) in &fine {
+        assert_eq!(*kind, OutcomeKind::Fail, "{id}: {reason}");
+        assert!(
+            reason.starts_with("clSVMAlloc(CL_MEM_SVM_FINE_GRAIN_BUFFER) returned NULL")
+                && reason.ends_with(
+                    "although CL_DEVICE_SVM_CAPABILITIES advertises CL_DEVICE_SVM_FINE_GRAIN_BUFFER"
+                ),
+            "{id}: {reason}"
+        );
+    }
+    let coarse = outcomes_of(&r, &format!("{bad}+host/cl-svm-coarse/"));
+    assert!(!coarse.is_empty());
+    assert!(
+        coarse.iter().all(|c| c.1 == OutcomeKind::Pass),
+        "{coarse:?}"
+    );
 }
 
 fn cmd_output_within(mut cmd: Command, limit: Duration) -> Output {

@@ -34,8 +34,16 @@ pub(super) fn handoff(
     let peer_name = case.pair.peer.label();
     // Made before the case starts: a blocking write later would drain the queue, a sync the
     // case did not ask for.
-    let result_a = DeviceBuffer::with_data(session, &CL_CHECK_INIT)?;
-    let result_c = DeviceBuffer::with_data(session, &CL_CHECK_INIT)?;
+    let check_buffer = |crossing: &str| {
+        DeviceBuffer::with_words_read_back(
+            session,
+            &format!("OpenCL pattern check's result buffer for the {crossing}"),
+            &CL_CHECK_WORD_NAMES,
+            &CL_CHECK_INIT,
+        )
+    };
+    let result_a = check_buffer(&format!("pattern written by {peer_name}"))?;
+    let result_c = check_buffer(&format!("pattern rewritten by {peer_name}"))?;
     let seen_by_peer = with_shared(session, peer, case, case.n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer_work(plant, || peer.fill_pattern(m.peer, a))?;
@@ -91,6 +99,13 @@ pub(super) fn handoff(
 const CL_CHECK_WORDS: usize = 4;
 /// What the host puts there first: no mismatches, no index, not run, nothing seen.
 const CL_CHECK_INIT: [u32; CL_CHECK_WORDS] = [0, u32::MAX, 0, 0];
+/// What each of those words is, for a verdict that names one.
+const CL_CHECK_WORD_NAMES: [&str; CL_CHECK_WORDS] = [
+    "mismatch count",
+    "first mismatching index",
+    "ran-marker",
+    "word seen at the first mismatch",
+];
 
 /// OpenCL's bit-exact check of `words` pattern words of `mem` after `wait`: pattern_check, then
 /// pattern_observe (the word at the first mismatch), then, with `rewrite`, the pattern of the
@@ -140,7 +155,8 @@ fn cl_check_pattern(
     Ok(last)
 }
 
-/// The verdict of an OpenCL pattern check from its result words.
+/// The verdict of an OpenCL pattern check from its result words. Words that make no sense are
+/// the driver's failure, like a wrong pattern: it wrote, ran and read them.
 fn cl_pattern_verdict(what: String, r: &[u32], seed: u32, words: u32) -> Result<(), CaseError> {
     crate::runtimes::check_self_consistent(
         "OpenCL",
@@ -149,7 +165,8 @@ fn cl_pattern_verdict(what: String, r: &[u32], seed: u32, words: u32) -> Result<
         u32::MAX.into(),
         r[2].into(),
         words.into(),
-    )?;
+    )
+    .map_err(|e| e.with_note(&what))?;
     if r[0] == 0 {
         return Ok(());
     }
@@ -184,5 +201,81 @@ mod tests {
     fn handoff_seeds_differ() {
         let [a, b, c] = handoff_seeds(42);
         assert!(a != b && b != c && a != c);
+    }
+
+    fn fail_reason(r: Result<(), CaseError>) -> String {
+        match r.map_err(CaseError::into_outcome) {
+            Err(o @ crate::model::Outcome::Fail { .. }) => o.reason(),
+            other => panic!("not a fail: {other:?}"),
+        }
+    }
+
+    /// Result words the driver got wrong are its failure, with what was read: the issue's
+    /// counter initialisation that never landed (the buffer keeps its poison, and the kernel's
+    /// atomics count on from there), and an index with no mismatch counted.
+    #[test]
+    fn contradictory_check_words_fail_on_the_driver() {
+        let poison = crate::paths::POISON_WORD;
+        let seed = 7;
+        let what = || "pattern written by host, read by OpenCL".to_string();
+        let dropped_init = [poison + 2, poison, 8, 0];
+        let reason = fail_reason(cl_pattern_verdict(what(), &dropped_init, seed, 8));
+        assert!(
+            reason.contains("result words contradict each other")
+                && reason.contains(&format!(
+                    "{} mismatches, first index {poison:#x}",
+                    poison + 2
+                ))
+                && reason.contains("pattern written by host, read by OpenCL"),
+            "{reason}"
+        );
+        let index_without_count = [0, 3, 8, 0];
+        let reason = fail_reason(cl_pattern_verdict(what(), &index_without_count, seed, 8));
+        assert!(reason.contains("0 mismatches, first index 0x3"), "{reason}");
+        let more_than_words = [9, 0, 8, 0];
+        fail_reason(cl_pattern_verdict(what(), &more_than_words, seed, 8));
+        // Consistent words are a verdict on the pattern, as before.
+        assert!(cl_pattern_verdict(what(), &[0, u32::MAX, 8, 0], seed, 8).is_ok());
+        let one_wrong = [1, 5, 8, 0xdead];
+        let reason = fail_reason(cl_pattern_verdict(what(), &one_wrong, seed, 8));
+        assert!(reason.contains("1 of 8 words differ") && reason.contains("[5] got 0x0000dead"));
+    }
+
+    /// The check's initial words as the driver left them, read back before the case: a
+    /// dropped write names the buffer, the word, what was written and what was read.
+    #[test]
+    fn a_dropped_initialisation_is_named_by_word() {
+        let poison = crate::paths::POISON_WORD;
+        let what = "OpenCL pattern check's result buffer for the pattern written by host";
+        assert!(
+            crate::paths::written_as_asked(
+                what,
+                &CL_CHECK_WORD_NAMES,
+                &CL_CHECK_INIT,
+                &CL_CHECK_INIT
+            )
+            .is_ok()
+        );
+        let m = crate::paths::written_as_asked(
+            what,
+            &CL_CHECK_WORD_NAMES,
+            &CL_CHECK_INIT,
+            &[poison; CL_CHECK_WORDS],
+        )
+        .expect_err("a dropped write");
+        let reason = crate::model::Outcome::mismatch(*m).reason();
+        assert_eq!(
+            reason,
+            format!(
+                "{what}, read back after clEnqueueWriteBuffer (word 0 is the mismatch count): the driver did not write what it was given: 4 of 4 words differ (bit-exact), first at [0] got {poison:#010x} want 0x00000000"
+            )
+        );
+        // One word wrong further in is named as that word.
+        let mut read = CL_CHECK_INIT;
+        read[2] = 1;
+        let m = crate::paths::written_as_asked(what, &CL_CHECK_WORD_NAMES, &CL_CHECK_INIT, &read)
+            .expect_err("a garbled write");
+        assert_eq!((m.index, m.count), (2, 1));
+        assert!(m.what.contains("word 2 is the ran-marker"), "{}", m.what);
     }
 }

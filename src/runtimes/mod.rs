@@ -35,9 +35,10 @@ pub struct PatternCheck {
 
 /// Reads a pattern check kernel's result words (`count`, `first`, `ran`, with `none` the
 /// "no index" value the host initialised `first` to) for what they can prove: a kernel that
-/// never wrote its ran-marker did not run, which is wrong data for the case (a `fail`), and a
-/// buffer that contradicts itself (mismatches but no index, or an index but no mismatches) is
-/// the harness's own error, never a verdict on the driver.
+/// never wrote its ran-marker did not run, which is wrong data for the case (a `fail`). Words
+/// that contradict each other (mismatches but no index, an index but no mismatches, more
+/// mismatches than words) are also the driver's: it wrote the initial words, ran the kernel and
+/// read the words back, so such words are data it got wrong, a `fail` showing what was read.
 pub fn check_self_consistent(
     side: &str,
     count: u64,
@@ -67,12 +68,23 @@ pub fn check_self_consistent(
         first < words && count <= words
     };
     if consistent {
-        Ok(())
-    } else {
-        Err(CaseError::Harness(format!(
-            "{side} pattern check result contradicts itself: {count} mismatches, first index {first:#x}, over {words} words"
-        )))
+        return Ok(());
     }
+    Err(crate::model::Mismatch {
+        what: format!("{side} pattern check's result words contradict each other"),
+        index: 0,
+        got: format!("{count} mismatches, first index {first:#x}"),
+        want: format!(
+            "0 mismatches with first index {none:#x}, or 1 to {words} mismatches with first index below {words}"
+        ),
+        count: 1,
+        len: 1,
+        max_abs_err: f64::NAN,
+        max_rel_err: f64::NAN,
+        bound: 0.0,
+        formula: crate::model::BIT_EXACT.into(),
+    }
+    .into())
 }
 
 /// Runs the test at `path` of this test binary again in a child process with `env` set to 1,

@@ -15,7 +15,7 @@ use opencl3::kernel::Kernel;
 use opencl3::program::Program;
 use opencl3::types::{cl_device_id, cl_event, cl_mem, cl_platform_id};
 
-use crate::model::{Api, ApiError, ClDeviceRef};
+use crate::model::{Api, ApiError, CaseError, ClDeviceRef};
 use crate::runtimes::kernel_cache::{CompileKey, KernelCache};
 
 pub use cl3::device as cl_device;
@@ -40,6 +40,56 @@ pub fn cl_error(call: &str, code: i32) -> ApiError {
         name: cl3::error_codes::error_text(code).to_string(),
         detail: String::new(),
     }
+}
+
+/// A refusal of what the device advertises (`advertised`: the query and the answer that said
+/// so): the driver's failure, not an absence, so `Broken` (a `fail`), unless it is a device
+/// fault. Only a capability the device does not advertise is unsupported when refused.
+pub fn refused_although_advertised(mut e: ApiError, advertised: &str) -> CaseError {
+    if e.is_device_fault() {
+        return CaseError::Fault(e);
+    }
+    e.detail = if e.detail.is_empty() {
+        format!("although {advertised}")
+    } else {
+        format!("{}, although {advertised}", e.detail)
+    };
+    CaseError::Broken(e)
+}
+
+/// A refused import (`e`; `what` was refused) of a handle of type `handle` (name, value), with
+/// `listed` the handle types the device answered to `query_name`: refused although listed is
+/// the driver's failure; not listed, or the list unknown, unsupported. The extension alone
+/// names no handle type: the device's list does.
+pub fn import_refusal(
+    e: ApiError,
+    what: &str,
+    query_name: &str,
+    (handle_name, handle): (&str, u32),
+    listed: Result<Vec<u32>, ApiError>,
+) -> CaseError {
+    let why = match listed {
+        Ok(types) if types.contains(&handle) => {
+            return refused_although_advertised(e, &format!("{query_name} lists {handle_name}"));
+        }
+        Ok(types) => format!("{handle_name} is not in its {query_name}: {types:#x?}"),
+        Err(q) => format!("its {query_name} unknown: {q}"),
+    };
+    if e.is_device_fault() {
+        return CaseError::Fault(e);
+    }
+    CaseError::Unsupported {
+        reason: format!("{what} ({why})"),
+        error: Some(e),
+    }
+}
+
+/// A device query answering a list of `cl_uint`s (the handle types a device imports).
+pub fn device_u32s(id: cl_device_id, param: u32) -> Result<Vec<u32>, ApiError> {
+    Ok(device_bytes(id, param)?
+        .chunks_exact(4)
+        .map(|c| u32::from_ne_bytes([c[0], c[1], c[2], c[3]]))
+        .collect())
 }
 
 /// Attach the call name to a cl3/opencl3 result.
@@ -501,6 +551,19 @@ impl ClSession {
         self.extensions.iter().any(|e| e == name)
     }
 
+    /// A refused import of a handle of type `handle` (name, value), judged by whether the
+    /// device lists that type in its answer to `query` (name, param): see [`import_refusal`].
+    pub fn import_refusal(
+        &self,
+        e: ApiError,
+        what: &str,
+        (query_name, query): (&str, u32),
+        handle: (&str, u32),
+    ) -> CaseError {
+        let listed = device_u32s(self.device.id, query);
+        import_refusal(e, what, query_name, handle, listed)
+    }
+
     fn kernel(&mut self, name: &str, svm_args: u64) -> Result<&Kernel, ApiError> {
         let key = (name.to_string(), svm_args);
         if !self.kernels.contains_key(&key) {
@@ -710,6 +773,46 @@ mod tests {
         assert_eq!(local_size(1 << 22, 1024), 256);
         assert_eq!(local_size(1 << 22, 64), 64);
         assert_eq!(local_size(1000, 1), 1);
+    }
+
+    /// An import the device lists as importable and then refuses is its failure; one it does
+    /// not list, or whose list it would not give, stays a refusal.
+    #[test]
+    fn a_refused_import_fails_only_when_its_handle_type_is_listed() {
+        const QUERY: &str = "CL_DEVICE_EXTERNAL_MEMORY_IMPORT_HANDLE_TYPES_KHR";
+        const DMA_BUF: (&str, u32) = ("CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR", 0x2067);
+        let refused = || cl_error("clCreateBufferWithProperties", -30);
+        let what = "OpenCL would not import the peer's fd";
+        match import_refusal(refused(), what, QUERY, DMA_BUF, Ok(vec![0x2060, 0x2067])) {
+            CaseError::Broken(e) => assert_eq!(
+                e.to_string(),
+                "clCreateBufferWithProperties returned CL_INVALID_VALUE (-30): although \
+                 CL_DEVICE_EXTERNAL_MEMORY_IMPORT_HANDLE_TYPES_KHR lists \
+                 CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR"
+            ),
+            other => panic!("{other:?}"),
+        }
+        match import_refusal(refused(), what, QUERY, DMA_BUF, Ok(vec![0x2060])) {
+            CaseError::Unsupported { reason, error } => {
+                assert!(
+                    reason.starts_with(what) && reason.contains("is not in its"),
+                    "{reason}"
+                );
+                assert_eq!(error, Some(refused()));
+            }
+            other => panic!("{other:?}"),
+        }
+        let unknown = Err(cl_error("clGetDeviceInfo", -30));
+        assert!(matches!(
+            import_refusal(refused(), what, QUERY, DMA_BUF, unknown),
+            CaseError::Unsupported { .. }
+        ));
+        // A fault stays a fault, listed or not.
+        let fault = cl_error("clCreateBufferWithProperties", -5);
+        assert!(matches!(
+            import_refusal(fault, what, QUERY, DMA_BUF, Ok(vec![0x2067])),
+            CaseError::Fault(_)
+        ));
     }
 
     #[test]
