@@ -723,35 +723,16 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 opts.worker_args
                     .extend(["--rocm-path".to_string(), one.display().to_string()]);
             }
-            use clhip::bench::RunnerConfig as C;
-            let picked = !jobs.is_empty();
-            let jobs: Vec<usize> = if jobs.is_empty() {
-                vec![1, 4, 8]
-            } else {
-                jobs.iter().map(|&j| usize::from(j)).collect()
-            };
+            let jobs: Vec<usize> = jobs.iter().map(|&j| usize::from(j)).collect();
             let spares: &[bool] = match spare_workers {
                 SpareSetting::On => &[true],
                 SpareSetting::Off => &[false],
                 SpareSetting::Both => &[false, true],
             };
-            // The naive design first, one process per case, unless settings were picked.
-            let naive = C {
-                jobs: 1,
-                cases_per_worker: 1,
-                spare_workers: false,
-            };
-            let configs: Vec<C> = (!picked)
-                .then_some(naive)
-                .into_iter()
-                .chain(jobs.iter().flat_map(|&jobs| {
-                    spares.iter().map(move |&spare_workers| C {
-                        jobs,
-                        cases_per_worker: 64,
-                        spare_workers,
-                    })
-                }))
-                .collect();
+            let (configs, notes) = clhip::bench::runner_configs(&jobs, spares);
+            for n in notes {
+                note(&format!("clhip: bench runner: {n}"));
+            }
             let mut text = Vec::new();
             clhip::bench::run_runner(&plan, &opts, &configs, &mut text)?;
             Stdout::new().write(&String::from_utf8_lossy(&text))?;

@@ -253,6 +253,32 @@ fn a_plain_sigstop_of_the_whole_process_tree_counts_against_no_case() {
 }
 
 #[test]
+fn bench_runner_times_a_jobs_value_given_twice_once_and_says_so() {
+    if !have_opencl() {
+        return;
+    }
+    let o = clhip(&[
+        "bench",
+        "runner",
+        "-j",
+        "2,2",
+        "pocl0+host/copy/finish/handoff/n=4097",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("-j 2 is given 2 times: timed once"),
+        "{}",
+        text(&o.stderr)
+    );
+    let settings: Vec<String> = text(&o.stdout)
+        .lines()
+        .filter(|l| l.trim_start().starts_with("-j "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(settings.len(), 1, "{}", text(&o.stdout));
+}
+
+#[test]
 fn nonsense_flags_are_refused_before_any_work() {
     for args in [
         &["run", "--timeout", "-1"][..],
