@@ -301,7 +301,8 @@ struct RunArgs {
     #[arg(long)]
     expectations: Option<PathBuf>,
     /// Per-case time limit in seconds (more than 0, at most a week). A worker also gets this
-    /// long to start its next case. Time the run spends stopped (Ctrl-Z) does not count.
+    /// long to start its next case. Time the run spends stopped (Ctrl-Z, or SIGSTOP then
+    /// SIGCONT) does not count.
     #[arg(long, default_value_t = 120.0, value_parser = parse_timeout)]
     timeout: f64,
     /// Cases per worker process before a fresh one takes over (at least 1).

@@ -231,7 +231,15 @@ fn a_plain_sigstop_of_the_whole_process_tree_counts_against_no_case() {
         &json,
         true,
     );
-    std::thread::sleep(Duration::from_millis(400));
+    let began = Instant::now();
+    while children(child.id()).is_empty() {
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "no worker started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
     let runner = Pid::from_raw(child.id() as i32);
     // `kill -STOP -PGID` of the runner's group, then of each worker's (each leads its own).
     killpg(runner, Signal::SIGSTOP).unwrap();
