@@ -571,6 +571,9 @@ use crate::filter::matches_filter;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Baseline {
     pub known: HashMap<String, OutcomeKind>,
+    /// The file it was read from, and each listed id's line there, to name as the source.
+    pub file: PathBuf,
+    pub lines: HashMap<String, usize>,
 }
 
 impl Baseline {
@@ -586,6 +589,7 @@ impl Baseline {
 
     pub fn parse(file: &Path, text: &str) -> Result<Self, InputError> {
         let mut known = HashMap::new();
+        let mut lines = HashMap::new();
         for (i, raw) in text.lines().enumerate() {
             let line = raw.trim();
             if line.is_empty() || line.starts_with('#') {
@@ -624,8 +628,19 @@ impl Baseline {
             if known.insert(id.trim().to_string(), kind).is_some() {
                 return Err(at(1, format!("case `{}` is listed twice", id.trim())));
             }
+            lines.insert(id.trim().to_string(), i + 1);
         }
-        Ok(Baseline { known })
+        Ok(Baseline {
+            known,
+            file: file.to_path_buf(),
+            lines,
+        })
+    }
+
+    /// Where this baseline's known outcome for `id` is written: `baseline b.csv:3`.
+    pub fn source_of(&self, id: &str) -> Option<String> {
+        let line = self.lines.get(id)?;
+        Some(format!("baseline {}:{line}", self.file.display()))
     }
 
     /// A baseline text from a run: every non-pass that is not already expected by its nature
@@ -958,6 +973,9 @@ mod tests {
         assert_eq!(b.unmatched(&cases[..1]).len(), 2);
         assert_eq!(b.unmatched(&[]).len(), 3);
         assert!(Baseline::default().unmatched(&cases).is_empty());
+        // Each entry names its own line as the source of its known outcome.
+        assert_eq!(b.source_of(&kept).as_deref(), Some("baseline b.csv:2"));
+        assert_eq!(b.source_of("not/listed"), None);
     }
 
     #[test]

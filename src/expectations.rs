@@ -5,6 +5,12 @@
 //! from (a header, a release note, a run). A case no applicable file lists is expected to
 //! pass: on a driver's first run, what the files name is known and everything else is new.
 //!
+//! Rules that cover one case must agree on its outcome, in one file or across the files that
+//! apply: there is no precedence between them, and a run refuses files where two disagree
+//! about a case of its matrix (a later rule never silently overrides an earlier one, nor the
+//! other way round). A rule's glob that matches no case of the matrix on this machine is
+//! warned about, as a stale baseline line is.
+//!
 //! ```toml
 //! version = 1
 //! [applies]
@@ -146,16 +152,70 @@ impl ExpectationFile {
     }
 }
 
-/// The expectation files that apply to one run, in file-name order; the first rule that
-/// covers a case decides it.
+/// The expectation files that apply to one run, in file-name order, and what else `load`
+/// read: the files that do not apply, with why.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Expectations {
     pub files: Vec<ExpectationFile>,
+    /// The `--expectations` argument, a file or a directory.
+    pub from: PathBuf,
+    /// Files read that do not apply to this run, each with the `applies` globs that no line
+    /// of the fingerprint matches.
+    pub not_applying: Vec<(PathBuf, Vec<String>)>,
+    /// The fingerprint's lines, to show against the globs when no file applies.
+    pub fingerprint_lines: Vec<String>,
+}
+
+/// Two rules that give one case different outcomes, with the cases they both cover.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflict {
+    pub first: Rule,
+    pub second: Rule,
+    /// The ids both rules cover, in matrix order.
+    pub cases: Vec<String>,
+}
+
+impl std::fmt::Display for Conflict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (a, b) = (&self.first, &self.second);
+        write!(
+            f,
+            "expectation rules disagree: {} says {} and {} says {} for {} case{}, e.g. `{}`",
+            a.at,
+            a.outcome,
+            b.at,
+            b.outcome,
+            self.cases.len(),
+            if self.cases.len() == 1 { "" } else { "s" },
+            self.cases.first().map_or("", String::as_str),
+        )
+    }
+}
+
+/// Every disagreement between rules of the files that apply, for the run to refuse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conflicts(pub Vec<Conflict>);
+
+impl std::error::Error for Conflicts {}
+
+impl std::fmt::Display for Conflicts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        for c in &self.0 {
+            writeln!(f, "{c}")?;
+        }
+        write!(
+            f,
+            "no rule takes precedence over another: narrow the `cases` of one rule of each pair \
+             so that every case has one known outcome"
+        )
+    }
 }
 
 impl Expectations {
-    /// Loads `path` (one file, or every `*.toml` of a directory) and keeps the files that
-    /// apply to `fingerprint`. Any malformed file is an error at its line, applicable or not.
+    /// Loads `path` (one file, or every `*.toml` of a directory, the suffix in any case; its
+    /// subdirectories are not read) and keeps the files that apply to `fingerprint`. Any
+    /// malformed file is an error at its line, applicable or not; so is a directory with no
+    /// `*.toml` file, since the run was asked for expectations and would get none.
     pub fn load(path: &Path, fingerprint: &Fingerprint) -> Result<Self, InputError> {
         let cannot = |p: &Path, e: std::io::Error| InputError {
             file: p.to_path_buf(),
@@ -165,17 +225,50 @@ impl Expectations {
         };
         let mut paths = Vec::new();
         if path.is_dir() {
+            // What is there but not read, to say why nothing was.
+            let mut passed_over = Vec::new();
             for entry in std::fs::read_dir(path).map_err(|e| cannot(path, e))? {
                 let p = entry.map_err(|e| cannot(path, e))?.path();
-                if p.extension().is_some_and(|x| x == "toml") {
+                let name = p
+                    .file_name()
+                    .unwrap_or_default()
+                    .to_string_lossy()
+                    .into_owned();
+                if p.is_dir() {
+                    passed_over.push(format!("{name}/"));
+                } else if p
+                    .extension()
+                    .is_some_and(|x| x.eq_ignore_ascii_case("toml"))
+                {
                     paths.push(p);
+                } else {
+                    passed_over.push(name);
                 }
+            }
+            if paths.is_empty() {
+                passed_over.sort();
+                return Err(InputError {
+                    file: path.to_path_buf(),
+                    line: 0,
+                    column: 0,
+                    message: if passed_over.is_empty() {
+                        "no *.toml file: the directory is empty, so no expectation applies".into()
+                    } else {
+                        format!(
+                            "no *.toml file, so no expectation applies (it holds {}; only \
+                             `*.toml` files directly in it are read, not subdirectories)",
+                            passed_over.join(", ")
+                        )
+                    },
+                });
             }
             paths.sort();
         } else {
             paths.push(path.to_path_buf());
         }
+        let lines = fingerprint.lines();
         let mut files = Vec::new();
+        let mut not_applying = Vec::new();
         for p in paths {
             // A FIFO or device would block or never end: only regular files are read.
             if !std::fs::metadata(&p).map_err(|e| cannot(&p, e))?.is_file() {
@@ -190,12 +283,125 @@ impl Expectations {
             let f = ExpectationFile::parse(&p, &text)?;
             if f.applies_to(fingerprint) {
                 files.push(f);
+            } else {
+                let unmet = f
+                    .applies
+                    .iter()
+                    .filter(|g| !lines.iter().any(|l| glob(g, l)))
+                    .cloned()
+                    .collect();
+                not_applying.push((p, unmet));
             }
         }
-        Ok(Expectations { files })
+        Ok(Expectations {
+            files,
+            from: path.to_path_buf(),
+            not_applying,
+            fingerprint_lines: lines,
+        })
     }
 
-    /// The rule that decides `case`, if any.
+    /// What a person should hear about the loaded files: the ones that apply, or, when none
+    /// does, a warning that names each file's unmet globs and this machine's fingerprint.
+    pub fn notes(&self) -> Vec<String> {
+        if !self.files.is_empty() {
+            return self
+                .files
+                .iter()
+                .map(|f| format!("expectations from {}", f.path.display()))
+                .collect();
+        }
+        let n = self.not_applying.len();
+        let mut out = vec![format!(
+            "warning: --expectations {}: {n} file{} read, none applies to this machine's \
+             fingerprint, so every case is expected to pass:",
+            self.from.display(),
+            if n == 1 { "" } else { "s" },
+        )];
+        for (p, unmet) in &self.not_applying {
+            let wants: Vec<String> = unmet.iter().map(|g| format!("`{g}`")).collect();
+            out.push(format!(
+                "  {} wants {}, which no fingerprint line matches",
+                p.display(),
+                wants.join(" and ")
+            ));
+        }
+        out.push(if self.fingerprint_lines.is_empty() {
+            "  this machine's fingerprint has no lines (nothing was found)".into()
+        } else {
+            format!(
+                "  this machine's fingerprint lines: {}",
+                self.fingerprint_lines
+                    .iter()
+                    .map(|l| format!("`{l}`"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )
+        });
+        out
+    }
+
+    /// Checks the rules of the files that apply against every case of the matrix on this
+    /// machine (not only those a filter keeps: a filtered run must not hide a disagreement).
+    /// Two rules that give one case different outcomes are an error; the warnings returned
+    /// name each glob (`file:line` of its rule) that matches no case.
+    pub fn check(&self, cases: &[Case]) -> Result<Vec<String>, Conflicts> {
+        let rules: Vec<&Rule> = self.files.iter().flat_map(|f| &f.rules).collect();
+        let mut used: Vec<Vec<bool>> = rules.iter().map(|r| vec![false; r.globs.len()]).collect();
+        // Pairs of rules (indices) that disagree, in the order first met, with their cases.
+        let mut conflicts: Vec<((usize, usize), Vec<String>)> = Vec::new();
+        for case in cases {
+            let id = case.id();
+            let mut covering = Vec::new();
+            for (i, r) in rules.iter().enumerate() {
+                let mut covers = false;
+                for (j, g) in r.globs.iter().enumerate() {
+                    if glob(g, &id) {
+                        used[i][j] = true;
+                        covers = true;
+                    }
+                }
+                if covers {
+                    covering.push(i);
+                }
+            }
+            for (k, &a) in covering.iter().enumerate() {
+                for &b in &covering[k + 1..] {
+                    if rules[a].outcome == rules[b].outcome {
+                        continue;
+                    }
+                    match conflicts.iter_mut().find(|(pair, _)| *pair == (a, b)) {
+                        Some((_, ids)) => ids.push(id.clone()),
+                        None => conflicts.push(((a, b), vec![id.clone()])),
+                    }
+                }
+            }
+        }
+        if !conflicts.is_empty() {
+            return Err(Conflicts(
+                conflicts
+                    .into_iter()
+                    .map(|((a, b), cases)| Conflict {
+                        first: rules[a].clone(),
+                        second: rules[b].clone(),
+                        cases,
+                    })
+                    .collect(),
+            ));
+        }
+        let mut stale = Vec::new();
+        for (r, used) in rules.iter().zip(&used) {
+            for (g, &hit) in r.globs.iter().zip(used) {
+                if !hit {
+                    stale.push(format!("{} `{g}`", r.at));
+                }
+            }
+        }
+        Ok(stale)
+    }
+
+    /// The rule that decides `case`, if any: the first that covers it, which [`Self::check`]
+    /// has made sure every other one that does agrees with.
     pub fn rule(&self, case: &Case) -> Option<&Rule> {
         let id = case.id();
         self.files
@@ -377,6 +583,174 @@ source = "clr: no cl_khr_external_memory"
         assert_eq!(file.matches("[[expect]]").count(), 1, "{file}");
         assert!(file.contains("cases = [\"nvidia*+cuda*/a/n=1\"]"), "{file}");
         ExpectationFile::parse(Path::new("x.toml"), &file).unwrap();
+    }
+
+    fn pocl_cases() -> Vec<Case> {
+        let pair = crate::model::Pair {
+            opencl: crate::model::ClDeviceRef {
+                platform_index: 0,
+                device_index: 0,
+                label: "pocl0".into(),
+            },
+            peer: crate::model::Peer::HOST,
+            install: None,
+        };
+        crate::cases::Matrix::default_matrix().expand(&[pair])
+    }
+
+    fn applying(files: &[(&str, &str)]) -> Expectations {
+        Expectations {
+            files: files
+                .iter()
+                .map(|(name, text)| ExpectationFile::parse(Path::new(name), text).unwrap())
+                .collect(),
+            ..Default::default()
+        }
+    }
+
+    const HEAD: &str = "version = 1\n[applies]\nfingerprint = [\"hip version: 6.*\"]\n";
+
+    fn rule(cases: &str, outcome: &str) -> String {
+        format!("\n[[expect]]\ncases = [{cases}]\noutcome = \"{outcome}\"\nsource = \"s\"\n")
+    }
+
+    #[test]
+    fn rules_that_disagree_about_a_case_are_refused_naming_both() {
+        let cases = pocl_cases();
+        // One file: a path's rule and a sync's rule meet on the copy/finish cases.
+        let one = format!(
+            "{HEAD}{}{}",
+            rule("\"*/copy/*\"", "unsupported"),
+            rule("\"*/finish/*\"", "fault")
+        );
+        let e = applying(&[("a.toml", &one)]).check(&cases).unwrap_err();
+        assert_eq!(e.0.len(), 1, "{e}");
+        let c = &e.0[0];
+        assert_eq!(
+            (c.first.at.as_str(), c.second.at.as_str()),
+            ("a.toml:5", "a.toml:10")
+        );
+        assert!(
+            c.cases.iter().all(|id| id.contains("/copy/finish/")),
+            "{:?}",
+            c.cases
+        );
+        assert_eq!(
+            c.cases.len(),
+            cases
+                .iter()
+                .filter(|c| c.id().contains("/copy/finish/"))
+                .count()
+        );
+        let text = e.to_string();
+        assert!(
+            text.contains("a.toml:5 says unsupported and a.toml:10 says fault"),
+            "{text}"
+        );
+        // Two files: the same disagreement across them.
+        let a = format!("{HEAD}{}", rule("\"*/copy/*\"", "unsupported"));
+        let b = format!("{HEAD}{}", rule("\"*/finish/*\"", "crash"));
+        let e = applying(&[("a.toml", &a), ("b.toml", &b)])
+            .check(&cases)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("a.toml:5 says unsupported and b.toml:5 says crash"),
+            "{e}"
+        );
+        // Rules that agree, or that never meet on a case, are fine.
+        let b = format!("{HEAD}{}", rule("\"*/finish/*\"", "unsupported"));
+        assert!(
+            applying(&[("a.toml", &a), ("b.toml", &b)])
+                .check(&cases)
+                .is_ok()
+        );
+        let apart = format!(
+            "{HEAD}{}{}",
+            rule("\"*/copy/finish/*\"", "unsupported"),
+            rule("\"*/copy/map/*\"", "fault")
+        );
+        assert!(applying(&[("a.toml", &apart)]).check(&cases).is_ok());
+    }
+
+    #[test]
+    fn a_glob_that_matches_no_case_is_named_with_its_rule() {
+        let cases = pocl_cases();
+        let file = format!(
+            "{HEAD}{}{}",
+            rule("\"*/copy/finish/*\", \"*/no-such-path/*\"", "unsupported"),
+            rule("\"nvidia*+cuda*/*\"", "fault")
+        );
+        let stale = applying(&[("a.toml", &file)]).check(&cases).unwrap();
+        assert_eq!(
+            stale,
+            ["a.toml:5 `*/no-such-path/*`", "a.toml:10 `nvidia*+cuda*/*`"]
+        );
+        // A filtered run still checks the whole matrix: the caller passes every case.
+        assert_eq!(applying(&[("a.toml", &file)]).check(&[]).unwrap().len(), 3);
+    }
+
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir =
+            std::env::temp_dir().join(format!("clhip-expectations-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    #[test]
+    fn a_directory_with_no_toml_file_is_an_error_that_says_what_it_holds() {
+        let dir = scratch("empty");
+        let e = Expectations::load(&dir, &mi100()).unwrap_err();
+        assert!(
+            e.message.contains("no *.toml file: the directory is empty"),
+            "{e}"
+        );
+        assert_eq!(e.file, dir);
+        std::fs::write(dir.join("notes.txt"), FILE).unwrap();
+        std::fs::create_dir(dir.join("sub")).unwrap();
+        std::fs::write(dir.join("sub/x.toml"), FILE).unwrap();
+        let e = Expectations::load(&dir, &mi100()).unwrap_err();
+        assert!(
+            e.message.contains("it holds notes.txt, sub/") && e.message.contains("subdirectories"),
+            "{e}"
+        );
+        // The suffix in capitals is still a TOML file.
+        std::fs::write(dir.join("MI100.TOML"), FILE).unwrap();
+        let k = Expectations::load(&dir, &mi100()).unwrap();
+        assert_eq!(k.files.len(), 1);
+        assert_eq!(
+            k.notes(),
+            [format!(
+                "expectations from {}",
+                dir.join("MI100.TOML").display()
+            )]
+        );
+    }
+
+    #[test]
+    fn when_no_file_applies_the_notes_say_what_each_wants_and_what_was_found() {
+        let dir = scratch("none-applies");
+        std::fs::write(dir.join("a.toml"), FILE).unwrap();
+        let mut other = mi100();
+        other.runtimes[0].version = Some("7.0.1".into());
+        let k = Expectations::load(&dir, &other).unwrap();
+        assert!(k.files.is_empty());
+        let notes = k.notes();
+        assert!(
+            notes[0].starts_with("warning: --expectations ")
+                && notes[0].contains("1 file read, none applies"),
+            "{notes:?}"
+        );
+        assert!(
+            notes[1].contains("a.toml wants `hip version: 6.*`, which no fingerprint line")
+                && !notes[1].contains("gfx908"),
+            "{notes:?}"
+        );
+        assert!(notes[2].contains("`hip version: 7.0.1`"), "{notes:?}");
+        // One file named directly: the same.
+        let k = Expectations::load(&dir.join("a.toml"), &other).unwrap();
+        assert!(k.notes()[0].contains("none applies"), "{:?}", k.notes());
     }
 
     #[test]

@@ -301,7 +301,8 @@ struct RunArgs {
     #[arg(long)]
     expectations: Option<PathBuf>,
     /// Per-case time limit in seconds (more than 0, at most a week). A worker also gets this
-    /// long to start its next case. Time the run spends stopped (Ctrl-Z) does not count.
+    /// long to start its next case. Time the run spends stopped (Ctrl-Z, or SIGSTOP then
+    /// SIGCONT) does not count.
     #[arg(long, default_value_t = 120.0, value_parser = parse_timeout)]
     timeout: f64,
     /// Cases per worker process before a fresh one takes over (at least 1).
@@ -557,6 +558,12 @@ fn real_main() -> anyhow::Result<ExitCode> {
                         names.join(", ")
                     }
                 ));
+                check_expectations(k, &matrix, &probe)?;
+                if names.is_empty() {
+                    for line in k.notes() {
+                        note(&format!("clhip: {line}"));
+                    }
+                }
             }
             let mut text = String::new();
             for case in planned_cases(&probe, &matrix, &filters, &devices)? {
@@ -717,35 +724,16 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 opts.worker_args
                     .extend(["--rocm-path".to_string(), one.display().to_string()]);
             }
-            use clhip::bench::RunnerConfig as C;
-            let picked = !jobs.is_empty();
-            let jobs: Vec<usize> = if jobs.is_empty() {
-                vec![1, 4, 8]
-            } else {
-                jobs.iter().map(|&j| usize::from(j)).collect()
-            };
+            let jobs: Vec<usize> = jobs.iter().map(|&j| usize::from(j)).collect();
             let spares: &[bool] = match spare_workers {
                 SpareSetting::On => &[true],
                 SpareSetting::Off => &[false],
                 SpareSetting::Both => &[false, true],
             };
-            // The naive design first, one process per case, unless settings were picked.
-            let naive = C {
-                jobs: 1,
-                cases_per_worker: 1,
-                spare_workers: false,
-            };
-            let configs: Vec<C> = (!picked)
-                .then_some(naive)
-                .into_iter()
-                .chain(jobs.iter().flat_map(|&jobs| {
-                    spares.iter().map(move |&spare_workers| C {
-                        jobs,
-                        cases_per_worker: 64,
-                        spare_workers,
-                    })
-                }))
-                .collect();
+            let (configs, notes) = clhip::bench::runner_configs(&jobs, spares);
+            for n in notes {
+                note(&format!("clhip: bench runner: {n}"));
+            }
             let mut text = Vec::new();
             clhip::bench::run_runner(&plan, &opts, &configs, &mut text)?;
             Stdout::new().write(&String::from_utf8_lossy(&text))?;
@@ -1142,6 +1130,25 @@ fn handle_signals(control: Arc<RunControl>) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Refuses expectation rules that disagree about a case of the matrix on this machine, and
+/// warns about each glob that matches none; returns those globs (`file:line `glob``).
+fn check_expectations(
+    known: &Expectations,
+    matrix: &Matrix,
+    probe: &probe::Probe,
+) -> anyhow::Result<Vec<String>> {
+    let every_case = matrix.expand(&pairs::from_probe(probe));
+    let stale = known
+        .check(&every_case)
+        .with_context(|| format!("--expectations {}", known.from.display()))?;
+    for s in &stale {
+        note(&format!(
+            "clhip: warning: expectation {s} matches no case of this matrix on this machine"
+        ));
+    }
+    Ok(stale)
+}
+
 /// The executable workers start from: this one, held open for the whole run, so that a
 /// rebuild that replaces the file on disk mid-run (`cargo build`) cannot change or remove it.
 /// The path `/proc/self/fd/N` names the open file in each child, which inherits it.
@@ -1197,11 +1204,18 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|p| Expectations::load(p, &probe.fingerprint()))
         .transpose()?;
+    let mut stale_expectations = Vec::new();
     if let Some(k) = &known {
-        for f in &k.files {
-            note(&format!("clhip: expectations from {}", f.path.display()));
+        for line in k.notes() {
+            note(&format!("clhip: {line}"));
+        }
+        // Mock items are not cases of the matrix: no rule is about them.
+        if args.mock_cases.is_none() {
+            stale_expectations = check_expectations(k, &matrix, &probe)?;
         }
     }
+    // Where each known outcome comes from, for the console to name.
+    let mut sources = std::collections::HashMap::new();
     let plan: Vec<Planned> = match &args.mock_cases {
         Some(list) => {
             mock::planned_mocks(&mock::parse_mock_list(list).map_err(anyhow::Error::msg)?)
@@ -1215,6 +1229,14 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                     (None, Some(k)) => k.expectation(&c),
                     (None, None) => Baseline::unbaselined(&c),
                 };
+                let source = match (&baseline, &known) {
+                    (Some(b), _) => b.source_of(&c.id()),
+                    (None, Some(k)) => k.rule(&c).map(|r| r.at.clone()),
+                    (None, None) => None,
+                };
+                if let Some(at) = source {
+                    sources.insert(c.id(), at);
+                }
                 plan_item(&probe, c, e)
             })
             .collect(),
@@ -1325,7 +1347,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         note(&format!("clhip: {} cases, seed {}", plan.len(), args.seed));
     }
-    let mut console = ConsoleReporter::new(plan.len() + decided.len());
+    let mut console = ConsoleReporter::new(plan.len() + decided.len()).with_sources(sources);
     let mut journal_error = None;
     let mut on_event = |e: &runner::Event| {
         console.on_event(e);
@@ -1363,6 +1385,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     );
     report.not_run = end.not_run;
     report.stale_baseline = stale;
+    report.stale_baseline.extend(stale_expectations);
     report.broken_vendors = broken_vendors;
     report.consistency = clhip::consistency::check(&report.results, &gpu_identities(&probe));
     for line in report.consistency.lines() {
@@ -1379,7 +1402,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .and_then(|()| stdout.write(&format!("{}\n", report::closing_line(&report.summary))));
     if !report.stale_baseline.is_empty() {
         note(&format!(
-            "clhip: {} baseline entries matched no case (listed in the results file)",
+            "clhip: {} baseline entries or expectation globs matched no case (listed in the results file)",
             report.stale_baseline.len()
         ));
     }

@@ -1227,9 +1227,9 @@ fn merge_vendors(
         "ok".to_string()
     } else if rows.is_empty() {
         format!(
-            "unsupported: no OpenCL vendor library listed (OCL_ICD_FILENAMES and OCL_ICD_VENDORS \
-             unset, no .icd file in {}; install an ICD, e.g. pocl-opencl-icd)",
-            opencl::DEFAULT_VENDOR_DIR
+            "unsupported: no OpenCL vendor library listed ({}; install an ICD, e.g. \
+             pocl-opencl-icd)",
+            opencl::no_vendor_reason()
         )
     } else if let Some(VendorState::NoPlatform { error }) =
         rows.iter().map(|r| &r.state).find(|s| !s.is_broken())

@@ -166,14 +166,34 @@ pub enum Event {
 
 /// What the runner shares with whoever handles signals: a stop request (Ctrl-C), the live
 /// worker process groups (to stop, continue or kill them), and the time the run spent stopped
-/// (Ctrl-Z), which no case's time limit counts.
+/// (Ctrl-Z, or a plain SIGSTOP), which no case's time limit counts.
 #[derive(Debug, Default)]
 pub struct RunControl {
     stop: AtomicBool,
     workers: Mutex<HashSet<i32>>,
     paused_ns: AtomicU64,
     paused_since: Mutex<Option<Instant>>,
+    ticks: Mutex<Ticks>,
 }
+
+/// The run's own heartbeat. A SIGSTOP cannot be caught, and the monotonic clock runs on while
+/// the process is stopped; what shows the stop is a gap between ticks, and the SIGCONT after
+/// it says the gap was a stop (not a busy machine). See [`RunControl::tick`].
+#[derive(Debug, Default)]
+struct Ticks {
+    last: Option<Instant>,
+    /// The latest gap between ticks longer than [`STOP_GAP`]: when it was seen, and how long
+    /// the run was not running in it. A SIGCONT that follows soon claims it as stopped time.
+    gap: Option<(Instant, Duration)>,
+}
+
+/// How often the run ticks while it runs.
+const TICK: Duration = Duration::from_millis(20);
+/// A gap between ticks at least this long may be a stop.
+const STOP_GAP: Duration = Duration::from_millis(200);
+/// How long after a gap its SIGCONT may come, and a case at its limit waits for one: the
+/// signal thread may run after the runner threads wake, on a loaded machine by a while.
+const STOP_CLAIM: Duration = Duration::from_secs(1);
 
 impl RunControl {
     /// Stops dispatching and kills every worker now; the cases they were running are not run.
@@ -192,13 +212,59 @@ impl RunControl {
         self.signal_workers(Signal::SIGSTOP);
     }
 
-    /// Continues every worker; the time since [`RunControl::pause`] counts against no case.
+    /// On SIGCONT: continues every worker; the time since [`RunControl::pause`] counts against
+    /// no case. Without a pause (a plain SIGSTOP of the runner, or of the whole process tree),
+    /// the gap in the run's ticks that the stop left counts against no case either.
     pub fn resume(&self) {
-        if let Some(since) = lock(&self.paused_since).take() {
-            let ns = u64::try_from(since.elapsed().as_nanos()).unwrap_or(u64::MAX);
-            self.paused_ns.fetch_add(ns, Ordering::SeqCst);
-        }
+        let stopped = match lock(&self.paused_since).take() {
+            Some(since) => {
+                // The pause's own clock covers the gap its stop left in the ticks.
+                let mut t = lock(&self.ticks);
+                t.gap = None;
+                t.last = Some(Instant::now());
+                since.elapsed()
+            }
+            None => {
+                self.tick();
+                let mut t = lock(&self.ticks);
+                match t.gap.take() {
+                    Some((seen, gap)) if seen.elapsed() <= STOP_CLAIM => gap,
+                    _ => Duration::ZERO,
+                }
+            }
+        };
+        let ns = u64::try_from(stopped.as_nanos()).unwrap_or(u64::MAX);
+        self.paused_ns.fetch_add(ns, Ordering::SeqCst);
         self.signal_workers(Signal::SIGCONT);
+    }
+
+    /// One heartbeat of the run, every [`TICK`] while it runs (and from each runner thread
+    /// before it times a case out): a gap since the last one is kept for a SIGCONT to claim.
+    pub fn tick(&self) {
+        let now = Instant::now();
+        let mut t = lock(&self.ticks);
+        if let Some(last) = t.last {
+            let gap = now.saturating_duration_since(last);
+            if gap >= STOP_GAP {
+                // The tick's own interval was time running.
+                t.gap = Some((now, gap.saturating_sub(TICK)));
+            }
+        }
+        t.last = Some(now);
+    }
+
+    /// Between runs nothing ticks: the next run's first tick is no gap.
+    fn stop_ticking(&self) {
+        *lock(&self.ticks) = Ticks::default();
+    }
+
+    /// Whether the run has just come back from a gap no SIGCONT has claimed yet: a case at its
+    /// limit then waits (up to [`STOP_CLAIM`]) for the signal thread to count the stop.
+    fn unclaimed_gap(&self) -> bool {
+        self.tick();
+        lock(&self.ticks)
+            .gap
+            .is_some_and(|(seen, _)| seen.elapsed() < STOP_CLAIM)
     }
 
     /// Time the run has spent paused so far, a pause in progress included.
@@ -455,7 +521,28 @@ fn run_workers(
     };
     let (tx, rx) = mpsc::channel::<Event>();
     let mut results = Vec::new();
+    let ticking = AtomicBool::new(true);
     let outcome: anyhow::Result<()> = std::thread::scope(|scope| {
+        // The heartbeat that lets a stop of the whole run be told from a case's time; it ends
+        // with this closure, however it returns, or the scope would wait on it for ever.
+        struct Ending<'a>(&'a AtomicBool);
+        impl Drop for Ending<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::SeqCst);
+            }
+        }
+        let _ending = Ending(&ticking);
+        let (control, ticking) = (&opts.control, &ticking);
+        std::thread::Builder::new()
+            .name("clhip-ticks".into())
+            .spawn_scoped(scope, move || {
+                while ticking.load(Ordering::SeqCst) {
+                    control.tick();
+                    std::thread::sleep(TICK);
+                }
+                control.stop_ticking();
+            })
+            .context("starting the runner's heartbeat")?;
         let mut handles = Vec::new();
         for (i, &queue) in threads.iter().enumerate() {
             let (shared, tx) = (&shared, tx.clone());
@@ -790,6 +877,11 @@ impl<'s, 'q> Session<'s, 'q> {
             }
             let left = limit.saturating_sub(self.elapsed(opts));
             if left.is_zero() {
+                // Just back from a stop (SIGSTOP, SIGCONT): its time is not the case's.
+                if opts.control.unclaimed_gap() {
+                    self.receive(POLL, opts, on_event, results)?;
+                    continue;
+                }
                 return Ok(Stop::Stalled);
             }
             self.receive(left.min(POLL), opts, on_event, results)?;

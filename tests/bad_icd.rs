@@ -663,3 +663,32 @@ fn cmd_output_within(mut cmd: Command, limit: Duration) -> Output {
         }
     }
 }
+
+/// With `OCL_ICD_VENDORS` naming a directory that holds no `.icd` file, the probe says so: not
+/// that the variable is unset. Needs no OpenCL: nothing is loaded.
+#[test]
+fn an_empty_vendor_directory_is_named_for_what_it_is() {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join(format!("empty-vendors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_clhip"))
+        .arg("probe")
+        .env_remove("OCL_ICD_FILENAMES")
+        .env("OCL_ICD_VENDORS", &dir)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let stdout = text(&out.stdout);
+    let opencl = stdout
+        .lines()
+        .find(|l| l.starts_with("OpenCL: "))
+        .unwrap_or_else(|| panic!("no OpenCL line: {stdout}"));
+    assert!(
+        opencl.contains(&format!(
+            "OCL_ICD_VENDORS is set to {}, a directory with no .icd file",
+            dir.display()
+        )),
+        "{opencl}"
+    );
+    assert!(!opencl.contains("unset"), "{opencl}");
+}

@@ -195,6 +195,97 @@ fn ctrl_z_stops_the_workers_too_and_stopped_time_counts_against_no_case() {
     assert_eq!(status.code(), Some(0));
 }
 
+/// The child processes of `pid` (its workers), from /proc.
+fn children(pid: u32) -> Vec<i32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        let list = std::fs::read_to_string(t.path().join("children")).unwrap_or_default();
+        out.extend(
+            list.split_whitespace()
+                .filter_map(|p| p.parse::<i32>().ok()),
+        );
+    }
+    out
+}
+
+#[test]
+fn a_plain_sigstop_of_the_whole_process_tree_counts_against_no_case() {
+    use nix::sys::signal::{Signal, killpg};
+    use nix::unistd::Pid;
+    let dir = scratch("sigstop");
+    let json = dir.join("r.json");
+    // Cases of 0.8 s against a 1.5 s limit, the whole tree stopped for 3 s in the first one.
+    let mut child = start_run(
+        &[
+            "run",
+            "--mock-cases",
+            "slow,slow,slow",
+            "--timeout",
+            "1.5",
+            "--cases-per-worker",
+            "1",
+        ],
+        &json,
+        true,
+    );
+    let began = Instant::now();
+    while children(child.id()).is_empty() {
+        assert!(
+            began.elapsed() < Duration::from_secs(20),
+            "no worker started"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(300));
+    let runner = Pid::from_raw(child.id() as i32);
+    // `kill -STOP -PGID` of the runner's group, then of each worker's (each leads its own).
+    killpg(runner, Signal::SIGSTOP).unwrap();
+    let workers = children(child.id());
+    assert!(!workers.is_empty(), "a worker runs the first case");
+    for &w in &workers {
+        let _ = killpg(Pid::from_raw(w), Signal::SIGSTOP);
+    }
+    std::thread::sleep(Duration::from_secs(3));
+    killpg(runner, Signal::SIGCONT).unwrap();
+    for &w in &workers {
+        let _ = killpg(Pid::from_raw(w), Signal::SIGCONT);
+    }
+    let status = child.wait().unwrap();
+    let r = load(&json).unwrap().report;
+    let kinds: Vec<OutcomeKind> = r.results.iter().map(|r| r.outcome.kind()).collect();
+    assert_eq!(kinds, [OutcomeKind::Pass; 3], "{:?}", r.results);
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn bench_runner_times_a_jobs_value_given_twice_once_and_says_so() {
+    if !have_opencl() {
+        return;
+    }
+    let o = clhip(&[
+        "bench",
+        "runner",
+        "-j",
+        "2,2",
+        "pocl0+host/copy/finish/handoff/n=4097",
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("-j 2 is given 2 times: timed once"),
+        "{}",
+        text(&o.stderr)
+    );
+    let settings: Vec<String> = text(&o.stdout)
+        .lines()
+        .filter(|l| l.trim_start().starts_with("-j "))
+        .map(str::to_string)
+        .collect();
+    assert_eq!(settings.len(), 1, "{}", text(&o.stdout));
+}
+
 #[test]
 fn nonsense_flags_are_refused_before_any_work() {
     for args in [

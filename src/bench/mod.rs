@@ -16,7 +16,7 @@ pub mod results;
 pub mod runner;
 
 pub use refs::run_refs;
-pub use runner::{RunnerConfig, run_runner};
+pub use runner::{RunnerConfig, run_runner, runner_configs};
 
 /// The sizes `bench interop` measures unless told otherwise: powers of 8 from 4 KiB to 128 MiB,
 /// plus seed 000's 32 MiB vector (the size the acceptance compares at, and the pipeline's) and

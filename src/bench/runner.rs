@@ -9,11 +9,51 @@ use crate::runner::Planned;
 
 /// One configuration of `clhip bench runner`: how many jobs per GPU, how many cases a worker
 /// runs before a fresh one takes over, and whether each runner thread keeps a spare worker.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunnerConfig {
     pub jobs: usize,
     pub cases_per_worker: usize,
     pub spare_workers: bool,
+}
+
+/// The configurations `clhip bench runner` times: one process per case first unless `-j`
+/// values were picked, then each `-j` value (batched, 64 cases a worker) with each spare
+/// setting. A value given twice would time the same setting twice under two lines that read
+/// as two settings: it is timed once, and the returned notes say which were dropped.
+pub fn runner_configs(jobs: &[usize], spares: &[bool]) -> (Vec<RunnerConfig>, Vec<String>) {
+    let picked = !jobs.is_empty();
+    let mut unique: Vec<usize> = Vec::new();
+    let mut notes = Vec::new();
+    for &j in jobs {
+        if unique.contains(&j) {
+            continue;
+        }
+        let times = jobs.iter().filter(|&&k| k == j).count();
+        if times > 1 {
+            notes.push(format!("-j {j} is given {times} times: timed once"));
+        }
+        unique.push(j);
+    }
+    if unique.is_empty() {
+        unique = vec![1, 4, 8];
+    }
+    let naive = RunnerConfig {
+        jobs: 1,
+        cases_per_worker: 1,
+        spare_workers: false,
+    };
+    let configs = (!picked)
+        .then_some(naive)
+        .into_iter()
+        .chain(unique.iter().flat_map(|&jobs| {
+            spares.iter().map(move |&spare_workers| RunnerConfig {
+                jobs,
+                cases_per_worker: 64,
+                spare_workers,
+            })
+        }))
+        .collect();
+    (configs, notes)
 }
 
 /// `clhip bench runner`: the same plan run under each configuration, with the wall time, the
@@ -220,6 +260,33 @@ mod tests {
         let mut p = Planned::case(case, Expectation::Pass);
         p.gpu = gpu_label;
         p
+    }
+
+    #[test]
+    fn a_jobs_value_given_twice_is_timed_once_and_said_so() {
+        let jobs = |configs: &[RunnerConfig]| -> Vec<(usize, bool)> {
+            configs.iter().map(|c| (c.jobs, c.spare_workers)).collect()
+        };
+        let (configs, notes) = runner_configs(&[4, 4], &[false]);
+        assert_eq!(jobs(&configs), [(4, false)]);
+        assert_eq!(notes, ["-j 4 is given 2 times: timed once"]);
+        let (configs, notes) = runner_configs(&[8, 1, 8, 8, 1], &[false, true]);
+        assert_eq!(
+            jobs(&configs),
+            [(8, false), (8, true), (1, false), (1, true)]
+        );
+        assert_eq!(
+            notes,
+            [
+                "-j 8 is given 3 times: timed once",
+                "-j 1 is given 2 times: timed once"
+            ]
+        );
+        // None picked: one process per case, then -j 1, 4 and 8.
+        let (configs, notes) = runner_configs(&[], &[false]);
+        assert!(notes.is_empty());
+        assert_eq!(configs[0].cases_per_worker, 1);
+        assert_eq!(jobs(&configs[1..]), [(1, false), (4, false), (8, false)]);
     }
 
     #[test]

@@ -7,7 +7,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use crate::model::{OutcomeKind, Verdict};
 use crate::runner::Event;
 
-use super::matrix::outcome_line;
+use super::matrix::outcome_line_from;
 
 /// Live progress on stderr: on a terminal, a bar with the ETA and the counts by outcome so far;
 /// and one line per result that needs a look as it lands (only those lines when stderr is not
@@ -16,6 +16,9 @@ pub struct ConsoleReporter {
     bar: Option<ProgressBar>,
     /// Finished cases by what the bar shows: outcome kinds, with caught stale reads apart.
     counts: std::collections::BTreeMap<&'static str, usize>,
+    /// Where each case's known outcome comes from, by case id: the rule of an expectation file
+    /// (`x.toml:12`) or the baseline's line (`baseline b.csv:3`).
+    sources: std::collections::HashMap<String, String>,
 }
 
 impl ConsoleReporter {
@@ -26,7 +29,14 @@ impl ConsoleReporter {
         ConsoleReporter {
             bar,
             counts: std::collections::BTreeMap::new(),
+            sources: std::collections::HashMap::new(),
         }
+    }
+
+    /// Names, in each line about a case with a known outcome, where that outcome comes from.
+    pub fn with_sources(mut self, sources: std::collections::HashMap<String, String>) -> Self {
+        self.sources = sources;
+        self
     }
 
     /// `pass 40 fail 1 caught 7 unsupported 12`: the counts so far, for the bar.
@@ -54,7 +64,10 @@ impl ConsoleReporter {
                     _ => r.outcome.kind() != OutcomeKind::Pass,
                 };
                 if look {
-                    self.print(&outcome_line(r));
+                    self.print(&outcome_line_from(
+                        r,
+                        self.sources.get(&r.id).map(String::as_str),
+                    ));
                 }
                 let shown = match r.verdict() {
                     Verdict::CaughtStaleRead => "caught",

@@ -513,7 +513,7 @@ fn story(r: &CaseResult) -> Story {
         )),
         Verdict::HarnessError => extra.push("a harness error: fails the run".into()),
         Verdict::UnexpectedPass => extra.push(format!(
-            "unexpected pass: the baseline says {}; update it",
+            "unexpected pass: known {}; update the baseline or expectation file",
             match r.expectation {
                 Expectation::Known(k) => k.name(),
                 _ => "otherwise",

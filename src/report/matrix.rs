@@ -547,6 +547,12 @@ pub(super) fn accepted_note(r: &CaseResult) -> Option<String> {
 /// `! crash        mock/segfault/1: worker killed by SIGSEGV (signal 11)`: `!` marks what fails
 /// the run, `?` an unexpected pass; an accepted problem says why it is accepted.
 pub fn outcome_line(r: &CaseResult) -> String {
+    outcome_line_from(r, None)
+}
+
+/// [`outcome_line`], naming where a known outcome comes from (`x.toml:12`, the rule of an
+/// expectation file, or `baseline b.csv`) when the caller knows.
+pub fn outcome_line_from(r: &CaseResult, source: Option<&str>) -> String {
     let kind = r.outcome.kind();
     let mark = match mark(r) {
         "" => " ",
@@ -558,17 +564,28 @@ pub fn outcome_line(r: &CaseResult) -> String {
         r.id,
         one_line(&r.outcome.reason())
     );
+    let known = match r.expectation {
+        Expectation::Known(k) => k.name(),
+        _ => "otherwise",
+    };
     if r.verdict() == Verdict::UnexpectedPass {
-        let _ = write!(
-            line,
-            " (unexpected pass: the baseline says {}; update it)",
-            match r.expectation {
-                Expectation::Known(k) => k.name(),
-                _ => "otherwise",
-            }
-        );
+        let _ = match source {
+            Some(at) => write!(line, " (unexpected pass: {at} says {known}; update it)"),
+            None => write!(
+                line,
+                " (unexpected pass: known {known}; update the baseline or expectation file)"
+            ),
+        };
     } else if is_problem(kind) && !r.unexpected() {
-        let _ = write!(line, " ({})", expectation_label(r.expectation));
+        let _ = write!(line, " ({}", expectation_label(r.expectation));
+        if let (Expectation::Known(_), Some(at)) = (r.expectation, source) {
+            let _ = write!(line, ": {at}");
+        }
+        line.push(')');
+    } else if let (Expectation::Known(_), Some(at)) = (r.expectation, source)
+        && r.unexpected()
+    {
+        let _ = write!(line, " ({at} says {known})");
     }
     line.push_str(&history(r));
     line

@@ -20,7 +20,7 @@ pub use json::{
 };
 pub use junit::write_junit;
 pub use markdown::render_markdown;
-pub use matrix::{outcome_line, render_matrix};
+pub use matrix::{outcome_line, outcome_line_from, render_matrix};
 
 #[cfg(test)]
 mod tests;

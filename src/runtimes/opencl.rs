@@ -257,6 +257,74 @@ pub fn vendor_libraries_from(
     }
 }
 
+/// Why [`vendor_libraries`] lists nothing in this environment: what the variables hold and
+/// where the loader was sent to look.
+pub fn no_vendor_reason() -> String {
+    let var = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    no_vendor_reason_from(
+        var("OCL_ICD_FILENAMES").as_deref(),
+        var("OCL_ICD_VENDORS").as_deref(),
+        var("OPENCL_VENDOR_PATH").as_deref(),
+    )
+}
+
+/// [`no_vendor_reason`] over given values (`None`: unset or empty), for an environment where
+/// [`vendor_libraries_from`] found nothing.
+pub fn no_vendor_reason_from(
+    filenames: Option<&str>,
+    vendors: Option<&str>,
+    vendor_path: Option<&str>,
+) -> String {
+    use std::path::Path;
+    if let Some(list) = filenames {
+        return format!("OCL_ICD_FILENAMES is set to `{list}`, which names no library");
+    }
+    // What a directory holds, when it holds no usable `.icd` file.
+    let no_icd_in = |dir: &Path| -> String {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            return format!("{}, which cannot be read", dir.display());
+        };
+        let icd = entries
+            .filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "icd"))
+            .count();
+        match icd {
+            0 => format!("{}, a directory with no .icd file", dir.display()),
+            n => format!(
+                "{}, whose {n} .icd {} no library (unreadable or empty)",
+                dir.display(),
+                if n == 1 { "file names" } else { "files name" }
+            ),
+        }
+    };
+    let dir = Path::new(vendor_path.unwrap_or(DEFAULT_VENDOR_DIR));
+    let whose = if vendor_path.is_some() {
+        "OPENCL_VENDOR_PATH's "
+    } else {
+        ""
+    };
+    match vendors {
+        Some(v) if Path::new(v).is_dir() => format!(
+            "OCL_ICD_FILENAMES is not set; OCL_ICD_VENDORS is set to {}",
+            no_icd_in(Path::new(v))
+        ),
+        Some(v) => format!(
+            "OCL_ICD_FILENAMES is not set; OCL_ICD_VENDORS is set to {v}, an .icd file that \
+             cannot be read or names no library"
+        ),
+        None if !dir.is_dir() => format!(
+            "OCL_ICD_FILENAMES and OCL_ICD_VENDORS are not set, and the vendor directory \
+             ({whose}{}) does not exist",
+            dir.display()
+        ),
+        None => format!(
+            "OCL_ICD_FILENAMES and OCL_ICD_VENDORS are not set; the vendor directory is \
+             {whose}{}",
+            no_icd_in(dir)
+        ),
+    }
+}
+
 fn icd_files_in(dir: &std::path::Path) -> Vec<VendorLibrary> {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return Vec::new();
@@ -754,6 +822,45 @@ mod tests {
             libs(vendor_libraries_from(None, Some("libc.so.1"), Some(d))),
             ["libc.so.1"]
         );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn with_no_vendor_listed_the_reason_says_what_the_environment_holds() {
+        let dir = std::env::temp_dir().join(format!("clhip-no-vendor-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let d = dir.to_str().unwrap();
+        assert!(vendor_libraries_from(None, Some(d), None).is_empty());
+        let reason = no_vendor_reason_from(None, Some(d), None);
+        assert_eq!(
+            reason,
+            format!(
+                "OCL_ICD_FILENAMES is not set; OCL_ICD_VENDORS is set to {d}, a directory with no .icd file"
+            )
+        );
+        std::fs::write(dir.join("empty.icd"), "").unwrap();
+        assert!(vendor_libraries_from(None, Some(d), None).is_empty());
+        assert!(
+            no_vendor_reason_from(None, Some(d), None)
+                .ends_with("whose 1 .icd file names no library (unreadable or empty)")
+        );
+        assert!(
+            no_vendor_reason_from(None, None, Some(d)).contains(&format!(
+                "the vendor directory is OPENCL_VENDOR_PATH's {d}, whose 1"
+            ))
+        );
+        let gone = dir.join("gone");
+        let g = gone.to_str().unwrap();
+        assert!(
+            no_vendor_reason_from(None, None, Some(g))
+                .ends_with(&format!("(OPENCL_VENDOR_PATH's {g}) does not exist"))
+        );
+        assert!(
+            no_vendor_reason_from(None, Some("/nowhere/x.icd"), None)
+                .contains("OCL_ICD_VENDORS is set to /nowhere/x.icd, an .icd file")
+        );
+        assert!(no_vendor_reason_from(Some(":"), None, None).contains("names no library"));
         std::fs::remove_dir_all(&dir).unwrap();
     }
 
