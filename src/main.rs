@@ -353,6 +353,10 @@ struct RunArgs {
     /// Test-only: run these mock actions (segfault,abort,hang,fault,...) instead of the matrix.
     #[arg(long, hide = true)]
     mock_cases: Option<String>,
+    /// Test-only: judge the mock actions as cases are (by --baseline, or as unbaselined), not
+    /// each by its own kind, to show the run's exit status.
+    #[arg(long, hide = true, requires = "mock_cases")]
+    mock_as_cases: bool,
 }
 
 #[derive(clap::Args)]
@@ -1218,7 +1222,12 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut sources = std::collections::HashMap::new();
     let plan: Vec<Planned> = match &args.mock_cases {
         Some(list) => {
-            mock::planned_mocks(&mock::parse_mock_list(list).map_err(anyhow::Error::msg)?)
+            let mut plan =
+                mock::planned_mocks(&mock::parse_mock_list(list).map_err(anyhow::Error::msg)?);
+            if args.mock_as_cases {
+                mock::judge_as_cases(&mut plan, baseline.as_ref().map(|b| &b.known));
+            }
+            plan
         }
         None => planned_cases(&probe, &matrix, &args.filters, &args.devices)?
             .into_iter()

@@ -57,6 +57,9 @@ pub enum MockAction {
     /// Prints what a chatty driver prints (partial lines, lines that begin with the protocol's
     /// prefix but are not the protocol, on stdout and stderr), then passes.
     Noisy,
+    /// Sends itself SIGKILL mid-case, as the kernel's OOM killer does: a `crash` named
+    /// SIGKILL, though no interrupt of the run's own sent it.
+    Sigkill,
 }
 
 impl MockAction {
@@ -77,6 +80,7 @@ impl MockAction {
         MockAction::FlakyOnce,
         MockAction::Poison,
         MockAction::Victim,
+        MockAction::Sigkill,
     ];
 
     pub fn name(self) -> &'static str {
@@ -97,6 +101,7 @@ impl MockAction {
             MockAction::FlakyOnce => "flaky-once",
             MockAction::Poison => "poison",
             MockAction::Victim => "victim",
+            MockAction::Sigkill => "sigkill",
         }
     }
 
@@ -115,7 +120,9 @@ impl MockAction {
                 OutcomeKind::Fault
             }
             MockAction::Panic => OutcomeKind::Error,
-            MockAction::Segfault | MockAction::Abort | MockAction::Exit => OutcomeKind::Crash,
+            MockAction::Segfault | MockAction::Abort | MockAction::Exit | MockAction::Sigkill => {
+                OutcomeKind::Crash
+            }
             MockAction::Hang => OutcomeKind::Timeout,
             MockAction::Unsupported => OutcomeKind::Unsupported,
         }
@@ -184,6 +191,24 @@ pub fn planned_mocks(actions: &[MockAction]) -> Vec<Planned> {
         .collect()
 }
 
+/// Judges mock items as cases are judged (`--mock-as-cases`), not each by its own kind: against
+/// a baseline's known outcomes when there is one (an id it lists expects that outcome, any
+/// other a pass), else as a run with no baseline judges a case.
+pub fn judge_as_cases(
+    plan: &mut [Planned],
+    baseline: Option<&std::collections::HashMap<String, OutcomeKind>>,
+) {
+    for p in plan {
+        p.expectation = match baseline {
+            Some(known) => match known.get(&p.id) {
+                Some(kind) => Expectation::Known(*kind),
+                None => Expectation::Pass,
+            },
+            None => Expectation::Unbaselined,
+        };
+    }
+}
+
 /// Runs `action` in the current (worker) process. Segfault, abort, exit and hang do not return.
 pub fn perform(action: MockAction) -> Outcome {
     match action {
@@ -209,6 +234,7 @@ pub fn perform(action: MockAction) -> Outcome {
             std::process::exit(3)
         }
         MockAction::Hang => hang(),
+        MockAction::Sigkill => sigkill(),
         MockAction::Panic => panic!("mock: a harness bug"),
         MockAction::Slow => {
             std::thread::sleep(Duration::from_millis(800));
@@ -303,6 +329,13 @@ fn kernel_fault_hang() -> ! {
     loop {
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+/// SIGKILL from itself, as from the OOM killer: no handler runs, nothing is flushed.
+fn sigkill() -> ! {
+    eprintln!("mock: sending myself SIGKILL");
+    let raised = nix::sys::signal::raise(nix::sys::signal::Signal::SIGKILL);
+    unreachable!("SIGKILL was not delivered: {raised:?}")
 }
 
 fn fake_mismatch() -> Mismatch {

@@ -945,6 +945,96 @@ mod tests {
         }
     }
 
+    /// Every outcome against every expectation, verdict and exit: the whole table, so that a
+    /// change to any one cell (a hang that is no regression without a baseline, a harness
+    /// error that no longer fails the run) fails here.
+    #[test]
+    fn every_outcome_against_every_expectation_has_its_verdict_and_exit() {
+        use OutcomeKind as K;
+        use Verdict::{
+            CaughtStaleRead as Caught, ExpectedNonPass as Enp, HarnessError as He, Pass as P,
+            Regression as Reg, UnexpectedPass as Up,
+        };
+        let kinds = [
+            K::Pass,
+            K::Skip,
+            K::Unsupported,
+            K::Fault,
+            K::Crash,
+            K::Timeout,
+            K::Fail,
+            K::Error,
+        ];
+        let table = [
+            (Expectation::Pass, [P, Reg, Reg, Reg, Reg, Reg, Reg, He]),
+            (
+                Expectation::Unbaselined,
+                [P, Enp, Enp, Reg, Reg, Reg, Reg, He],
+            ),
+            (
+                Expectation::Known(K::Pass),
+                [P, Reg, Reg, Reg, Reg, Reg, Reg, He],
+            ),
+            (
+                Expectation::Known(K::Skip),
+                [Up, Enp, Reg, Reg, Reg, Reg, Reg, He],
+            ),
+            (
+                Expectation::Known(K::Unsupported),
+                [Up, Up, Enp, Reg, Reg, Reg, Reg, He],
+            ),
+            (
+                Expectation::Known(K::Fault),
+                [Up, Up, Up, Enp, Reg, Reg, Reg, He],
+            ),
+            (
+                Expectation::Known(K::Crash),
+                [Up, Up, Up, Reg, Enp, Reg, Reg, He],
+            ),
+            (
+                Expectation::Known(K::Timeout),
+                [Up, Up, Up, Reg, Reg, Enp, Reg, He],
+            ),
+            (
+                Expectation::Known(K::Fail),
+                [Up, Up, Up, Up, Up, Up, Enp, He],
+            ),
+            (
+                Expectation::Known(K::Error),
+                [Up, Reg, Reg, Reg, Reg, Reg, Reg, He],
+            ),
+            (
+                Expectation::NegativeControl,
+                [P, Enp, Enp, Reg, Reg, Reg, Caught, He],
+            ),
+        ];
+        for (expectation, verdicts) in table {
+            for (kind, want) in kinds.into_iter().zip(verdicts) {
+                assert_eq!(
+                    expectation.verdict(kind),
+                    want,
+                    "{kind} against {expectation:?}"
+                );
+                assert_eq!(
+                    expectation.is_unexpected(kind),
+                    matches!(want, Reg | He),
+                    "{kind} against {expectation:?}: fails the run?"
+                );
+            }
+        }
+        for (verdict, fails) in [
+            (P, false),
+            (Enp, false),
+            (Caught, false),
+            (Up, false),
+            (Verdict::Flaky, false),
+            (Reg, true),
+            (He, true),
+        ] {
+            assert_eq!(verdict.fails_run(), fails, "{}", verdict.name());
+        }
+    }
+
     #[test]
     fn negative_controls_tolerate_fail_but_not_crash() {
         let e = Expectation::NegativeControl;

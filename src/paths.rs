@@ -32,6 +32,19 @@ pub fn poison_vec(len: usize) -> Vec<Complex32> {
     vec![Complex32::new(nan, nan); len]
 }
 
+thread_local! {
+    /// Test-only (the `stale-correct` plant): what the next new memory holds before its
+    /// poison fill.
+    static STALE: std::cell::Cell<Option<Vec<Complex32>>> = const { std::cell::Cell::new(None) };
+}
+
+/// The `stale-correct` plant: the next [`Shared::create`] on this thread finds `data` in its
+/// new memory, left there before the poison fill, as an identical earlier case's result would
+/// be in a reused allocation.
+pub fn plant_stale(data: Vec<Complex32>) {
+    STALE.set(Some(data));
+}
+
 /// Which side may touch the memory now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Owner {
@@ -663,6 +676,12 @@ impl Shared {
             semaphore: None,
         };
         shared.announce();
+        if let Some(stale) = STALE.take()
+            && let Err(e) = shared.leave_stale(session, peer, &stale)
+        {
+            let _ = shared.release(session, peer);
+            return Err(e);
+        }
         match shared.poison(session, peer) {
             Ok(()) => Ok(shared),
             Err(e) => {
@@ -713,6 +732,23 @@ impl Shared {
     /// reaches only through an address OpenCL handed out (`cl-gpu-va`, SVM), which it may be
     /// unable to touch at all: that is what those cases find out.
     fn poison(&self, session: &ClSession, peer: &mut dyn PeerRuntime) -> Result<(), CaseError> {
+        let (cl_owned, peer_owned) = self.own_allocations();
+        if let Some(mem) = cl_owned {
+            session
+                .fill(mem, self.bytes(), POISON_WORD)
+                .and_then(|()| session.finish())
+                .refused("OpenCL would not fill new memory with the poison pattern")?;
+        }
+        if let Some(p) = peer_owned {
+            peer.upload(p, &poison_vec(p.len))?;
+            peer.synchronize()?;
+        }
+        Ok(())
+    }
+
+    /// The allocations behind this memory that each side made itself (OpenCL's, the peer's):
+    /// what [`Shared::poison`] fills, each through its own side.
+    fn own_allocations(&self) -> (Option<ClMem>, Option<PeerPtr>) {
         let cl_owned = match &self.backing {
             Backing::Copy { buffer, .. }
             | Backing::UseHostPtr { buffer, .. }
@@ -725,12 +761,6 @@ impl Shared {
             | Backing::Ipc { .. }
             | Backing::VkImported { .. } => None,
         };
-        if let Some(mem) = cl_owned {
-            session
-                .fill(mem, self.bytes(), POISON_WORD)
-                .and_then(|()| session.finish())
-                .refused("OpenCL would not fill new memory with the poison pattern")?;
-        }
         let peer_owned = match &self.backing {
             Backing::Copy { .. }
             | Backing::UseHostPtr { .. }
@@ -741,8 +771,53 @@ impl Shared {
             Backing::SvmMemcpy { peer_mem, .. } => Some(peer_mem.ptr),
             Backing::Svm { .. } | Backing::GpuVa { .. } | Backing::ClExported { .. } => None,
         };
+        (cl_owned, peer_owned)
+    }
+
+    /// The `stale-correct` plant: `data` written into every allocation the poison fill then
+    /// covers, through the same side, as a reused allocation holds an earlier case's result.
+    fn leave_stale(
+        &self,
+        session: &ClSession,
+        peer: &mut dyn PeerRuntime,
+        data: &[Complex32],
+    ) -> Result<(), CaseError> {
+        let (cl_owned, peer_owned) = self.own_allocations();
+        if let Some(mem) = cl_owned {
+            let bytes = std::mem::size_of_val(data).min(self.bytes());
+            let src = data.as_ptr().cast::<c_void>();
+            let queue = session.queue.get();
+            // SAFETY: blocking copies of at most the allocation's size from a live slice.
+            let ev = unsafe {
+                match mem {
+                    ClMem::Buffer(b) => cl3::command_queue::enqueue_write_buffer(
+                        queue,
+                        b,
+                        cl3::types::CL_TRUE,
+                        0,
+                        bytes,
+                        src,
+                        0,
+                        ptr::null(),
+                    )
+                    .call("clEnqueueWriteBuffer"),
+                    ClMem::Svm(p) => cl3::command_queue::enqueue_svm_mem_cpy(
+                        queue,
+                        cl3::types::CL_TRUE,
+                        p,
+                        src,
+                        bytes,
+                        0,
+                        ptr::null(),
+                    )
+                    .call("clEnqueueSVMMemcpy"),
+                }
+            }
+            .refused("OpenCL would not write the planted stale data")?;
+            drop(ClEvent(ev));
+        }
         if let Some(p) = peer_owned {
-            peer.upload(p, &poison_vec(p.len))?;
+            peer.upload(p, &data[..p.len.min(data.len())])?;
             peer.synchronize()?;
         }
         Ok(())

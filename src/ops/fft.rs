@@ -34,6 +34,15 @@ pub(super) fn fft_op(
 ) -> Result<String, CaseError> {
     let n = case.n;
     let input = input(&mut data, n);
+    if plant == Some(Plant::StaleCorrect) {
+        let want = data.get("fft reference", n, n * 16, || {
+            reference::fft_forward(&input)
+        });
+        let stale = want
+            .iter()
+            .map(|z| Complex32::new(z.re as f32, z.im as f32));
+        crate::paths::plant_stale(stale.collect());
+    }
     let got = with_shared(session, peer, case, case.n, |s, peer, m| {
         sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer_work(plant, || peer.upload(m.peer, &input))?;

@@ -49,7 +49,16 @@ pub(super) fn handoff(
         peer_work(plant, || peer.fill_pattern(m.peer, a))?;
         peer_done(peer, case.sync)?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
-        let checked = cl_check_pattern(s, m.cl, a, words, &result_a, Some(b), &sync::raw(&ready))?;
+        let checked = cl_check_pattern(
+            s,
+            m.cl,
+            a,
+            words,
+            &result_a,
+            Some(b),
+            &sync::raw(&ready),
+            plant,
+        )?;
         let out = take_output(
             s,
             peer,
@@ -61,9 +70,21 @@ pub(super) fn handoff(
         )?;
         let seen = peer.check_pattern(out, b)?;
         peer_work(plant, || peer.fill_pattern(m.peer, c))?;
+        if plant == Some(Plant::FlipAfterPeer) {
+            peer.flip_bit(m.peer, 2 * Plant::flip_index(m.len), Plant::FLIP_BIT)?;
+        }
         peer_done(peer, case.sync)?;
         let ready = sync::to_cl(s, peer, m, case.sync)?;
-        cl_check_pattern(s, m.cl, c, words, &result_c, None, &sync::raw(&ready))?;
+        cl_check_pattern(
+            s,
+            m.cl,
+            c,
+            words,
+            &result_c,
+            None,
+            &sync::raw(&ready),
+            plant,
+        )?;
         Ok(seen)
     })?;
     // Every step under test has run; reading the results now adds no sync to the case.
@@ -110,7 +131,9 @@ const CL_CHECK_WORD_NAMES: [&str; CL_CHECK_WORDS] = [
 /// OpenCL's bit-exact check of `words` pattern words of `mem` after `wait`: pattern_check, then
 /// pattern_observe (the word at the first mismatch), then, with `rewrite`, the pattern of the
 /// next seed written over it. `result` holds [`CL_CHECK_INIT`] and is read once the case's
-/// steps are done. Returns the last event.
+/// steps are done. Returns the last event. The `skip-check-kernel` plant puts a marker where
+/// pattern_check would run.
+#[allow(clippy::too_many_arguments)] // the kernels' arguments, the wait and the plant
 fn cl_check_pattern(
     s: &mut ClSession,
     mem: crate::runtimes::opencl::ClMem,
@@ -119,10 +142,13 @@ fn cl_check_pattern(
     result: &DeviceBuffer,
     rewrite: Option<u32>,
     wait: &[cl3::types::cl_event],
+    plant: Option<Plant>,
 ) -> Result<ClEvent, CaseError> {
     let n = words as usize;
-    let checked = s
-        .launch(
+    let checked = if plant == Some(Plant::SkipCheckKernel) {
+        s.marker(wait)
+    } else {
+        s.launch(
             "pattern_check",
             n,
             &[
@@ -133,7 +159,8 @@ fn cl_check_pattern(
             ],
             wait,
         )
-        .running()?;
+    }
+    .running()?;
     let mut last = s
         .launch(
             "pattern_observe",

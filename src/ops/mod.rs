@@ -59,6 +59,17 @@ pub enum Plant {
     WrongSemaphore,
     /// Plant nothing: the control run of a planted-error test.
     None,
+    /// `handoff` cases: OpenCL's pattern check kernel is left out (a marker takes its place),
+    /// every other kernel runs. Only the check's ran-marker can then tell that nothing was
+    /// checked: the case must fail there.
+    SkipCheckKernel,
+    /// `fft` cases: neither side does anything, and the case's new memory held the correct
+    /// result (as a reused allocation holds an identical earlier case's) before its poison
+    /// fill. Only that fill stands between the case and a pass on leftover data.
+    StaleCorrect,
+    /// `handoff` cases: one word flipped after the peer's last rewrite, so OpenCL's last check
+    /// alone sees it: the case must fail there, at that word.
+    FlipAfterPeer,
 }
 
 impl std::str::FromStr for Plant {
@@ -74,8 +85,11 @@ impl std::str::FromStr for Plant {
             "skip-signal" => Ok(Plant::SkipSignal),
             "wrong-semaphore" => Ok(Plant::WrongSemaphore),
             "none" => Ok(Plant::None),
+            "skip-check-kernel" => Ok(Plant::SkipCheckKernel),
+            "stale-correct" => Ok(Plant::StaleCorrect),
+            "flip-after-peer" => Ok(Plant::FlipAfterPeer),
             _ => Err(format!(
-                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none)"
+                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer)"
             )),
         }
     }
@@ -90,6 +104,16 @@ impl Plant {
     /// The bit flipped: the top exponent bit of the real part's f32 (or the pattern word), so
     /// the error is far outside every bound.
     pub const FLIP_BIT: u32 = 1 << 30;
+
+    /// The one op a plant is made for; in a case of another op it would plant nothing, so
+    /// that case is a skip rather than a pass that proves nothing.
+    pub fn only_op(self) -> Option<Op> {
+        match self {
+            Plant::SkipCheckKernel | Plant::FlipAfterPeer => Some(Op::Handoff),
+            Plant::StaleCorrect => Some(Op::Fft),
+            _ => None,
+        }
+    }
 }
 
 /// Runs the peer's own work on the case's memory, unless the `peer-noop` plant leaves it out.
@@ -97,7 +121,7 @@ fn peer_work(
     plant: Option<Plant>,
     work: impl FnOnce() -> Result<(), CaseError>,
 ) -> Result<(), CaseError> {
-    if plant == Some(Plant::PeerNoop) {
+    if matches!(plant, Some(Plant::PeerNoop | Plant::StaleCorrect)) {
         Ok(())
     } else {
         work()
@@ -354,6 +378,14 @@ fn run(
     plant: Option<Plant>,
     kind: DataKind,
 ) -> Result<String, CaseError> {
+    if let Some(p) = plant
+        && let Some(op) = p.only_op()
+        && op != case.op
+    {
+        return Err(CaseError::Skip(format!(
+            "the {p:?} plant applies to {op} cases only"
+        )));
+    }
     open_side_by_side(state, case, seed, kind);
     let WorkerState {
         rocm_path,
@@ -366,7 +398,7 @@ fn run(
     let session = session(devices, sessions, case)?;
     let peer = peer(peers, &case.pair.peer, rocm_path.as_deref())?;
     session.notes.clear();
-    session.skip_kernels = plant == Some(Plant::ClNoop);
+    session.skip_kernels = matches!(plant, Some(Plant::ClNoop | Plant::StaleCorrect));
     sync::set_wrong_semaphore(plant == Some(Plant::WrongSemaphore));
     let data = Inputs {
         seed,

@@ -135,3 +135,47 @@ pub trait PeerRuntime {
 
     fn synchronize(&mut self) -> Result<(), CaseError>;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The ran-marker alone decides here: no mismatches, no index, so any marker but the word
+    /// count must fail as a kernel that did not run, 0 (the host's initial value) first of all.
+    #[test]
+    fn a_check_whose_ran_marker_is_not_the_word_count_fails_as_not_run() {
+        let words = 4096u64;
+        for ran in [0, 1, words - 1, words + 1, u64::MAX] {
+            match check_self_consistent("OpenCL", 0, u64::MAX, u64::MAX, ran, words) {
+                Err(CaseError::Mismatch(m)) => {
+                    assert!(m.what.contains("did not run: its ran-marker"), "{m}");
+                    assert_eq!(m.got, ran.to_string());
+                    assert!(m.want.starts_with(&words.to_string()), "{m}");
+                }
+                other => panic!("ran-marker {ran} of {words} words: {other:?}"),
+            }
+        }
+        assert_eq!(
+            check_self_consistent("OpenCL", 0, u64::MAX, u64::MAX, words, words),
+            Ok(())
+        );
+    }
+
+    #[test]
+    fn a_check_result_that_contradicts_itself_is_the_harness_s_error() {
+        let words = 64u64;
+        // Mismatches without an index, an index without mismatches, an index past the end,
+        // more mismatches than words.
+        for (count, first) in [(1, u64::MAX), (0, 3), (1, words), (words + 1, 0)] {
+            let got = check_self_consistent("peer", count, first, u64::MAX, words, words);
+            assert!(
+                matches!(got, Err(CaseError::Harness(_))),
+                "{count} mismatches, first {first}: {got:?}"
+            );
+        }
+        assert_eq!(
+            check_self_consistent("peer", words, 0, u64::MAX, words, words),
+            Ok(())
+        );
+    }
+}

@@ -1,0 +1,406 @@
+//! Every safeguard around a verdict, shown to bite where it alone decides: the ran-marker of a
+//! check kernel that never ran, the poison fill of new memory that held a correct result, OpenCL's
+//! last pattern check against one word corrupted after the peer's last rewrite, a worker killed
+//! by SIGKILL, and the run's exit status for each outcome with and without a baseline.
+//!
+//! The planted cases run the real binary and workers on the first OpenCL device (PoCL on CI);
+//! the exit-status tests run mock workers and need no device.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use clhip::model::{Expectation, FailReason, Mismatch, Outcome, OutcomeKind, Verdict};
+use clhip::report::{RunReport, RunStatus, load_json};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("clhip-safeguards-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Runs `clhip ARGS --json DIR/results.json`, killed (and the test failed) if it has not ended
+/// within `limit`: a case left without an outcome must not hang the suite. Returns the exit code,
+/// the report and stderr.
+fn clhip_run(dir: &Path, args: &[&str], limit: Duration) -> (i32, RunReport, String) {
+    let json = dir.join("results.json");
+    let stderr_path = dir.join("stderr.txt");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_clhip"))
+        .args(args)
+        .arg("--json")
+        .arg(&json)
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap();
+    let until = Instant::now() + limit;
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break status;
+        }
+        if Instant::now() > until {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!(
+                "{args:?} still running after {limit:?}; stderr:\n{}",
+                std::fs::read_to_string(&stderr_path).unwrap_or_default()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+    let report = load_json(&json).unwrap_or_else(|e| panic!("{args:?}: {e}\nstderr:\n{stderr}"));
+    let code = status
+        .code()
+        .unwrap_or_else(|| panic!("{args:?} ended by {status}; stderr:\n{stderr}"));
+    (code, report, stderr)
+}
+
+// ---- planted errors on the OpenCL device ----
+
+const ALL_PATHS: &str = r#""copy", "cl-svm-coarse", "cl-svm-fine", "use-host-ptr""#;
+const SYNCED: &str = r#""finish", "event", "map""#;
+
+/// Runs one group of cases (`paths` x `syncs` x `op` at `n`) with `plant`; `None` without
+/// OpenCL (a failure instead under CLHIP_REQUIRE_OPENCL=1).
+fn run_planted(op: &str, n: usize, plant: &str) -> Option<(i32, RunReport)> {
+    if clhip::runtimes::opencl::test_device().is_none() {
+        eprintln!("ignored: no OpenCL device (CLHIP_REQUIRE_OPENCL=1 makes this a failure)");
+        return None;
+    }
+    let dir = scratch(&format!("{plant}-{op}-{n}"));
+    let cases = dir.join("cases.toml");
+    std::fs::write(
+        &cases,
+        format!(
+            "version = 1\n[[group]]\npaths = [{ALL_PATHS}]\nsyncs = [{SYNCED}]\nops = [\"{op}\"]\nsizes = [{n}]\n"
+        ),
+    )
+    .unwrap();
+    let cases = cases.to_str().unwrap();
+    let args = ["run", "--plant", plant, "--timeout", "60", "--cases", cases];
+    let (code, report, _) = clhip_run(&dir, &args, Duration::from_secs(300));
+    for path in ["copy", "cl-svm-coarse", "cl-svm-fine", "use-host-ptr"] {
+        assert!(
+            report
+                .results
+                .iter()
+                .any(|r| r.id.contains(&format!("/{path}/"))),
+            "{plant}: no {path} case ran"
+        );
+    }
+    Some((code, report))
+}
+
+fn mismatch<'a>(id: &str, o: &'a Outcome) -> &'a Mismatch {
+    match o {
+        Outcome::Fail {
+            reason: FailReason::Mismatch(m),
+        } => m,
+        other => panic!("{id}: expected a data mismatch, got {other:?}"),
+    }
+}
+
+/// Each non-pass must fail the run, but a negative control's `fail`, which it exists to see.
+fn assert_fails_the_run(code: i32, report: &RunReport) {
+    assert_eq!(code, 1, "{:?}", report.summary);
+    for r in &report.results {
+        let control = r.work.case().is_some_and(|c| c.is_negative_control());
+        assert!(r.unexpected() || control, "{}: {:?}", r.id, r.verdict());
+    }
+}
+
+/// OpenCL's pattern check kernel is left out, every other kernel runs: no mismatch is counted
+/// and no index is set, so only the ran-marker (still the host's 0) can tell that nothing was
+/// checked. The peer's own check of OpenCL's rewrite still passes: the marker alone decides.
+#[test]
+fn a_check_kernel_that_never_ran_fails_its_case_at_the_ran_marker() {
+    let n = 4096;
+    let Some((code, report)) = run_planted("handoff", n, "skip-check-kernel") else {
+        return;
+    };
+    assert_fails_the_run(code, &report);
+    for r in &report.results {
+        let m = mismatch(&r.id, &r.outcome);
+        assert!(
+            m.what
+                .contains("OpenCL pattern check kernel did not run: its ran-marker"),
+            "{}: {m}",
+            r.id
+        );
+        assert_eq!(m.got, "0", "{}: {m}", r.id);
+        assert!(m.want.starts_with(&(2 * n).to_string()), "{}: {m}", r.id);
+    }
+}
+
+/// New memory that already holds the case's correct result, as a reused allocation holds an
+/// identical earlier case's, and neither side doing anything: only the poison fill stands
+/// between the case and a pass on leftover data. Over the four paths, OpenCL's fill (SVM) and
+/// the peer's (the copy path's staging memory) each decide alone somewhere.
+#[test]
+fn memory_holding_an_earlier_correct_result_fails_on_its_poison() {
+    let n = 4096;
+    let Some((code, report)) = run_planted("fft", n, "stale-correct") else {
+        return;
+    };
+    assert_fails_the_run(code, &report);
+    for r in &report.results {
+        let m = mismatch(&r.id, &r.outcome);
+        // What the consumer found, everywhere, is the poison (a NaN), not the leftover result.
+        assert_eq!((m.index, m.count), (0, n), "{}: {m}", r.id);
+        assert_eq!(m.got, "(NaN, NaN)", "{}: {m}", r.id);
+    }
+}
+
+/// One word flipped after the peer's last rewrite: the peer's own check has passed by then, so
+/// OpenCL's last check alone sees it, and must name the index and the word it saw there.
+#[test]
+fn one_word_corrupted_after_the_peer_s_last_rewrite_fails_at_that_word() {
+    let n = 4096;
+    let Some((code, report)) = run_planted("handoff", n, "flip-after-peer") else {
+        return;
+    };
+    assert_fails_the_run(code, &report);
+    let index = 2 * clhip::ops::Plant::flip_index(n);
+    for r in &report.results {
+        let m = mismatch(&r.id, &r.outcome);
+        assert_eq!(
+            m.what, "pattern rewritten by host, read by OpenCL",
+            "{}: {m}",
+            r.id
+        );
+        assert_eq!(
+            (m.index, m.count, m.len),
+            (index, 1, 2 * n),
+            "{}: {m}",
+            r.id
+        );
+        let word = |s: &str| u32::from_str_radix(s.trim_start_matches("0x"), 16).unwrap();
+        assert_eq!(
+            word(&m.got) ^ clhip::ops::Plant::FLIP_BIT,
+            word(&m.want),
+            "{}: the word seen is the pattern's with the planted bit flipped: {m}",
+            r.id
+        );
+    }
+}
+
+// ---- a worker killed by SIGKILL ----
+
+/// A worker that dies by SIGKILL no interrupt of the run's sent (the OOM killer's way) costs its
+/// case, as a `crash` named SIGKILL; the run goes on with the next case. Once mid-batch, once as
+/// the first case of the fresh worker that follows.
+#[test]
+fn a_worker_killed_by_sigkill_is_a_crash_and_the_run_goes_on() {
+    let dir = scratch("sigkill");
+    let mocks = "pass,sigkill,sigkill,pass";
+    let (code, report, stderr) = clhip_run(
+        &dir,
+        &["run", "--mock-cases", mocks, "--timeout", "10"],
+        Duration::from_secs(120),
+    );
+    let kinds: Vec<OutcomeKind> = report.results.iter().map(|r| r.outcome.kind()).collect();
+    assert_eq!(
+        kinds,
+        [
+            OutcomeKind::Pass,
+            OutcomeKind::Crash,
+            OutcomeKind::Crash,
+            OutcomeKind::Pass
+        ],
+        "{stderr}"
+    );
+    for r in &report.results[1..3] {
+        let Outcome::Crash {
+            signal,
+            signal_name,
+            stderr_tail,
+            ..
+        } = &r.outcome
+        else {
+            unreachable!()
+        };
+        assert_eq!((*signal, signal_name.as_str()), (9, "SIGKILL"), "{}", r.id);
+        assert!(
+            stderr_tail.contains("sending myself SIGKILL"),
+            "{}: {stderr_tail}",
+            r.id
+        );
+    }
+    assert!(report.not_run.is_empty(), "{:?}", report.not_run);
+    assert_eq!(report.status, RunStatus::Complete);
+    // Each mock expects its own kind here: the crashes were expected, so the run is clean.
+    assert_eq!(code, 0, "{stderr}");
+
+    // Judged as cases are, with no baseline: a crash is a regression.
+    let (code, report, stderr) = clhip_run(
+        &dir,
+        &[
+            "run",
+            "--mock-cases",
+            mocks,
+            "--mock-as-cases",
+            "--timeout",
+            "10",
+        ],
+        Duration::from_secs(120),
+    );
+    assert_eq!(code, 1, "{stderr}");
+    assert_eq!(report.summary.unexpected, 2, "{:?}", report.summary);
+}
+
+// ---- exit status for each outcome, with and without a baseline ----
+
+/// What one mock run came to: its exit code, and each result's (id, kind, verdict).
+struct Judged {
+    code: i32,
+    results: Vec<(String, OutcomeKind, Verdict)>,
+    stderr: String,
+}
+
+/// Runs `pass,ACTIONS` judged as cases are: against `baseline` (its text) or with none.
+fn judged(name: &str, actions: &str, baseline: Option<&str>) -> Judged {
+    let dir = scratch(name);
+    let mocks = format!("pass,{actions}");
+    let mut args = vec![
+        "run",
+        "--mock-cases",
+        &mocks,
+        "--mock-as-cases",
+        "--timeout",
+        "3",
+    ];
+    let file = dir.join("baseline.csv");
+    let file = file.to_str().unwrap();
+    if let Some(text) = baseline {
+        std::fs::write(file, text).unwrap();
+        args.extend(["--baseline", file]);
+    }
+    let (code, report, stderr) = clhip_run(&dir, &args, Duration::from_secs(120));
+    // Judged as cases, not each by its own kind (which would make every run exit 0).
+    for r in &report.results {
+        match baseline {
+            None => assert_eq!(r.expectation, Expectation::Unbaselined, "{}", r.id),
+            Some(_) => assert!(
+                matches!(r.expectation, Expectation::Pass | Expectation::Known(_)),
+                "{}: {:?}",
+                r.id,
+                r.expectation
+            ),
+        }
+    }
+    Judged {
+        code,
+        results: report
+            .results
+            .iter()
+            .map(|r| (r.id.clone(), r.outcome.kind(), r.verdict()))
+            .collect(),
+        stderr,
+    }
+}
+
+/// The mocks `actions` (each coming out as `kind`) judged three ways: with no baseline, with a
+/// baseline that does not list them (they passed on its driver), and with one that lists each
+/// as `kind`. Asserts each result's kind and verdict and the exact exit code of each run.
+fn assert_exit_statuses(name: &str, actions: &[&str], kind: OutcomeKind) {
+    let list = actions.join(",");
+    let ids: Vec<String> = actions
+        .iter()
+        .enumerate()
+        .map(|(k, a)| format!("mock/{a}/{}", k + 1))
+        .collect();
+    let check = |how: &str, j: &Judged, verdict: Verdict, code: i32| {
+        assert_eq!(j.results.len(), actions.len() + 1, "{how}: {}", j.stderr);
+        assert_eq!(
+            j.results[0],
+            ("mock/pass/0".to_string(), OutcomeKind::Pass, Verdict::Pass),
+            "{how}"
+        );
+        for (id, (got_id, got_kind, got_verdict)) in ids.iter().zip(&j.results[1..]) {
+            assert_eq!(
+                (got_id, *got_kind, *got_verdict),
+                (id, kind, verdict),
+                "{how}: {}",
+                j.stderr
+            );
+        }
+        assert_eq!(j.code, code, "{how}: exit status; stderr:\n{}", j.stderr);
+    };
+    let harness = kind == OutcomeKind::Error;
+    let worse = if harness {
+        Verdict::HarnessError
+    } else {
+        Verdict::Regression
+    };
+    let none = judged(&format!("{name}-unbaselined"), &list, None);
+    check("no baseline", &none, worse, 1);
+    let other = judged(
+        &format!("{name}-passed-before"),
+        &list,
+        Some("# lists none of this run's cases\nmock/other/9,fail\n"),
+    );
+    check("a baseline where it passed", &other, worse, 1);
+    // A baseline never lists `error` (it is no driver's behaviour): list a crash there instead,
+    // which a harness error still is not.
+    let listed_as = if harness { OutcomeKind::Crash } else { kind };
+    let text: String = ids.iter().map(|id| format!("{id},{listed_as}\n")).collect();
+    let listed = judged(&format!("{name}-listed"), &list, Some(&text));
+    if harness {
+        check(
+            "a baseline listing a crash",
+            &listed,
+            Verdict::HarnessError,
+            1,
+        );
+    } else {
+        check(
+            "a baseline listing it",
+            &listed,
+            Verdict::ExpectedNonPass,
+            0,
+        );
+    }
+}
+
+#[test]
+fn a_harness_error_fails_the_run_whatever_the_baseline_says() {
+    assert_exit_statuses("error", &["panic"], OutcomeKind::Error);
+}
+
+#[test]
+fn a_timeout_fails_the_run_unless_a_baseline_lists_it() {
+    assert_exit_statuses("timeout", &["hang"], OutcomeKind::Timeout);
+}
+
+#[test]
+fn a_crash_fails_the_run_unless_a_baseline_lists_it() {
+    assert_exit_statuses("crash", &["segfault", "sigkill"], OutcomeKind::Crash);
+}
+
+#[test]
+fn a_fault_fails_the_run_unless_a_baseline_lists_it() {
+    assert_exit_statuses("fault", &["fault"], OutcomeKind::Fault);
+}
+
+#[test]
+fn wrong_data_fails_the_run_unless_a_baseline_lists_it() {
+    assert_exit_statuses("fail", &["fail"], OutcomeKind::Fail);
+}
+
+/// The control of the five above: the same runs with only passes exit 0 every way.
+#[test]
+fn passes_exit_zero_with_and_without_a_baseline() {
+    for baseline in [None, Some("mock/other/9,fail\n")] {
+        let j = judged("pass", "pass", baseline);
+        assert!(
+            j.results
+                .iter()
+                .all(|(_, k, v)| (*k, *v) == (OutcomeKind::Pass, Verdict::Pass)),
+            "{:?}",
+            j.results
+        );
+        assert_eq!(j.code, 0, "{}", j.stderr);
+    }
+}
