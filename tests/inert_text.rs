@@ -140,7 +140,11 @@ fn the_terminal_sees_a_drivers_control_characters_as_text() {
         err.contains(r"baseline entry `pocl0+host/\x1b[2J`"),
         "{err}"
     );
-    // An error that quotes the file.
+}
+
+#[test]
+fn an_error_that_quotes_a_file_shows_its_control_characters_as_text() {
+    let dir = scratch("error");
     let bad = dir.join("bad.json");
     std::fs::write(&bad, r#"{"schema": "clhip\u001b[2J\u202e"}"#).unwrap();
     let o = clhip(&[Path::new("report"), &bad]);
