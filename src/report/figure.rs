@@ -161,13 +161,13 @@ fn sanitize(svg: &str) -> Result<String, String> {
                 ));
             }
             Event::Start(e) => {
-                let name = start_tag(&e, open.is_empty(), &mut out).or_else(|w| refuse(w))?;
+                let name = start_tag(&e, open.is_empty(), &mut out).or_else(&refuse)?;
                 out.push('>');
                 open.push(name);
             }
             Event::Empty(e) => {
                 let was_root = open.is_empty();
-                start_tag(&e, was_root, &mut out).or_else(|w| refuse(w))?;
+                start_tag(&e, was_root, &mut out).or_else(&refuse)?;
                 out.push_str("/>");
                 root_done = was_root;
             }
