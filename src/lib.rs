@@ -9,6 +9,7 @@ pub mod bench;
 pub mod blocking;
 pub mod cases;
 pub mod consistency;
+pub mod escape;
 pub mod expectations;
 pub mod fault;
 pub mod fft;

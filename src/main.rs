@@ -418,7 +418,12 @@ fn main() -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             // stderr may itself be closed or full; there is nowhere else to say it.
-            let _ = writeln!(std::io::stderr(), "clhip: error: {e:#}");
+            // An error can quote a file's or a driver's text: shown, never obeyed.
+            let _ = writeln!(
+                std::io::stderr(),
+                "clhip: error: {}",
+                clhip::escape::terminal_text(&format!("{e:#}"))
+            );
             ExitCode::from(2)
         }
     }
@@ -477,9 +482,10 @@ fn emit(text: &str, target: Option<&Target>) -> anyhow::Result<()> {
     }
 }
 
-/// A line on stderr; a stderr that cannot take it is no reason to fail.
+/// A line on stderr, its control characters (a driver's, a file's) shown as text; a stderr
+/// that cannot take it is no reason to fail.
 fn note(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{line}");
+    let _ = writeln!(std::io::stderr(), "{}", clhip::escape::terminal_line(line));
 }
 
 fn real_main() -> anyhow::Result<ExitCode> {
@@ -518,7 +524,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
             let text = if json {
                 format!("{}\n", serde_json::to_string_pretty(&p)?)
             } else {
-                p.render()
+                clhip::escape::terminal_text(&p.render())
             };
             write_quietly_on_closed_pipe(&mut out, &text)?;
             Ok(probe_exit(&p))
@@ -580,7 +586,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 }
                 text.push('\n');
             }
-            Stdout::new().write(&text)?;
+            Stdout::new().write(&clhip::escape::terminal_text(&text))?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Run(args) => run(args),
@@ -875,7 +881,7 @@ fn bench_interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
         settings,
         pairs: measured,
     };
-    let printed = Stdout::new().write(&render::render_text(&report));
+    let printed = Stdout::new().write(&clhip::escape::terminal_text(&render::render_text(&report)));
     // The files are written whatever happened to stdout.
     if let Some(t) = &json {
         results::write_json(&report, t)?;

@@ -1209,3 +1209,58 @@ int main(void)
         "{run}"
     );
 }
+
+/// An outcome's text in the header (a path like `/opt/rocm-*/lib`, a `*/`, a terminal escape,
+/// a bidi override, a trigraph, backticks) stays inside the program's comment and the README's
+/// block: the program still builds, warnings and trigraphs on.
+#[test]
+fn any_outcome_text_stays_inert_in_the_reproducer() {
+    let dir = scratch("inert-header");
+    let case = ReproCase::parse("pocl0+host/copy/finish/fft/n=64").unwrap();
+    let mut h = header();
+    let hostile = "libamdhip64.so not in /opt/rocm-*/lib */ int evil; /* \x1b[2J\u{202e}x ??/\n```\n# README heading";
+    h.seen = Some((clhip::model::OutcomeKind::Fail, hostile.into()));
+    h.seen_from = "runs/*/r.json".into();
+    h.fingerprint
+        .push("os kernel: 6.1 */ \x1b]8;;https://x.example/\x07".into());
+    let r = repro::generate(&case, DataKind::Seeded, &h, None).unwrap();
+    // The header comment is the first one, and ends where the generator ends it.
+    let first_end = r.source.find("*/").unwrap();
+    assert!(
+        r.source[..first_end].ends_with("Driver fingerprint: README.md\n "),
+        "{}",
+        &r.source[..first_end + 2]
+    );
+    assert!(
+        r.source
+            .contains("/opt/rocm-* /lib * / int evil; / * \\x1b[2J\\u{202e}x ? ?/")
+    );
+    assert!(!r.source.chars().any(|c| c.is_control() && c != '\n'));
+    // README: the block is fenced longer than any backticks inside it.
+    assert!(
+        r.readme.contains("\n````\nclhip reproducer for"),
+        "{}",
+        r.readme
+    );
+    assert!(
+        r.readme.contains("\n```\n# README heading\n"),
+        "{}",
+        r.readme
+    );
+    assert!(!r.readme.chars().any(|c| c.is_control() && c != '\n'));
+    let file = dir.join("repro.c");
+    std::fs::write(&file, &r.source).unwrap();
+    cc(
+        &[
+            "-std=gnu11",
+            "-trigraphs",
+            "-c",
+            "-o",
+            "/dev/null",
+            "-Wall",
+            "-Werror",
+            "repro.c",
+        ],
+        &dir,
+    );
+}

@@ -503,8 +503,9 @@ fn console_table(t: &Table) -> String {
     out
 }
 
+/// A table cell or list item: a driver's reason or fingerprint line is text, never markup.
 fn markdown_cell(text: &str) -> String {
-    text.replace('|', "\\|").replace('\n', " ")
+    crate::escape::markdown_text(text).replace('|', "\\|")
 }
 
 fn markdown_table(t: &Table) -> String {
@@ -576,11 +577,11 @@ pub fn render_text(report: &BenchReport) -> String {
 pub fn render_markdown(report: &BenchReport) -> String {
     let mut out = String::from("# clhip bench interop\n\n");
     out.push_str(&format!(
-        "Started {}, {:.0} s, clhip {}: `{}`\n\n",
-        report.started_at,
+        "Started {}, {:.0} s, clhip {}: {}\n\n",
+        markdown_cell(&report.started_at),
         report.wall_s,
-        report.clhip_version,
-        report.command.join(" ")
+        markdown_cell(&report.clhip_version),
+        crate::escape::markdown_code(&report.command.join(" "))
     ));
     out.push_str(&format!("{}.\n\n", settings_line(&report.settings)));
     out.push_str(
@@ -592,7 +593,7 @@ pub fn render_markdown(report: &BenchReport) -> String {
     }
     out.push('\n');
     for pair in &report.pairs {
-        out.push_str(&format!("## {}\n\n", pair.pair));
+        out.push_str(&format!("## {}\n\n", markdown_cell(&pair.pair)));
         if let Some(n) = reference(pair, |t| t == Target::Native) {
             out.push_str(&format!("Native baseline: {}.\n\n", n.note));
         }
@@ -681,5 +682,24 @@ mod tests {
         assert_eq!(versus(1.0, 12.345), "12.3x faster");
         assert_eq!(thousands(4_194_304), "4,194,304");
         assert_eq!(thousands(512), "512");
+    }
+
+    #[test]
+    fn a_drivers_text_is_text_in_the_markdown() {
+        let mut report = super::super::results::sample_report();
+        report.fingerprint.os_kernel = "Linux <script>alert(1)</script>\x1b[2J".into();
+        report.pairs[0].targets[0].outcome =
+            Outcome::unsupported("<img src=x onerror=alert(1)> | `x`\n- \u{202e}");
+        let md = render_markdown(&report);
+        assert!(!md.contains("<script") && !md.contains("<img"), "{md}");
+        assert!(
+            md.contains("&lt;img src=x onerror=alert(1)&gt; \\| \\`x\\` / - \\u{202e}"),
+            "{md}"
+        );
+        let raw: Vec<char> = md
+            .chars()
+            .filter(|&c| crate::escape::is_control(c) && c != '\n')
+            .collect();
+        assert_eq!(raw, Vec::<char>::new(), "{md}");
     }
 }

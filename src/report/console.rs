@@ -4,6 +4,7 @@ use std::io::IsTerminal;
 
 use indicatif::{ProgressBar, ProgressStyle};
 
+use crate::escape::terminal_line;
 use crate::model::{OutcomeKind, Verdict};
 use crate::runner::Event;
 
@@ -53,21 +54,12 @@ impl ConsoleReporter {
         match event {
             Event::Started { id, .. } => {
                 if let Some(bar) = &self.bar {
-                    bar.set_message(format!("{} | {id}", self.counts_text()));
+                    bar.set_message(terminal_line(&format!("{} | {id}", self.counts_text())));
                 }
             }
             Event::Finished(r) => {
-                // Only what needs a look streams; caught stale reads are counted at the end.
-                let look = match r.verdict() {
-                    Verdict::CaughtStaleRead => false,
-                    Verdict::UnexpectedPass => true,
-                    _ => r.outcome.kind() != OutcomeKind::Pass,
-                };
-                if look {
-                    self.print(&outcome_line_from(
-                        r,
-                        self.sources.get(&r.id).map(String::as_str),
-                    ));
+                if let Some(line) = shown_line(event, &self.sources) {
+                    self.print(&line);
                 }
                 let shown = match r.verdict() {
                     Verdict::CaughtStaleRead => "caught",
@@ -81,9 +73,10 @@ impl ConsoleReporter {
             }
             // Nothing to look at: a spare shows only when it takes a case.
             Event::SpareStarted { .. } => {}
-            Event::WorkerLost { pid, after, why } => {
-                let after = after.as_deref().unwrap_or("start");
-                self.print(&format!("  worker {pid} lost after {after}: {why}"));
+            Event::WorkerLost { .. } => {
+                if let Some(line) = shown_line(event, &self.sources) {
+                    self.print(&line);
+                }
             }
         }
     }
@@ -107,6 +100,32 @@ impl ConsoleReporter {
     }
 }
 
+/// The line an event streams to the console, if it needs a look: a result other than a pass
+/// or a caught stale read, an unexpected pass, a lost worker. Its control characters (a
+/// driver's reason, a kernel log's) are shown as text.
+fn shown_line(
+    event: &Event,
+    sources: &std::collections::HashMap<String, String>,
+) -> Option<String> {
+    let line = match event {
+        Event::Finished(r) => {
+            // Only what needs a look streams; caught stale reads are counted at the end.
+            let look = match r.verdict() {
+                Verdict::CaughtStaleRead => false,
+                Verdict::UnexpectedPass => true,
+                _ => r.outcome.kind() != OutcomeKind::Pass,
+            };
+            look.then(|| outcome_line_from(r, sources.get(&r.id).map(String::as_str)))?
+        }
+        Event::WorkerLost { pid, after, why } => {
+            let after = after.as_deref().unwrap_or("start");
+            format!("  worker {pid} lost after {after}: {why}")
+        }
+        Event::Started { .. } | Event::SpareStarted { .. } => return None,
+    };
+    Some(terminal_line(&line))
+}
+
 fn progress_bar(total: u64) -> ProgressBar {
     let bar = ProgressBar::new(total);
     // A fixed template; should it ever not parse, the default style is fine.
@@ -116,4 +135,47 @@ fn progress_bar(total: u64) -> ProgressBar {
         bar.set_style(style.progress_chars("=> "));
     }
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::escape::is_control;
+    use crate::model::{Op, Outcome, PathKind, Peer, SyncMode};
+    use crate::report::tests::{pair, result};
+
+    #[test]
+    fn a_streamed_line_shows_control_characters_as_text() {
+        let hostile = "refused\x1b[2J\x1b]8;;https://x.example/\x07here\u{202e}\r! pass";
+        let r = result(
+            &pair("pocl0", Peer::HOST),
+            PathKind::Copy,
+            SyncMode::Finish,
+            Op::Fft,
+            64,
+            Outcome::unsupported(hostile),
+        );
+        let mut with_log = r.clone();
+        with_log.kernel_log = vec!["amdgpu: fault\x1b[31m".into()];
+        let shown = r"refused\x1b[2J\x1b]8;;https://x.example/\x07here\u{202e}\x0d! pass";
+        for (event, wanted) in [
+            (Event::Finished(Box::new(r)), shown),
+            (
+                Event::Finished(Box::new(with_log)),
+                r"[kernel log: amdgpu: fault\x1b[31m]",
+            ),
+            (
+                Event::WorkerLost {
+                    pid: 7,
+                    after: Some("case\x1b[1A".into()),
+                    why: hostile.into(),
+                },
+                r"worker 7 lost after case\x1b[1A: refused\x1b[2J",
+            ),
+        ] {
+            let line = shown_line(&event, &Default::default()).expect("a line that needs a look");
+            assert!(!line.chars().any(is_control), "{line:?}");
+            assert!(line.contains(wanted), "{line}");
+        }
+    }
 }

@@ -12,8 +12,10 @@ use std::fmt::Write as _;
 use crate::model::Verdict;
 use crate::runner::CaseResult;
 
+use crate::escape::{terminal_line, terminal_text};
+
 use super::json::RunReport;
-use super::markdown::{code, md_table};
+use super::markdown::{Md, code, md_table};
 use super::matrix::one_line;
 
 /// How one case moved.
@@ -171,19 +173,21 @@ pub(super) fn summary_line(d: &RunDiff) -> String {
 }
 
 /// For a terminal: the fingerprint diff, then the moved cases grouped by path, worst first.
+/// Every string from the two files is shown on its own line with its control characters as
+/// text.
 pub fn render_diff(d: &RunDiff) -> String {
     let mut out = String::from("fingerprint:\n");
     if d.fingerprint_old.is_empty() && d.fingerprint_new.is_empty() {
         out.push_str("  the same\n");
     }
     for l in &d.fingerprint_old {
-        let _ = writeln!(out, "  - {l}");
+        let _ = writeln!(out, "  - {}", terminal_line(l));
     }
     for l in &d.fingerprint_new {
-        let _ = writeln!(out, "  + {l}");
+        let _ = writeln!(out, "  + {}", terminal_line(l));
     }
     for (path, moved) in grouped(d) {
-        let _ = writeln!(out, "\n{path}");
+        let _ = writeln!(out, "\n{}", terminal_line(&path));
         for m in moved {
             let (ok, or) = side(m.old);
             let (nk, nr) = side(m.new);
@@ -196,18 +200,19 @@ pub fn render_diff(d: &RunDiff) -> String {
                 out,
                 "{mark} {:<11} {}: {ok} -> {nk}",
                 m.movement.name(),
-                m.id
+                terminal_line(m.id)
             );
             if !or.is_empty() {
-                let _ = writeln!(out, "      was: {or}");
+                let _ = writeln!(out, "      was: {}", terminal_line(&or));
             }
             if !nr.is_empty() {
-                let _ = writeln!(out, "      now: {nr}");
+                let _ = writeln!(out, "      now: {}", terminal_line(&nr));
             }
         }
     }
     let _ = writeln!(out, "\n{}", summary_line(d));
-    out
+    // Each piece from the files is escaped where it is put in; this catches any that is not.
+    terminal_text(&out)
 }
 
 /// For reports/: the same as Markdown tables.
@@ -216,41 +221,41 @@ pub fn render_diff_markdown(d: &RunDiff) -> String {
     if d.fingerprint_old.is_empty() && d.fingerprint_new.is_empty() {
         out.push_str("The same on both sides.\n");
     } else {
-        let rows: Vec<Vec<String>> = d
+        let rows: Vec<Vec<Md>> = d
             .fingerprint_old
             .iter()
-            .map(|l| vec!["old".into(), l.clone()])
+            .map(|l| vec![Md::text("old"), Md::text(l)])
             .chain(
                 d.fingerprint_new
                     .iter()
-                    .map(|l| vec!["new".into(), l.clone()]),
+                    .map(|l| vec![Md::text("new"), Md::text(l)]),
             )
             .collect();
-        out.push_str(&md_table(&["run", "line"], &rows));
+        out.push_str(&md_table(&[Md::text("run"), Md::text("line")], &rows));
     }
     let _ = writeln!(out, "\n{}.", summary_line(d));
     for (path, moved) in grouped(d) {
         let _ = writeln!(out, "\n## {}\n", code(&path));
-        let rows: Vec<Vec<String>> = moved
+        let rows: Vec<Vec<Md>> = moved
             .iter()
             .map(|m| {
                 let (ok, or) = side(m.old);
                 let (nk, nr) = side(m.new);
                 vec![
-                    if m.movement == Movement::Regression {
+                    Md::text(if m.movement == Movement::Regression {
                         "!"
                     } else {
                         ""
-                    }
-                    .into(),
-                    m.movement.name().into(),
+                    }),
+                    Md::text(m.movement.name()),
                     code(m.id),
-                    with_reason(&ok, &or),
-                    with_reason(&nk, &nr),
+                    Md::text(&with_reason(&ok, &or)),
+                    Md::text(&with_reason(&nk, &nr)),
                 ]
             })
             .collect();
-        out.push_str(&md_table(&["", "movement", "case", "old", "new"], &rows));
+        let header = ["", "movement", "case", "old", "new"].map(Md::text);
+        out.push_str(&md_table(&header, &rows));
     }
     out
 }
@@ -373,5 +378,25 @@ mod tests {
         let d = diff(&old, &new);
         assert_eq!(d.moved[0].movement, Movement::Race);
         assert_eq!(d.regressions(), 0);
+    }
+
+    #[test]
+    fn the_terminal_diff_shows_control_characters_as_text() {
+        let p = pair("pocl0", Peer::HOST);
+        let c = |outcome| result(&p, PathKind::Copy, SyncMode::Finish, Op::Fft, 64, outcome);
+        let old = run(vec![c(Outcome::pass())]);
+        let mut new = run(vec![c(Outcome::unsupported("gone\x1b[2J\nnext\u{202e}"))]);
+        new.fingerprint.os_kernel = "Linux\x1b]8;;https://x.example/\x07".into();
+        let text = render_diff(&diff(&old, &new));
+        let raw: Vec<char> = text
+            .chars()
+            .filter(|&c| crate::escape::is_control(c) && c != '\n')
+            .collect();
+        assert_eq!(raw, Vec::<char>::new(), "{text}");
+        assert!(text.contains(r"now: gone\x1b[2J / next\u{202e}"), "{text}");
+        assert!(
+            text.contains(r"  + os kernel: Linux\x1b]8;;https://x.example/\x07"),
+            "{text}"
+        );
     }
 }

@@ -10,6 +10,7 @@ use crate::model::{BIT_EXACT, Expectation, FailReason, Outcome, Verdict, is_nega
 use crate::runner::CaseResult;
 
 use super::diff::{Movement, RunDiff, grouped, summary_line};
+use super::figure::Figure;
 use super::json::{RunReport, RunStatus, closing_line};
 use super::markdown::{fingerprint_rows, is_measurement, shell_words};
 use super::matrix::{
@@ -111,69 +112,6 @@ tr.fp-new td { background: #e8f5e9; }
 /// says them first, since a reader of the page never sees the command's stderr.
 pub fn render_html(report: &RunReport, problems: &[String]) -> String {
     render_html_with_figures(report, problems, &[])
-}
-
-/// An SVG figure embedded in the page (`clhip bench interop --svg`), inline so that the page
-/// stays one file with nothing outside it.
-#[derive(Debug, Clone)]
-pub struct Figure {
-    pub title: String,
-    pub svg: String,
-}
-
-impl Figure {
-    /// `svg` as a figure, if it is an SVG image that reaches nothing outside itself: no script,
-    /// no foreign object, no link or style that loads from elsewhere.
-    pub fn inline(title: &str, svg: &str) -> Result<Figure, String> {
-        let body = svg.trim_start();
-        let body = match body.strip_prefix("<?xml") {
-            Some(rest) => rest
-                .split_once("?>")
-                .map_or("", |(_, after)| after.trim_start()),
-            None => body,
-        };
-        if !body.starts_with("<svg") {
-            return Err("not an SVG image (it does not start with <svg)".into());
-        }
-        let lower = body.to_ascii_lowercase();
-        for banned in [
-            "<script",
-            "<foreignobject",
-            "href=\"http",
-            "href='http",
-            "href=\"//",
-            "url(http",
-            "url(//",
-            "@import",
-            " on",
-        ] {
-            let hit = if banned == " on" {
-                // Event handler attributes (onload=, onclick=, ...).
-                lower.match_indices(" on").any(|(i, _)| {
-                    lower[i + 3..]
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphabetic())
-                        .count()
-                        > 0
-                        && lower[i + 3..]
-                            .trim_start_matches(|c: char| c.is_ascii_alphabetic())
-                            .starts_with('=')
-                })
-            } else {
-                lower.contains(banned)
-            };
-            if hit {
-                return Err(format!(
-                    "the SVG holds `{}`, which would run or load something",
-                    banned.trim()
-                ));
-            }
-        }
-        Ok(Figure {
-            title: title.to_string(),
-            svg: body.to_string(),
-        })
-    }
 }
 
 /// [`render_html`] with figures after the matrix (the interop bench's plot).
@@ -820,20 +758,9 @@ fn kv_table(out: &mut String, rows: &[(String, String)]) {
     out.push_str("</table>\n");
 }
 
-/// Text for an element's content or a quoted attribute.
+/// Text for an element's content or a quoted attribute: no markup, no control character.
 fn esc(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for c in s.chars() {
-        match c {
-            '&' => out.push_str("&amp;"),
-            '<' => out.push_str("&lt;"),
-            '>' => out.push_str("&gt;"),
-            '"' => out.push_str("&quot;"),
-            '\'' => out.push_str("&#39;"),
-            c => out.push(c),
-        }
-    }
-    out
+    crate::escape::html_text(s)
 }
 
 /// An attribute value that keeps its line breaks (a tooltip's lines).
@@ -1120,24 +1047,41 @@ mod tests {
     }
 
     #[test]
-    fn a_figure_is_inlined_only_when_it_reaches_nothing_outside() {
+    fn a_figure_is_inlined_as_checked() {
         let plot = "<?xml version=\"1.0\"?>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\"><title>handoff</title><rect width=\"1\" height=\"1\"/></svg>";
         let f = Figure::inline("bench.svg", plot).unwrap();
-        assert!(f.svg.starts_with("<svg"));
         let page = render_html_with_figures(&sample_report(), &[], &[f]);
-        assert!(page.contains("<h2>bench.svg</h2>\n<svg"));
+        assert!(page.contains("<h2>bench.svg</h2>\n<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"10\"><title>handoff</title><rect width=\"1\" height=\"1\"/></svg>"));
         assert!(!page.contains("<?xml"));
-        // Each planted way out is refused, naming what it found.
-        for (bad, named) in [
-            ("<svg><script>alert(1)</script></svg>", "<script"),
-            ("<svg><image href=\"http://x/y.png\"/></svg>", "href=\"http"),
-            ("<svg><style>@import 'x.css';</style></svg>", "@import"),
-            ("<svg onload=\"f()\"></svg>", "on"),
-            ("<svg><foreignObject/></svg>", "<foreignobject"),
-            ("<html></html>", "does not start with <svg"),
+        assert_eq!(outside_references(&page), Vec::<String>::new());
+    }
+
+    #[test]
+    fn control_characters_from_a_results_file_show_as_text() {
+        let mut report = sample_report();
+        report.results[0].outcome =
+            Outcome::unsupported("refused\x1b[2J\u{9b}1m\u{202e}desrever\u{202c}\r");
+        report.results[0].kernel_log = vec!["log\x1b]8;;https://x.example/\x07".into()];
+        report.fingerprint.os_kernel = "Linux\x1b[31m".into();
+        let (old, mut new) = sample_diff_runs();
+        new.results[0].outcome = Outcome::unsupported("diff\x1b[2J");
+        for html in [
+            render_html(&report, &["run.json: problem\x1b[2J".into()]),
+            render_diff_html(
+                &diff(&old, &new),
+                ("old\x1b[2J.json", &old),
+                ("new.json", &new),
+            ),
         ] {
-            let why = Figure::inline("f", bad).unwrap_err();
-            assert!(why.contains(named), "{bad}: {why}");
+            let raw: Vec<char> = html
+                .chars()
+                .filter(|&c| crate::escape::is_control(c) && c != '\n' && c != '\t')
+                .collect();
+            assert_eq!(raw, Vec::<char>::new());
+            assert!(html.contains(r"\x1b[2J"), "{html}");
         }
+        let html = render_html(&report, &[]);
+        assert!(html.contains(r"refused\x1b[2J\u{9b}1m\u{202e}desrever\u{202c}\x0d"));
+        assert!(html.contains(r"log\x1b]8;;https://x.example/\x07"));
     }
 }

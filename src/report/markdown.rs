@@ -1,8 +1,9 @@
 //! A run as Markdown for committing to `reports/`: what it ran on, the matrices, the comparison
 //! of several ROCm installs, every non-pass.
 
-use std::fmt::Write as _;
+use std::fmt::{self, Write as _};
 
+use crate::escape::{markdown_code, markdown_fence, markdown_text};
 use crate::fingerprint::Fingerprint;
 use crate::model::{Op, OutcomeKind, PathKind};
 use crate::runner::CaseResult;
@@ -10,31 +11,64 @@ use crate::runner::CaseResult;
 use super::json::{RunReport, closing_line};
 use super::matrix::{
     Agreement, InstallComparison, accepted_note, caught_line, compare_installs, history, label,
-    mark, non_pass, one_line, render_tables, sync_label,
+    mark, non_pass, render_tables, sync_label,
 };
+
+/// A piece of Markdown, made only from escaped text ([`Md::text`]), code spans ([`Md::code`])
+/// or the report's own markup ([`Md::markup`]): a string from a results file cannot reach a
+/// page as markup, HTML or a control character.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) struct Md(String);
+
+impl Md {
+    /// Plain text, on one line, every character with a meaning in Markdown escaped.
+    pub(super) fn text(s: &str) -> Md {
+        Md(markdown_text(s))
+    }
+
+    /// An inline code span that nothing in `s` can end early.
+    pub(super) fn code(s: &str) -> Md {
+        Md(markdown_code(s))
+    }
+
+    /// Markup the report writes itself, never from a results file.
+    pub(super) fn markup(s: &'static str) -> Md {
+        Md(s.to_string())
+    }
+}
+
+impl fmt::Display for Md {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
 
 /// A run for committing to `reports/`: what it ran on, the matrices, and every non-pass.
 pub fn render_markdown(report: &RunReport) -> String {
     let mut out = String::from("# clhip results\n\n");
+    let t = |s: &str| Md::text(s);
     out.push_str(&md_table(
-        &["", ""],
+        &[Md::markup(""), Md::markup("")],
         &[
-            vec!["started".into(), report.started_at.clone()],
-            vec!["clhip".into(), report.clhip_version.clone()],
-            vec!["seed".into(), report.seed.to_string()],
-            vec!["wall".into(), format!("{:.1} s", report.wall_s)],
-            vec!["command".into(), code(&shell_words(&report.command))],
-            vec!["result".into(), closing_line(&report.summary)],
+            vec![t("started"), t(&report.started_at)],
+            vec![t("clhip"), t(&report.clhip_version)],
+            vec![t("seed"), t(&report.seed.to_string())],
+            vec![t("wall"), t(&format!("{:.1} s", report.wall_s))],
+            vec![t("command"), code(&shell_words(&report.command))],
+            vec![t("result"), t(&closing_line(&report.summary))],
         ],
     ));
     out.push_str("\n## Fingerprint\n\n");
-    out.push_str(&md_table(
-        &["component", "value"],
-        &fingerprint_rows(&report.fingerprint),
+    let rows: Vec<Vec<Md>> = fingerprint_rows(&report.fingerprint)
+        .iter()
+        .map(|row| row.iter().map(|cell| t(cell)).collect())
+        .collect();
+    out.push_str(&md_table(&[t("component"), t("value")], &rows));
+    out.push_str("\n## Matrix\n\n");
+    out.push_str(&markdown_fence(
+        "text",
+        render_tables(&report.results).trim_end(),
     ));
-    out.push_str("\n## Matrix\n\n```text\n");
-    out.push_str(render_tables(&report.results).trim_end());
-    out.push_str("\n```\n");
     let comparisons = compare_installs(&report.results);
     if !comparisons.is_empty() {
         out.push_str(
@@ -53,7 +87,7 @@ pub fn render_markdown(report: &RunReport) -> String {
         out.push_str(
             "\n## Needs a look\n\n`!` marks an outcome that fails the run, `?` a known non-pass that now passes.\n\n",
         );
-        let rows: Vec<Vec<String>> = non_pass
+        let rows: Vec<Vec<Md>> = non_pass
             .iter()
             .map(|r| {
                 let reason = match accepted_note(r) {
@@ -61,14 +95,22 @@ pub fn render_markdown(report: &RunReport) -> String {
                     None => r.outcome.reason(),
                 } + &history(r);
                 vec![
-                    mark(r).into(),
-                    label(r).into(),
+                    Md::text(mark(r)),
+                    Md::text(label(r)),
                     code(&r.id),
-                    one_line(&reason),
+                    Md::text(&reason),
                 ]
             })
             .collect();
-        out.push_str(&md_table(&["", "outcome", "case", "reason"], &rows));
+        out.push_str(&md_table(
+            &[
+                Md::markup(""),
+                Md::text("outcome"),
+                Md::text("case"),
+                Md::text("reason"),
+            ],
+            &rows,
+        ));
     }
     if let Some(line) = caught_line(&report.results) {
         let _ = writeln!(out, "\n{line}.");
@@ -80,13 +122,13 @@ pub fn render_markdown(report: &RunReport) -> String {
             out.push_str("Every case came out the same on GPUs of the same model and driver.\n");
         }
         for l in lines {
-            let _ = writeln!(out, "- {}", one_line(&l));
+            let _ = writeln!(out, "- {}", Md::text(&l));
         }
     }
     if !report.broken_vendors.is_empty() {
         out.push_str("\n## Broken OpenCL drivers\n\nVendor libraries that crashed, hung or exited while being probed; every other vendor ran.\n\n");
         for v in &report.broken_vendors {
-            let _ = writeln!(out, "- {}", one_line(v));
+            let _ = writeln!(out, "- {}", Md::text(v));
         }
     }
     if !report.stale_baseline.is_empty() {
@@ -97,7 +139,7 @@ pub fn render_markdown(report: &RunReport) -> String {
             report
                 .stale_baseline
                 .iter()
-                .map(|s| code(s))
+                .map(|s| code(s).to_string())
                 .collect::<Vec<_>>()
                 .join(", ")
         );
@@ -109,11 +151,11 @@ pub fn render_markdown(report: &RunReport) -> String {
              shared memory lives (placement), and where a buffer's device address came from \
              (cl-gpu-va).\n\n",
         );
-        let rows: Vec<Vec<String>> = measured
+        let rows: Vec<Vec<Md>> = measured
             .iter()
-            .map(|r| vec![code(&r.id), one_line(&r.outcome.reason())])
+            .map(|r| vec![code(&r.id), Md::text(&r.outcome.reason())])
             .collect();
-        out.push_str(&md_table(&["case", "note"], &rows));
+        out.push_str(&md_table(&[Md::text("case"), Md::text("note")], &rows));
     }
     out
 }
@@ -122,40 +164,46 @@ pub fn render_markdown(report: &RunReport) -> String {
 /// reason.
 fn comparison_markdown(c: &InstallComparison) -> String {
     let mut out = format!("\n### {}\n\n", code(&c.pairs));
-    let mut header = vec!["", "path", "sync", "op"];
-    header.extend(c.installs.iter().map(String::as_str));
-    let rows: Vec<Vec<String>> = c
+    let installs = c.installs.iter().map(|i| Md::text(i));
+    let mut header = vec![
+        Md::markup(""),
+        Md::text("path"),
+        Md::text("sync"),
+        Md::text("op"),
+    ];
+    header.extend(installs.clone());
+    let rows: Vec<Vec<Md>> = c
         .rows
         .iter()
         .map(|row| {
             let mut line = vec![
-                row.agreement.mark().to_string(),
-                row.path.to_string(),
-                sync_label(row.path, row.sync),
-                row.op.to_string(),
+                Md::text(row.agreement.mark()),
+                Md::text(&row.path.to_string()),
+                Md::text(&sync_label(row.path, row.sync)),
+                Md::text(&row.op.to_string()),
             ];
-            line.extend(row.cells.iter().cloned());
+            line.extend(row.cells.iter().map(|cell| Md::text(cell)));
             line
         })
         .collect();
     out.push_str(&md_table(&header, &rows));
-    let differing: Vec<Vec<String>> = c
+    let differing: Vec<Vec<Md>> = c
         .cases
         .iter()
         .filter(|k| k.agreement == Agreement::Differs)
         .map(|k| {
             let mut line = vec![code(&k.case)];
             line.extend(k.results.iter().map(|r| match r {
-                None => "not run".to_string(),
-                Some(r) if r.outcome.kind() == OutcomeKind::Pass => label(r).to_string(),
-                Some(r) => format!("{}: {}", label(r), one_line(&r.outcome.reason())),
+                None => Md::text("not run"),
+                Some(r) if r.outcome.kind() == OutcomeKind::Pass => Md::text(label(r)),
+                Some(r) => Md::text(&format!("{}: {}", label(r), r.outcome.reason())),
             }));
             line
         })
         .collect();
     if !differing.is_empty() {
-        let mut header = vec!["differing case"];
-        header.extend(c.installs.iter().map(String::as_str));
+        let mut header = vec![Md::text("differing case")];
+        header.extend(installs);
         out.push('\n');
         out.push_str(&md_table(&header, &differing));
     }
@@ -232,19 +280,22 @@ pub(super) fn fingerprint_rows(f: &Fingerprint) -> Vec<Vec<String>> {
     rows
 }
 
-pub(super) fn md_table(header: &[&str], rows: &[Vec<String>]) -> String {
-    let cell = |s: &str| one_line(s).replace('|', "\\|");
-    let mut out = format!("| {} |\n", header.join(" | "));
+/// A GFM table of escaped cells; a `|` in a cell (a code span's) is escaped for the table.
+pub(super) fn md_table(header: &[Md], rows: &[Vec<Md>]) -> String {
+    let row = |cells: &[Md]| {
+        let cells: Vec<String> = cells.iter().map(|c| c.0.replace('|', "\\|")).collect();
+        format!("| {} |\n", cells.join(" | "))
+    };
+    let mut out = row(header);
     out.push_str(&format!("|{}\n", "---|".repeat(header.len())));
-    for row in rows {
-        let cells: Vec<String> = row.iter().map(|s| cell(s)).collect();
-        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    for r in rows {
+        out.push_str(&row(r));
     }
     out
 }
 
-pub(super) fn code(s: &str) -> String {
-    format!("`{s}`")
+pub(super) fn code(s: &str) -> Md {
+    Md::code(s)
 }
 
 /// The argv as one could paste it into a shell.
@@ -275,5 +326,74 @@ mod tests {
             shell_words(&argv),
             r"clhip run --filter 'svm fine' 'it'\''s'"
         );
+    }
+
+    /// The cells of a GFM table row: split at each `|` with no backslash before it (GFM's
+    /// `\|`, whatever comes before the backslash).
+    fn cells(row: &str) -> usize {
+        let separators = row
+            .char_indices()
+            .filter(|&(i, c)| c == '|' && !row[..i].ends_with('\\'))
+            .count();
+        separators - 1
+    }
+
+    #[test]
+    fn strings_from_a_results_file_are_text_never_markup() {
+        use crate::model::{Op, Outcome, PathKind, Peer, SyncMode};
+        use crate::report::tests::{pair, result, sample_report};
+        let mut report = sample_report();
+        let hostile = "<script>alert(1)</script> | ![x](https://x.example/i.png) `code`\n| a | b |\n\x1b[2J\u{202e}";
+        let evil = pair("evil`|```0", Peer::HOST);
+        let mut r = result(
+            &evil,
+            PathKind::Copy,
+            SyncMode::Finish,
+            Op::Fft,
+            64,
+            Outcome::unsupported(hostile),
+        );
+        r.kernel_log = vec!["<img src=x onerror=alert(1)>".into()];
+        report.results.push(r);
+        report.broken_vendors = vec![format!("libevil.so: {hostile}")];
+        report.fingerprint.os_kernel = hostile.into();
+        let md = render_markdown(&report);
+        let lower = md.to_ascii_lowercase();
+        for markup in ["<script", "<img", "![x](http"] {
+            assert!(!lower.contains(markup), "{markup} in {md}");
+        }
+        let raw: Vec<char> = md
+            .chars()
+            .filter(|&c| crate::escape::is_control(c) && c != '\n')
+            .collect();
+        assert_eq!(raw, Vec::<char>::new());
+        // Every row of every table has its header's cells.
+        let mut width = None;
+        for line in md.lines() {
+            if !line.starts_with('|') {
+                width = None;
+                continue;
+            }
+            let n = cells(line);
+            match width {
+                None => width = Some(n),
+                Some(w) => assert_eq!(n, w, "{line}"),
+            }
+        }
+        let row = md
+            .lines()
+            .find(|l| l.starts_with('|') && l.contains("evil"))
+            .expect("the hostile case is listed");
+        assert!(
+            row.contains("````evil`\\|```0+host/copy/finish/fft/n=64````"),
+            "{row}"
+        );
+        assert!(
+            row.contains(r"&lt;script&gt;alert(1)&lt;/script&gt; \| !\[x\](https://x.example/i.png) \`code\` / \| a \| b \| / \x1b\[2J\u{202e}"),
+            "{row}"
+        );
+        // The matrix's text block is not closed by a label's backticks.
+        let block = &md[md.find("## Matrix").expect("the matrix")..];
+        assert!(block.starts_with("## Matrix\n\n````text\n"), "{block}");
     }
 }

@@ -4,12 +4,14 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::escape::{terminal_line, terminal_text};
 use crate::model::{
     Api, Expectation, Op, OutcomeKind, PathKind, SyncMode, Verdict, is_negative_control,
 };
 use crate::runner::{CaseResult, Work};
 
-/// The support matrices (one per pair, then mocks) and the list of every non-pass case.
+/// The support matrices (one per pair, then mocks) and the list of every non-pass case, for a
+/// terminal: no control character from a results file reaches it as itself.
 pub fn render_matrix(results: &[CaseResult]) -> String {
     let mut out = render_tables(results);
     for c in compare_installs(results) {
@@ -26,7 +28,8 @@ pub fn render_matrix(results: &[CaseResult]) -> String {
     if let Some(line) = caught_line(results) {
         let _ = writeln!(out, "{line}");
     }
-    out
+    // Each piece from the results is escaped where it is put in; this catches any that is not.
+    terminal_text(&out)
 }
 
 /// How bad a kind is, for the cell's "worst": wrong data is worse than any refusal or death,
@@ -224,7 +227,7 @@ fn render_pair(pair: &str, table: &PairTable) -> String {
         grid.push(row);
     }
 
-    let mut out = format!("{pair}\n");
+    let mut out = format!("{}\n", terminal_line(pair));
     out.push_str(&align(&grid, "  "));
     if table.has_negative_control() {
         out.push_str(
@@ -449,7 +452,7 @@ fn render_comparison(c: &InstallComparison) -> String {
         line.extend(row.cells.iter().cloned());
         grid.push(line);
     }
-    let mut out = format!("{}: one column per ROCm install\n", c.pairs);
+    let mut out = format!("{}: one column per ROCm install\n", terminal_line(&c.pairs));
     out.push_str(&align(&grid, "  "));
     out.push_str("  > the installs' outcomes differ; ~ a negative control raced\n");
     let differing: Vec<&ComparedCase> = c
@@ -466,15 +469,26 @@ fn render_comparison(c: &InstallComparison) -> String {
                 .zip(&k.results)
                 .map(|(i, r)| format!("{i} {}", r.map_or("not run", label)))
                 .collect();
-            let _ = writeln!(out, "    {}: {}", k.case, each.join(", "));
+            let _ = writeln!(
+                out,
+                "    {}: {}",
+                terminal_line(&k.case),
+                terminal_line(&each.join(", "))
+            );
         }
     }
     let _ = writeln!(out, "  {}", c.summary());
     out
 }
 
-/// Left-aligned columns, two spaces apart, without trailing blanks.
+/// Left-aligned columns, two spaces apart, without trailing blanks; each cell escaped for the
+/// terminal before it is measured.
 fn align(grid: &[Vec<String>], indent: &str) -> String {
+    let grid: Vec<Vec<String>> = grid
+        .iter()
+        .map(|row| row.iter().map(|cell| terminal_line(cell)).collect())
+        .collect();
+    let grid = &grid[..];
     let columns = grid.iter().map(Vec::len).max().unwrap_or(0);
     let widths: Vec<usize> = (0..columns)
         .map(|c| {
@@ -545,7 +559,8 @@ pub(super) fn accepted_note(r: &CaseResult) -> Option<String> {
 }
 
 /// `! crash        mock/segfault/1: worker killed by SIGSEGV (signal 11)`: `!` marks what fails
-/// the run, `?` an unexpected pass; an accepted problem says why it is accepted.
+/// the run, `?` an unexpected pass; an accepted problem says why it is accepted. One line for
+/// a terminal: the reason's and the kernel log's control characters are shown as text.
 pub fn outcome_line(r: &CaseResult) -> String {
     outcome_line_from(r, None)
 }
@@ -588,7 +603,7 @@ pub fn outcome_line_from(r: &CaseResult, source: Option<&str>) -> String {
         let _ = write!(line, " ({at} says {known})");
     }
     line.push_str(&history(r));
-    line
+    terminal_line(&line)
 }
 
 /// What reruns, the bisection and the kernel log add to a result, as ` [..]` notes.
@@ -673,5 +688,35 @@ mod tests {
             mismatch("x"),
         ));
         assert_eq!(cell.text(), "fail 1/5 !");
+    }
+
+    /// A driver's text with a terminal escape, an OSC 8 link, a carriage return and a bidi
+    /// override, in a pair label, a reason and a kernel log line.
+    #[test]
+    fn the_terminal_matrix_shows_control_characters_as_text() {
+        let evil = pair("evil\x1b[31m0", Peer::HOST);
+        let mut r = result(
+            &evil,
+            PathKind::Copy,
+            SyncMode::Finish,
+            Op::Fft,
+            64,
+            Outcome::unsupported("no\x1b[2J\x1b]8;;https://x.example/\x07\u{202e}x\ry"),
+        );
+        r.kernel_log = vec!["log\x1b[1A".into()];
+        let text = render_matrix(std::slice::from_ref(&r));
+        let raw: Vec<char> = text
+            .chars()
+            .filter(|&c| crate::escape::is_control(c) && c != '\n')
+            .collect();
+        assert_eq!(raw, Vec::<char>::new(), "{text}");
+        assert!(text.starts_with("evil\\x1b[31m0+host\n"), "{text}");
+        assert!(
+            text.contains(r"no\x1b[2J\x1b]8;;https://x.example/\x07\u{202e}x\x0dy"),
+            "{text}"
+        );
+        assert!(text.contains(r"[kernel log: log\x1b[1A]"), "{text}");
+        let line = outcome_line(&r);
+        assert!(!line.chars().any(crate::escape::is_control), "{line:?}");
     }
 }

@@ -5,6 +5,7 @@
 
 mod console;
 mod diff;
+mod figure;
 mod html;
 mod json;
 mod junit;
@@ -13,7 +14,8 @@ mod matrix;
 
 pub use console::ConsoleReporter;
 pub use diff::{Movement, RunDiff, diff, render_diff, render_diff_markdown};
-pub use html::{Figure, render_diff_html, render_html, render_html_with_figures};
+pub use figure::Figure;
+pub use html::{render_diff_html, render_html, render_html_with_figures};
 pub use json::{
     Loaded, RunReport, RunStatus, SCHEMA, Summary, closing_line, journal_head, load, load_json,
     rfc3339_utc, write_json,

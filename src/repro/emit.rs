@@ -191,12 +191,15 @@ impl Out {
     }
 
     fn comment(&mut self, s: &str) {
-        self.line(format!("/* {s} */"));
+        self.line(format!("/* {} */", crate::escape::c_comment(s)));
     }
 
     /// Prints a step, so that a crash's last line says where it happened.
     fn step(&mut self, s: &str) {
-        self.line(format!("puts(\"-- {}\");", s.replace('"', "\\\"")));
+        self.line(format!(
+            "puts({});",
+            crate::escape::c_string(&format!("-- {s}"))
+        ));
     }
 
     fn event(&mut self, stem: &str) -> String {
@@ -1294,9 +1297,9 @@ pub(super) fn assemble(case: &ReproCase, b: &Body, t: &Target) -> String {
     let (family, index) = super::label_parts(&case.cl_label).unwrap_or(("cl", 0));
     s.push_str(&format!(
         "\n/* The case; its OpenCL device as clhip labels it (runtimes/opencl.rs family) */\n\
-         static const char *CL_LABEL = \"{}\", *PLATFORM_WORD = \"{}\";\nenum {{ CL_INDEX = {index} }};\n{}{}",
-        case.cl_label,
-        super::platform_word(family).unwrap_or_default(),
+         static const char *CL_LABEL = {}, *PLATFORM_WORD = {};\nenum {{ CL_INDEX = {index} }};\n{}{}",
+        crate::escape::c_string(&case.cl_label),
+        crate::escape::c_string(super::platform_word(family).unwrap_or_default()),
         t.constants,
         b.constants
     ));

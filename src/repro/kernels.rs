@@ -159,8 +159,10 @@ pub fn peer(names: &[&str]) -> String {
 pub fn c_string(name: &str, text: &str) -> String {
     let mut out = format!("static const char *{name} =\n");
     for line in text.lines() {
-        let escaped = line.replace('\\', "\\\\").replace('"', "\\\"");
-        out.push_str(&format!("    \"{escaped}\\n\"\n"));
+        out.push_str(&format!(
+            "    {}\n",
+            crate::escape::c_string(&format!("{line}\n"))
+        ));
     }
     out.push_str("    ;\n");
     out

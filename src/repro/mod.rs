@@ -310,8 +310,9 @@ pub fn generate(
         c_comment(&format!("{text}Driver fingerprint: README.md\n"))
     );
     let readme = format!(
-        "# Reproducer: {case}\n\n```\n{text}{}```\n\nBuild with `./build.sh`, run `./repro`.\n",
-        fingerprint_text(header)
+        "# Reproducer: {}\n\n{}\nBuild with `./build.sh`, run `./repro`.\n",
+        crate::escape::markdown_text(&case.to_string()),
+        crate::escape::markdown_fence("", &format!("{text}{}", fingerprint_text(header)))
     );
     Ok(Reproducer {
         source,
@@ -373,9 +374,11 @@ fn fingerprint_text(h: &Header) -> String {
     t
 }
 
+/// `text` as a block comment; nothing in it (a reason's `/opt/rocm-*/lib`, a terminal escape)
+/// can end the comment or reach the compiler as itself.
 fn c_comment(text: &str) -> String {
     let mut out = String::from("/*\n");
-    for l in text.lines() {
+    for l in crate::escape::c_comment(text).lines() {
         out.push_str(format!(" * {l}").trim_end());
         out.push('\n');
     }
