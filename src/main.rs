@@ -95,7 +95,9 @@ enum Cmd {
     },
     /// What changed between two runs (e.g. two ROCm releases): regressions (pass ->
     /// unsupported included), fixes, new and removed cases, grouped by path, with both reasons;
-    /// the fingerprints' differences first. Exit 1 on any regression.
+    /// the fingerprints' differences first. Exit 1 on any regression, and when either file is
+    /// not a whole, consistent run (as `report` judges it: interrupted, no case run, shards
+    /// missing, or contradicting itself).
     Diff {
         old: PathBuf,
         new: PathBuf,
@@ -109,8 +111,11 @@ enum Cmd {
         output: Option<PathBuf>,
     },
     /// Join the results files of a partitioned run's shards (`run --partition`) into one.
+    /// Shards of another run (driver, clhip version, seed, filters, case matrix or partition
+    /// count) or given twice are refused; a merge that lacks a shard, or holds an incomplete
+    /// one, is written marked incomplete, and exits 1.
     Merge {
-        /// The shards' results files (same driver fingerprint and seed, disjoint cases).
+        /// The shards' results files.
         #[arg(required = true)]
         shards: Vec<PathBuf>,
         /// The merged results file.
@@ -339,7 +344,8 @@ struct RunArgs {
     #[arg(long, value_delimiter = ',')]
     devices: Vec<String>,
     /// Run only shard M of N (`hash:M/N`): a case's shard is a hash of its id, so it does not
-    /// change when filters do; `clhip merge` joins the shards' results.
+    /// change when filters do; `clhip merge` joins the shards' results. The results file
+    /// records the shard, the filters and the whole plan, which the merge checks.
     #[arg(long)]
     partition: Option<clhip::partition::Partition>,
     /// Test-only: plant an error in every case (flip-element, skip-sync, bad-pointer) to show
@@ -675,11 +681,15 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 report::render_diff(&d)
             };
             emit(&text, target.as_ref())?;
-            Ok(if d.regressions() > 0 {
-                ExitCode::from(1)
-            } else {
-                ExitCode::SUCCESS
-            })
+            // A side that is not a whole run (interrupted, empty for a broken vendor, missing
+            // shards, inconsistent) cannot vouch for "no regressions", as `report` exits 1 on it.
+            Ok(
+                if d.regressions() > 0 || !a.problems.is_empty() || !b.problems.is_empty() {
+                    ExitCode::from(1)
+                } else {
+                    ExitCode::SUCCESS
+                },
+            )
         }
         Cmd::Merge { shards, output } => {
             let target = output::check("-o", &output)?;
@@ -690,12 +700,17 @@ fn real_main() -> anyhow::Result<ExitCode> {
             let merged = clhip::merge::merge(&paths)?;
             report::write_json(&merged, &target)?;
             note(&format!(
-                "clhip: merged {} shards ({} results) into {}",
+                "clhip: merged {} shards ({} results) into {}: {}",
                 shards.len(),
                 merged.results.len(),
-                output.display()
+                output.display(),
+                merged.status.describe()
             ));
-            Ok(ExitCode::SUCCESS)
+            Ok(if merged.status == RunStatus::Complete {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            })
         }
         Cmd::Bench {
             what: BenchWhat::Refs,
@@ -758,6 +773,24 @@ enum SpareSetting {
     On,
     Off,
     Both,
+}
+
+/// What a run of `args` sets out to run, `plan` being every case its filters select.
+fn selection<'a>(
+    args: &RunArgs,
+    matrix: &Matrix,
+    plan: impl Iterator<Item = &'a str> + Clone,
+) -> report::Selection {
+    report::Selection {
+        filters: args.filters.clone(),
+        devices: args.devices.clone(),
+        // Debug covers every field of the parsed matrix, and two clhip versions are never
+        // compared: shards of different versions are refused first.
+        matrix: report::Selection::hash(format!("{matrix:?}").as_bytes()),
+        planned: plan.clone().count(),
+        plan: report::Selection::plan_hash(plan),
+        shards: args.partition.into_iter().collect(),
+    }
 }
 
 /// A case as the runner plans it: the environment its worker needs, and the GPU it keeps
@@ -1206,6 +1239,10 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             Vec::new(),
         );
         report.broken_vendors = probe.broken_vendors();
+        report.status = RunStatus::NothingRun {
+            why: "every OpenCL vendor broke in the probe".into(),
+        };
+        report.selection = Some(selection(&args, &matrix, std::iter::empty()));
         outputs.write(&report)?;
         return Ok(ExitCode::from(1));
     }
@@ -1237,7 +1274,6 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         }
         None => planned_cases(&probe, &matrix, &args.filters, &args.devices)?
             .into_iter()
-            .filter(|c| args.partition.is_none_or(|p| p.contains(&c.id())))
             .map(|c| {
                 let e = match (&baseline, &known) {
                     (Some(b), _) => b.expectation(&c),
@@ -1256,6 +1292,13 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             })
             .collect(),
     };
+    // The whole plan is recorded before the partition takes this shard's share of it: it is
+    // what tells shards of one run from strangers, and a merge of every shard from part of one.
+    let selection = selection(&args, &matrix, plan.iter().map(|p| p.id.as_str()));
+    let plan: Vec<Planned> = plan
+        .into_iter()
+        .filter(|p| args.partition.is_none_or(|part| part.contains(&p.id)))
+        .collect();
     // A stale baseline is how a nightly job goes blind: say which entries expect nothing.
     let mut stale = Vec::new();
     if let (Some(b), Some(file)) = (&baseline, &args.baseline) {
@@ -1343,7 +1386,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     handle_signals(opts.control.clone())?;
 
     let command: Vec<String> = std::env::args().collect();
-    let head = RunReport::new(
+    let mut head = RunReport::new(
         args.seed,
         command.clone(),
         fingerprint.clone(),
@@ -1351,6 +1394,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         0.0,
         Vec::new(),
     );
+    head.selection = Some(selection.clone());
     let mut journal = Journal::start(&outputs.json, &report::journal_head(&head))?;
     if let Some(j) = &journal {
         note(&format!(
@@ -1402,6 +1446,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     report.stale_baseline = stale;
     report.stale_baseline.extend(stale_expectations);
     report.broken_vendors = broken_vendors;
+    report.selection = Some(selection);
     report.consistency = clhip::consistency::check(&report.results, &gpu_identities(&probe));
     for line in report.consistency.lines() {
         note(&format!("clhip: {line}"));

@@ -5,8 +5,11 @@
 use std::fmt;
 use std::str::FromStr;
 
-/// `hash:m/n`: shard `m` (1-based) of `n`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+use serde::{Deserialize, Serialize};
+
+/// `hash:m/n`: shard `m` (1-based) of `n`. Results files record it as that text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
 pub struct Partition {
     pub shard: u64,
     pub of: u64,
@@ -28,6 +31,20 @@ impl FromStr for Partition {
     }
 }
 
+impl TryFrom<String> for Partition {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl From<Partition> for String {
+    fn from(p: Partition) -> String {
+        p.to_string()
+    }
+}
+
 impl fmt::Display for Partition {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "hash:{}/{}", self.shard, self.of)
@@ -35,6 +52,14 @@ impl fmt::Display for Partition {
 }
 
 impl Partition {
+    /// The one shard of an unpartitioned run: the whole plan.
+    pub const WHOLE: Partition = Partition { shard: 1, of: 1 };
+
+    /// Every shard of a plan split `of` ways.
+    pub fn all(of: u64) -> impl Iterator<Item = Partition> {
+        (1..=of).map(move |shard| Partition { shard, of })
+    }
+
     /// Whether the case with this id belongs to this shard.
     pub fn contains(&self, id: &str) -> bool {
         crate::hash::fnv1a64(id.as_bytes()) % self.of == self.shard - 1
@@ -62,6 +87,22 @@ mod tests {
         ] {
             assert!(bad.parse::<Partition>().is_err(), "{bad}");
         }
+    }
+
+    #[test]
+    fn a_partition_is_recorded_as_its_spec() {
+        let p = Partition { shard: 2, of: 3 };
+        assert_eq!(serde_json::to_string(&p).unwrap(), "\"hash:2/3\"");
+        assert_eq!(
+            serde_json::from_str::<Partition>("\"hash:2/3\"").unwrap(),
+            p
+        );
+        assert!(serde_json::from_str::<Partition>("\"hash:4/3\"").is_err());
+        assert_eq!(
+            Partition::all(3).collect::<Vec<_>>(),
+            [1, 2, 3].map(|shard| Partition { shard, of: 3 })
+        );
+        assert!(Partition::WHOLE.contains("anything"));
     }
 
     #[test]

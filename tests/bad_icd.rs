@@ -500,6 +500,58 @@ fn run_with_a_hung_vendor_runs_every_pocl_case_and_fails_naming_it() {
     assert_nothing_left(&tag);
 }
 
+/// With the crashing vendor as the machine's only one, `run` gets to no case: it exits 1 naming
+/// the vendor, and its results file says no case ran, never `complete`, so that `report` and a
+/// `diff` against it exit 1 too instead of reading the empty run as every case removed.
+#[test]
+fn a_run_whose_only_vendor_crashed_in_the_probe_is_stored_as_no_case_run() {
+    let Some(s) = setup() else { return };
+    let tag = new_tag("run-only-crash");
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bad-icd-run-{tag}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    let json = dir.join("r.json");
+    let mut cmd = run_command(s, "crash", &tag, &json, &[]);
+    cmd.env("OCL_ICD_FILENAMES", &s.bad_icd);
+    let out = cmd_output_within(cmd, Duration::from_secs(120));
+    let err = text(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("broken driver"), "{err}");
+    let loaded = clhip::report::load(&json).unwrap();
+    assert!(
+        matches!(
+            loaded.report.status,
+            clhip::report::RunStatus::NothingRun { .. }
+        ),
+        "{:?}",
+        loaded.report.status
+    );
+    assert!(loaded.report.results.is_empty());
+    let clean = dir.join("clean.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_clhip"))
+        .args(["run", "--mock-cases", "pass,pass", "--json"])
+        .arg(&clean)
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    for args in [
+        vec!["report".as_ref(), json.as_os_str()],
+        vec!["diff".as_ref(), clean.as_os_str(), json.as_os_str()],
+    ] {
+        let o = Command::new(env!("CARGO_BIN_EXE_clhip"))
+            .args(&args)
+            .output()
+            .unwrap();
+        let err = text(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("incomplete: no case ran (every OpenCL vendor broke in the probe)")
+                && err.contains(&s.bad_icd.display().to_string()),
+            "{args:?}: {err}"
+        );
+    }
+    assert_nothing_left(&tag);
+}
+
 /// A driver whose worker prints partial lines and protocol look-alikes (the behaving bad ICD
 /// is a second PoCL, `pocl1`, whose workers load it): every case still gets its own verdict.
 #[test]

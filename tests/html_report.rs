@@ -103,6 +103,7 @@ fn sample_run() -> RunReport {
         stale_baseline: Vec::new(),
         broken_vendors: Vec::new(),
         consistency: Default::default(),
+        selection: None,
     }
 }
 

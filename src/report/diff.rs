@@ -4,7 +4,9 @@
 //! capability that disappeared) included; one that moves down is a fix; a move within one level
 //! (a fault that now crashes) is a change. A negative control's pass <-> stale read is a race
 //! by design and counts as neither. A harness error on the new side is a regression: the new
-//! run cannot vouch for the case. The fingerprints' differences come first.
+//! run cannot vouch for the case. A case the new run planned but did not get to (interrupted)
+//! is `not run`, not removed. The fingerprints' differences come first. Whether either file is
+//! a whole run is [`super::judge`]'s to say, as for `report`.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -26,6 +28,8 @@ pub enum Movement {
     Fix,
     New,
     Removed,
+    /// In the old run, and planned in the new one but never run there (it was interrupted).
+    NotRun,
     /// A negative control that flipped between pass and caught: not evidence of anything.
     Race,
 }
@@ -38,6 +42,7 @@ impl Movement {
             Movement::Fix => "fix",
             Movement::New => "new",
             Movement::Removed => "removed",
+            Movement::NotRun => "not run",
             Movement::Race => "race (negative control)",
         }
     }
@@ -94,11 +99,17 @@ pub fn diff<'a>(old: &'a RunReport, new: &'a RunReport) -> RunDiff<'a> {
             });
         }
     }
+    let not_run: std::collections::BTreeSet<&str> =
+        new.not_run.iter().map(String::as_str).collect();
     for o in &old.results {
         if !news.contains_key(o.id.as_str()) {
             moved.push(Moved {
                 id: &o.id,
-                movement: Movement::Removed,
+                movement: if not_run.contains(o.id.as_str()) {
+                    Movement::NotRun
+                } else {
+                    Movement::Removed
+                },
                 old: Some(o),
                 new: None,
             });
@@ -161,8 +172,13 @@ fn side(r: Option<&CaseResult>) -> (String, String) {
 }
 
 pub(super) fn summary_line(d: &RunDiff) -> String {
+    // Only a new run that was cut short has cases not run: the usual line stays as it was.
+    let not_run = match d.count(Movement::NotRun) {
+        0 => String::new(),
+        n => format!(", {n} not run in the new run"),
+    };
     format!(
-        "{} regressions, {} fixes, {} changed, {} new, {} removed, {} negative-control races",
+        "{} regressions, {} fixes, {} changed, {} new, {} removed{not_run}, {} negative-control races",
         d.count(Movement::Regression),
         d.count(Movement::Fix),
         d.count(Movement::Change),
@@ -397,6 +413,37 @@ mod tests {
         assert!(
             text.contains(r"  + os kernel: Linux\x1b]8;;https://x.example/\x07"),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn a_case_the_new_run_did_not_get_to_is_not_run_not_removed() {
+        let p = pair("pocl0", Peer::HOST);
+        let c = |n| {
+            result(
+                &p,
+                PathKind::Copy,
+                SyncMode::Finish,
+                Op::Handoff,
+                n,
+                Outcome::pass(),
+            )
+        };
+        let old = run(vec![c(64), c(128), c(256)]);
+        let mut new = run(vec![c(64)]);
+        new.not_run = vec![c(128).id];
+        new.status = super::super::RunStatus::Interrupted;
+        let d = diff(&old, &new);
+        let by_size = |n: usize| d.moved.iter().find(|m| m.id == c(n).id).map(|m| m.movement);
+        assert_eq!(by_size(128), Some(Movement::NotRun));
+        assert_eq!(by_size(256), Some(Movement::Removed));
+        assert_eq!(
+            summary_line(&d),
+            "0 regressions, 0 fixes, 0 changed, 0 new, 1 removed, 1 not run in the new run, 0 negative-control races"
+        );
+        assert!(
+            render_diff(&d)
+                .contains("  not run     pocl0+host/copy/finish/handoff/n=128: pass -> -")
         );
     }
 }

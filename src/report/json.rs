@@ -9,6 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::Fingerprint;
 use crate::model::{OutcomeKind, Verdict};
+use crate::partition::Partition;
 use crate::runner::CaseResult;
 
 /// The results file format this build writes and reads.
@@ -45,6 +46,62 @@ pub struct RunReport {
     /// Cases whose outcome differs between GPUs of the same model and driver.
     #[serde(default)]
     pub consistency: crate::consistency::Consistency,
+    /// What the run set out to run. Files written before clhip recorded it have none: they
+    /// are read as a run of the whole plan whose selection is unknown, which `merge` refuses.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<Selection>,
+}
+
+/// What of the case matrix a run set out to run: what tells the shards of one run from
+/// strangers (`merge`), and a whole run from part of one.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Selection {
+    /// The run's case filters (globs or substrings of case ids), as given.
+    pub filters: Vec<String>,
+    /// `--devices`, as given.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<String>,
+    /// The case matrix the plan was expanded from, as [`Selection::hash`] of its parsed form
+    /// (a case file that differs only in comments or layout is the same matrix).
+    pub matrix: String,
+    /// The whole plan, before any partition: how many cases, and [`Selection::plan_hash`] of
+    /// their ids.
+    pub planned: usize,
+    pub plan: String,
+    /// The shards of the plan this file holds, in order: the run's `--partition`, or every
+    /// shard a merge joined. Empty for a run of the whole plan.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shards: Vec<Partition>,
+}
+
+impl Selection {
+    /// `fnv1a64:` and the hash of `bytes`, in hex.
+    pub fn hash(bytes: &[u8]) -> String {
+        format!("fnv1a64:{:016x}", crate::hash::fnv1a64(bytes))
+    }
+
+    /// [`Selection::hash`] of a set of case ids, whatever their order.
+    pub fn plan_hash<'a>(ids: impl IntoIterator<Item = &'a str>) -> String {
+        let mut ids: Vec<&str> = ids.into_iter().collect();
+        ids.sort_unstable();
+        Self::hash(ids.join("\n").as_bytes())
+    }
+
+    /// The shards held, an unpartitioned run's being the one shard `hash:1/1`.
+    pub fn held(&self) -> Vec<Partition> {
+        if self.shards.is_empty() {
+            vec![Partition::WHOLE]
+        } else {
+            self.shards.clone()
+        }
+    }
+
+    /// The shards of the plan this file does not hold (none for a whole run).
+    pub fn missing(&self) -> Vec<Partition> {
+        let held = self.held();
+        let of = held.first().map_or(1, |p| p.of);
+        Partition::all(of).filter(|p| !held.contains(p)).collect()
+    }
 }
 
 /// How a run ended.
@@ -60,6 +117,10 @@ pub enum RunStatus {
     Interrupted,
     /// Workers kept failing to start.
     Stopped { why: String },
+    /// The run never got to a case: every OpenCL vendor broke in the probe.
+    NothingRun { why: String },
+    /// A merge of some shards of a run only: these are missing.
+    MissingShards { missing: Vec<Partition> },
 }
 
 impl RunStatus {
@@ -71,6 +132,20 @@ impl RunStatus {
             }
             RunStatus::Interrupted => "incomplete: interrupted".into(),
             RunStatus::Stopped { why } => format!("incomplete: stopped ({why})"),
+            RunStatus::NothingRun { why } => format!("incomplete: no case ran ({why})"),
+            RunStatus::MissingShards { missing } => format!(
+                "incomplete: {} {} missing",
+                if missing.len() == 1 {
+                    "shard"
+                } else {
+                    "shards"
+                },
+                missing
+                    .iter()
+                    .map(Partition::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
         }
     }
 }
@@ -99,6 +174,7 @@ impl RunReport {
             stale_baseline: Vec::new(),
             broken_vendors: Vec::new(),
             consistency: Default::default(),
+            selection: None,
         }
     }
 }
@@ -232,7 +308,7 @@ pub fn write_json(report: &RunReport, target: &crate::output::Target) -> anyhow:
 }
 
 /// A results file as read back, with anything that makes it less than a complete, consistent
-/// record of a run: `report` shows these and exits non-zero.
+/// record of a run ([`judge`]): `report` and `diff` show these and exit non-zero.
 #[derive(Debug)]
 pub struct Loaded {
     pub report: RunReport,
@@ -251,6 +327,24 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
         }
         _ => parse_results(path, &text)?,
     };
+    let problems = judge(path, &report);
+    report.summary = Summary::of(&report.results);
+    Ok(Loaded { report, problems })
+}
+
+/// Outcome counts only: what counts as unexpected follows the reader's semantics, which may
+/// be newer than the writer's, and is recomputed anyway.
+fn summary_counts(s: &Summary) -> Vec<usize> {
+    let mut c: Vec<usize> = OutcomeKind::ALL.iter().map(|k| s.count(*k)).collect();
+    c.push(s.total);
+    c
+}
+
+/// Everything that makes a run (read from `path`) less than a whole, consistent record: an
+/// incomplete run (interrupted, stopped, never started, missing shards), a vendor that broke in
+/// the probe, a file that contradicts itself (its stored summary included). `report` and `diff`
+/// both judge their files by it, through [`load`], and exit non-zero on any, naming each.
+pub fn judge(path: &Path, report: &RunReport) -> Vec<String> {
     let mut problems = Vec::new();
     if report.status != RunStatus::Complete {
         problems.push(format!(
@@ -262,14 +356,7 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
         ));
     }
     let recomputed = Summary::of(&report.results);
-    // Outcome counts only: what counts as unexpected follows the reader's semantics, which
-    // may be newer than the writer's, and is recomputed anyway.
-    let counts = |s: &Summary| {
-        let mut c: Vec<usize> = OutcomeKind::ALL.iter().map(|k| s.count(*k)).collect();
-        c.push(s.total);
-        c
-    };
-    if counts(&report.summary) != counts(&recomputed) {
+    if summary_counts(&report.summary) != summary_counts(&recomputed) {
         problems.push(format!(
             "{}: inconsistent: the stored summary ({}) is not what its {} results say ({}); showing the results",
             path.display(),
@@ -278,8 +365,7 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
             closing_line(&recomputed)
         ));
     }
-    report.summary = recomputed;
-    problems.extend(contradictions(path, &report));
+    problems.extend(contradictions(path, report));
     if !report.broken_vendors.is_empty() {
         problems.push(format!(
             "{}: {} OpenCL vendor libraries broke in the probe: {}",
@@ -288,11 +374,12 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
             report.broken_vendors.join("; ")
         ));
     }
-    Ok(Loaded { report, problems })
+    problems
 }
 
 /// What makes a results file contradict itself beyond its summary: a complete run with cases
-/// not run, a case listed twice, a result whose id is not its case's.
+/// not run, a case listed twice, a result whose id is not its case's, a case outside the shards
+/// the file says it holds, a complete run of every shard whose cases are not its plan's.
 fn contradictions(path: &Path, report: &RunReport) -> Vec<String> {
     let mut out = Vec::new();
     if report.status == RunStatus::Complete && !report.not_run.is_empty() {
@@ -301,6 +388,9 @@ fn contradictions(path: &Path, report: &RunReport) -> Vec<String> {
             path.display(),
             report.not_run.len()
         ));
+    }
+    if let Some(sel) = &report.selection {
+        out.extend(selection_contradictions(path, report, sel));
     }
     let mut seen = std::collections::HashSet::new();
     for r in &report.results {
@@ -327,6 +417,52 @@ fn contradictions(path: &Path, report: &RunReport) -> Vec<String> {
                 .map(crate::model::Case::id)
                 .unwrap_or_default()
         ));
+    }
+    out
+}
+
+fn selection_contradictions(path: &Path, report: &RunReport, sel: &Selection) -> Vec<String> {
+    let mut out = Vec::new();
+    let held = sel.held();
+    if held.iter().any(|p| p.of != held[0].of) {
+        out.push(format!(
+            "{}: inconsistent: holds shards of different partitions ({})",
+            path.display(),
+            held.iter()
+                .map(Partition::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+        return out;
+    }
+    let ids = || {
+        report
+            .results
+            .iter()
+            .map(|r| r.id.as_str())
+            .chain(report.not_run.iter().map(String::as_str))
+    };
+    if let Some(id) = ids().find(|id| !held.iter().any(|p| p.contains(id))) {
+        out.push(format!(
+            "{}: inconsistent: case `{id}` is not in the shards the file holds ({})",
+            path.display(),
+            held.iter()
+                .map(Partition::to_string)
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    // Only a complete record of every shard can be held to the whole plan; a shard's own share
+    // of it is not recorded.
+    if report.status == RunStatus::Complete && sel.missing().is_empty() {
+        let count = ids().count();
+        if count != sel.planned || Selection::plan_hash(ids()) != sel.plan {
+            out.push(format!(
+                "{}: inconsistent: marked complete, but its {count} cases are not the {} cases it planned",
+                path.display(),
+                sel.planned
+            ));
+        }
     }
     out
 }
@@ -399,6 +535,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
+    use crate::fingerprint::Fingerprint;
     use crate::report::tests::sample_report;
 
     #[test]
@@ -452,5 +589,163 @@ mod tests {
             .to_string();
         assert!(err.contains("missing.json"), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    /// A complete run of every case of a 30-case plan, with that plan recorded, or of its
+    /// shard `shard` when given.
+    fn planned_run(shard: Option<Partition>) -> RunReport {
+        let ids: Vec<String> = (0..30).map(|k| format!("mock/pass/{k}")).collect();
+        let results = ids
+            .iter()
+            .filter(|id| shard.is_none_or(|p| p.contains(id)))
+            .map(|id| {
+                CaseResult::new(
+                    id.clone(),
+                    crate::runner::Work::Mock(crate::mock::MockAction::Pass),
+                    crate::model::Outcome::pass(),
+                    crate::model::Expectation::Pass,
+                    0.01,
+                )
+            })
+            .collect();
+        let mut r = RunReport::new(
+            7,
+            Vec::new(),
+            Fingerprint::default(),
+            UNIX_EPOCH,
+            1.0,
+            results,
+        );
+        r.selection = Some(Selection {
+            filters: Vec::new(),
+            devices: Vec::new(),
+            matrix: Selection::hash(b"matrix"),
+            planned: ids.len(),
+            plan: Selection::plan_hash(ids.iter().map(String::as_str)),
+            shards: shard.into_iter().collect(),
+        });
+        r
+    }
+
+    fn problems(r: &RunReport) -> Vec<String> {
+        judge(Path::new("r.json"), r)
+    }
+
+    #[test]
+    fn a_complete_run_is_held_to_its_plan_and_a_shard_to_its_share() {
+        assert_eq!(problems(&planned_run(None)), Vec::<String>::new());
+        let of3 = |m| Partition { shard: m, of: 3 };
+        assert_eq!(problems(&planned_run(Some(of3(2)))), Vec::<String>::new());
+
+        let mut short = planned_run(None);
+        short.results.pop();
+        short.summary = Summary::of(&short.results);
+        let p = problems(&short);
+        assert!(
+            p.iter()
+                .any(|p| p.contains("its 29 cases are not the 30 cases it planned")),
+            "{p:?}"
+        );
+        // As many cases as planned, but one of them another's.
+        let mut swapped = planned_run(None);
+        swapped.results[0].id = "mock/pass/99".into();
+        let p = problems(&swapped);
+        assert!(p.iter().any(|p| p.contains("not the 30 cases")), "{p:?}");
+        // A case not run counts as planned: an interrupted run is incomplete, not inconsistent.
+        let mut cut = planned_run(None);
+        let last = cut.results.pop().unwrap();
+        cut.not_run.push(last.id);
+        cut.summary = Summary::of(&cut.results);
+        cut.status = RunStatus::Interrupted;
+        assert_eq!(
+            problems(&cut),
+            ["r.json: incomplete: interrupted (29 results, 1 cases not run)"]
+        );
+
+        let mut stranger = planned_run(Some(of3(1)));
+        let foreign = planned_run(Some(of3(2))).results.remove(0);
+        stranger.results.push(foreign);
+        stranger.summary = Summary::of(&stranger.results);
+        let p = problems(&stranger);
+        assert!(
+            p.iter()
+                .any(|p| p.contains("is not in the shards the file holds (hash:1/3)")),
+            "{p:?}"
+        );
+        let mut mixed = planned_run(Some(of3(1)));
+        mixed
+            .selection
+            .as_mut()
+            .unwrap()
+            .shards
+            .push(Partition { shard: 2, of: 2 });
+        let p = problems(&mixed);
+        assert!(
+            p.iter()
+                .any(|p| p.contains("holds shards of different partitions")),
+            "{p:?}"
+        );
+    }
+
+    #[test]
+    fn a_run_that_got_to_no_case_or_lacks_shards_is_incomplete() {
+        let mut nothing = planned_run(None);
+        nothing.results.clear();
+        nothing.summary = Summary::of(&nothing.results);
+        nothing.status = RunStatus::NothingRun {
+            why: "every OpenCL vendor broke in the probe".into(),
+        };
+        nothing.broken_vendors = vec!["libbad.so: crashed: SIGSEGV".into()];
+        let p = problems(&nothing);
+        assert!(
+            p[0].contains("incomplete: no case ran (every OpenCL vendor broke in the probe)"),
+            "{p:?}"
+        );
+        assert!(
+            p.iter()
+                .any(|p| p.contains("broke in the probe: libbad.so")),
+            "{p:?}"
+        );
+
+        let missing = RunStatus::MissingShards {
+            missing: vec![Partition { shard: 2, of: 3 }, Partition { shard: 3, of: 3 }],
+        };
+        assert_eq!(
+            missing.describe(),
+            "incomplete: shards hash:2/3, hash:3/3 missing"
+        );
+        let mut two = planned_run(None);
+        two.status = missing;
+        assert!(problems(&two)[0].contains("shards hash:2/3, hash:3/3 missing"));
+    }
+
+    /// Files written before runs recorded their selection still load, as runs of the whole
+    /// plan whose selection is unknown: the same problems as before, no new ones.
+    #[test]
+    fn committed_results_without_a_selection_load_as_before() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("reports");
+        let mut read = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            let text = std::fs::read_to_string(&path).unwrap_or_default();
+            if path.extension().is_none_or(|e| e != "json") || !text.contains(SCHEMA) {
+                continue;
+            }
+            let loaded = load(&path).unwrap();
+            assert_eq!(loaded.report.selection, None, "{}", path.display());
+            let expected: Vec<String> = match loaded.report.status {
+                RunStatus::Complete => Vec::new(),
+                ref s => vec![format!(
+                    "{}: {} ({} results, {} cases not run)",
+                    path.display(),
+                    s.describe(),
+                    loaded.report.results.len(),
+                    loaded.report.not_run.len()
+                )],
+            };
+            assert_eq!(loaded.problems, expected, "{}", path.display());
+            read += 1;
+        }
+        assert!(read >= 10, "only {read} results files in reports/");
     }
 }

@@ -264,6 +264,7 @@ pub(super) fn sample_report() -> RunReport {
         stale_baseline: Vec::new(),
         broken_vendors: Vec::new(),
         consistency: Default::default(),
+        selection: None,
     }
 }
 

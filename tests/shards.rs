@@ -1,0 +1,378 @@
+//! A merged or compared run is whole, or says it isn't: `merge` refuses shards of another run
+//! and marks a merge that lacks a shard incomplete; `report` and `diff` judge a file alike and
+//! exit 1 on one that is interrupted, empty for a broken vendor, missing shards or contradicting
+//! itself. Each test runs the real binary on mock runs (no device needed).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use clhip::partition::Partition;
+use clhip::report::{RunReport, RunStatus, Summary, load};
+
+/// Cases in the mock plan: enough that each of three shards gets some.
+const PLAN: usize = 12;
+
+fn clhip(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_clhip"))
+        .args(args)
+        .output()
+        .expect("clhip runs")
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("clhip-shards-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn mock_plan(n: usize) -> String {
+    vec!["pass"; n].join(",")
+}
+
+/// `clhip run --mock-cases PLAN EXTRA --json JSON`, which must exit 0.
+fn run(json: &Path, extra: &[&str]) {
+    let plan = mock_plan(PLAN);
+    let mut args = vec![
+        "run",
+        "--mock-cases",
+        &plan,
+        "--json",
+        s(json),
+        "--allow-empty",
+    ];
+    args.extend(extra);
+    let o = clhip(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+/// The three shards of the mock plan, run apart.
+fn shards(dir: &Path) -> Vec<PathBuf> {
+    (1..=3)
+        .map(|m| {
+            let json = dir.join(format!("s{m}.json"));
+            run(&json, &["--partition", &format!("hash:{m}/3")]);
+            json
+        })
+        .collect()
+}
+
+fn merge(inputs: &[&Path], out: &Path) -> Output {
+    let mut args = vec!["merge"];
+    args.extend(inputs.iter().map(|p| s(p)));
+    args.extend(["-o", s(out)]);
+    clhip(&args)
+}
+
+fn write(report: &RunReport, to: &Path) {
+    std::fs::write(to, serde_json::to_vec_pretty(report).unwrap()).unwrap();
+}
+
+#[test]
+fn each_shard_records_its_partition_and_the_whole_plan() {
+    let dir = scratch("record");
+    let paths = shards(&dir);
+    let whole = dir.join("whole.json");
+    run(&whole, &[]);
+    let whole = load(&whole).unwrap().report;
+    let plan = whole
+        .selection
+        .clone()
+        .expect("a run records its selection");
+    assert_eq!(plan.planned, PLAN);
+    assert!(plan.shards.is_empty());
+    let mut share = 0;
+    for (m, path) in (1..=3).zip(&paths) {
+        let shard = load(path).unwrap();
+        assert!(shard.problems.is_empty(), "{:?}", shard.problems);
+        let sel = shard.report.selection.unwrap();
+        assert_eq!(sel.shards, [Partition { shard: m, of: 3 }]);
+        // Every shard records the same whole plan, not its share of it.
+        assert_eq!(
+            (sel.planned, &sel.plan, &sel.matrix),
+            (PLAN, &plan.plan, &plan.matrix)
+        );
+        assert!(!shard.report.results.is_empty(), "shard {m} ran nothing");
+        share += shard.report.results.len();
+    }
+    assert_eq!(share, PLAN);
+}
+
+#[test]
+fn two_of_three_shards_merge_marked_incomplete_and_report_and_diff_exit_1() {
+    let dir = scratch("two-of-three");
+    let paths = shards(&dir);
+    let whole = dir.join("whole.json");
+    run(&whole, &[]);
+
+    let two = dir.join("two.json");
+    let o = merge(&[&paths[0], &paths[1]], &two);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(
+        text(&o.stderr).contains("incomplete: shard hash:3/3 missing"),
+        "{}",
+        text(&o.stderr)
+    );
+    let merged = load(&two).unwrap().report;
+    assert_eq!(
+        merged.status,
+        RunStatus::MissingShards {
+            missing: vec![Partition { shard: 3, of: 3 }]
+        }
+    );
+    let o = clhip(&["report", s(&two)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("shard hash:3/3 missing"));
+    for (old, new) in [(&whole, &two), (&two, &whole)] {
+        let o = clhip(&["diff", s(old), s(new)]);
+        assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+        assert!(
+            text(&o.stdout).contains("0 regressions"),
+            "{}",
+            text(&o.stdout)
+        );
+        assert!(text(&o.stderr).contains("shard hash:3/3 missing"));
+    }
+
+    // All three, in any order, or the missing one added to the merge: a whole run.
+    let all = dir.join("all.json");
+    let o = merge(&[&paths[2], &paths[0], &paths[1]], &all);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("merged 3 shards (12 results)"));
+    let o = clhip(&["report", s(&all)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let o = clhip(&["diff", s(&whole), s(&all)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let completed = dir.join("completed.json");
+    let o = merge(&[&two, &paths[2]], &completed);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+}
+
+#[test]
+fn an_interrupted_shard_makes_the_merge_incomplete_whichever_place_it_has() {
+    let dir = scratch("interrupted-shard");
+    let paths = shards(&dir);
+    let cut = dir.join("cut.json");
+    let mut r = load(&paths[1]).unwrap().report;
+    let last = r.results.pop().unwrap();
+    r.not_run.push(last.id);
+    r.summary = Summary::of(&r.results);
+    r.status = RunStatus::Interrupted;
+    write(&r, &cut);
+    for (name, order) in [
+        ("first", [&cut, &paths[0], &paths[2]]),
+        ("second", [&paths[0], &cut, &paths[2]]),
+    ] {
+        let out = dir.join(format!("merged-{name}.json"));
+        let o = merge(&order.map(PathBuf::as_path), &out);
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains("incomplete: interrupted"),
+            "{name}"
+        );
+        assert_eq!(load(&out).unwrap().report.status, RunStatus::Interrupted);
+        let o = clhip(&["report", s(&out)]);
+        assert_eq!(o.status.code(), Some(1), "{name}: {}", text(&o.stderr));
+    }
+}
+
+#[test]
+fn shards_of_another_run_or_given_twice_are_refused() {
+    let dir = scratch("foreign");
+    let paths = shards(&dir);
+    let refused = |other: &Path, says: &str| {
+        let o = merge(&[&paths[0], other], &dir.join("refused.json"));
+        assert_eq!(o.status.code(), Some(2), "{says}: {}", text(&o.stderr));
+        assert!(
+            text(&o.stderr).contains(says),
+            "{says}: {}",
+            text(&o.stderr)
+        );
+        assert!(!dir.join("refused.json").exists(), "{says}: written anyway");
+    };
+    let seed = dir.join("seed.json");
+    run(&seed, &["--partition", "hash:2/3", "--seed", "9"]);
+    refused(&seed, "seed 9: shards of one run share its seed");
+    let filters = dir.join("filters.json");
+    run(&filters, &["--partition", "hash:2/3", "mock"]);
+    refused(&filters, "filters differ");
+    let other_plan = dir.join("other-plan.json");
+    let o = clhip(&[
+        "run",
+        "--mock-cases",
+        &mock_plan(PLAN + 1),
+        "--partition",
+        "hash:2/3",
+        "--json",
+        s(&other_plan),
+    ]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    refused(&other_plan, "plans differ");
+    let halves = dir.join("halves.json");
+    run(&halves, &["--partition", "hash:2/2"]);
+    refused(&halves, "partitions differ");
+    refused(&paths[0], "shard hash:1/3 is in both");
+    let version = dir.join("version.json");
+    let mut r = load(&paths[1]).unwrap().report;
+    r.clhip_version = "0.0.1".into();
+    write(&r, &version);
+    refused(&version, "by clhip 0.0.1");
+    // A shard from before runs recorded what they selected cannot be shown to belong.
+    let old = dir.join("old.json");
+    let mut r = load(&paths[1]).unwrap().report;
+    r.selection = None;
+    write(&r, &old);
+    refused(&old, "does not record its partition, filters or plan");
+}
+
+/// Every way a file can fall short of a whole run, made from a clean one. `report` and `diff`
+/// (the file on either side) each exit 1 on it and say why, in the same words.
+#[test]
+fn report_and_diff_judge_a_file_alike() {
+    let dir = scratch("judge");
+    let good = dir.join("good.json");
+    run(&good, &[]);
+    let clean = load(&good).unwrap().report;
+    type Spoil = fn(&mut RunReport);
+    let spoiled: [(&str, Spoil, &str); 6] = [
+        (
+            "interrupted",
+            |r| {
+                for _ in 0..3 {
+                    let last = r.results.pop().unwrap();
+                    r.not_run.insert(0, last.id);
+                }
+                r.status = RunStatus::Interrupted;
+            },
+            "incomplete: interrupted (9 results, 3 cases not run)",
+        ),
+        (
+            "nothing-run",
+            |r| {
+                r.results.clear();
+                r.status = RunStatus::NothingRun {
+                    why: "every OpenCL vendor broke in the probe".into(),
+                };
+                r.broken_vendors = vec!["/opt/bad/libbad.so: crashed: SIGSEGV".into()];
+            },
+            "incomplete: no case ran (every OpenCL vendor broke in the probe)",
+        ),
+        (
+            "broken-vendor",
+            |r| r.broken_vendors = vec!["/opt/bad/libbad.so: hung".into()],
+            "1 OpenCL vendor libraries broke in the probe: /opt/bad/libbad.so: hung",
+        ),
+        (
+            "missing-shards",
+            |r| {
+                r.status = RunStatus::MissingShards {
+                    missing: vec![Partition { shard: 2, of: 2 }],
+                }
+            },
+            "incomplete: shard hash:2/2 missing",
+        ),
+        (
+            "lost-case",
+            |r| {
+                r.results.pop();
+            },
+            "inconsistent: marked complete, but its 11 cases are not the 12 cases it planned",
+        ),
+        (
+            "renamed-case",
+            |r| r.results[0].id = "mock/pass/99".into(),
+            "inconsistent: marked complete, but its 12 cases are not the 12 cases it planned",
+        ),
+    ];
+    for (name, spoil, says) in spoiled {
+        let path = dir.join(format!("{name}.json"));
+        let mut r = clean.clone();
+        spoil(&mut r);
+        r.summary = Summary::of(&r.results);
+        write(&r, &path);
+        judged_alike(&good, &path, says);
+    }
+}
+
+/// A results file whose result ids are not their cases' (real cases, from reports/).
+#[test]
+fn report_and_diff_both_refuse_a_result_filed_under_another_case() {
+    let dir = scratch("ids");
+    let good = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("reports/nvidia-h200-580.159.04-cuda13.0-main-2691a36.json");
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    let (first, second) = (v["results"][0]["id"].clone(), v["results"][1]["id"].clone());
+    v["results"][0]["id"] = second.clone();
+    v["results"][1]["id"] = first;
+    let bad = dir.join("swapped.json");
+    std::fs::write(&bad, serde_json::to_string(&v).unwrap()).unwrap();
+    judged_alike(
+        &good,
+        &bad,
+        &format!(
+            "inconsistent: result `{}` is for another case",
+            second.as_str().unwrap()
+        ),
+    );
+}
+
+/// `load` finds a problem with `bad` that begins `says`; `report BAD`, `diff GOOD BAD` and
+/// `diff BAD GOOD` each exit 1 and name every problem `load` found, in its words.
+fn judged_alike(good: &Path, bad: &Path, says: &str) {
+    let problems = load(bad).unwrap().problems;
+    let want = format!("{}: {says}", bad.display());
+    assert!(
+        problems.iter().any(|p| p.starts_with(&want)),
+        "{want}\n{problems:?}"
+    );
+    for args in [
+        vec!["report", s(bad)],
+        vec!["diff", s(good), s(bad)],
+        vec!["diff", s(bad), s(good)],
+    ] {
+        let o = clhip(&args);
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {}", text(&o.stderr));
+        let err = text(&o.stderr);
+        for p in &problems {
+            assert!(
+                err.contains(p.as_str()),
+                "{args:?} does not say {p}:\n{err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_diff_against_an_interrupted_run_says_not_run_and_exits_1() {
+    let dir = scratch("diff-interrupted");
+    let clean = dir.join("clean.json");
+    run(&clean, &[]);
+    let mut r = load(&clean).unwrap().report;
+    for _ in 0..4 {
+        let last = r.results.pop().unwrap();
+        r.not_run.insert(0, last.id);
+    }
+    r.summary = Summary::of(&r.results);
+    r.status = RunStatus::Interrupted;
+    let cut = dir.join("interrupted.json");
+    write(&r, &cut);
+    let o = clhip(&["diff", s(&clean), s(&cut)]);
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o.stderr));
+    let out = text(&o.stdout);
+    assert!(
+        out.contains(
+            "0 regressions, 0 fixes, 0 changed, 0 new, 0 removed, 4 not run in the new run"
+        ),
+        "{out}"
+    );
+    assert!(text(&o.stderr).contains("incomplete: interrupted"));
+}
