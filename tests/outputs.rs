@@ -507,6 +507,17 @@ fn wait_for_lines(path: &Path, n: usize) {
     }
 }
 
+/// Where the run writing `json` keeps its journal.
+fn journal_of(json: &Path) -> PathBuf {
+    clhip::output::Target {
+        given: json.to_path_buf(),
+        path: json.to_path_buf(),
+        kind: clhip::output::Kind::File,
+    }
+    .journal_path()
+    .unwrap()
+}
+
 /// Starts a run of slow mock cases, returns once its journal is there.
 fn start_slow_run(
     json: &Path,
@@ -535,14 +546,14 @@ fn start_slow_run(
         }
         all
     });
-    wait_for_lines(&json.with_extension("json.partial"), 1);
+    wait_for_lines(&journal_of(json), 1);
     (child, drained)
 }
 
-/// The --json file cannot be written at the end (its directory gone, a file in its place):
-/// the Markdown and JUnit files are written all the same, the exit status is 2, stderr names
-/// what failed, and the journal, which holds the results, stays. And the same with --json on
-/// /dev/stdout where standard output is /dev/full.
+/// The --json file cannot be written at the end (a directory made in its place): the Markdown
+/// and JUnit files are written all the same, the exit status is 2, stderr names what failed,
+/// and the journal, which holds the results, stays. And the same with --json on /dev/stdout
+/// where standard output is /dev/full.
 fn a_failed_output_loses_no_other_and_the_journal_keeps_the_results() -> Result<(), Failed> {
     let dir = scratch("failed");
     let results = dir.join("results");
@@ -553,9 +564,7 @@ fn a_failed_output_loses_no_other_and_the_journal_keeps_the_results() -> Result<
     let md = others.join("r.md");
     let junit = others.join("r.xml");
     let (child, stderr_text) = start_slow_run(&json, &["--markdown", s(&md), "--junit", s(&junit)]);
-    let moved = dir.join("results.moved");
-    std::fs::rename(&results, &moved).unwrap();
-    std::fs::write(&results, "a file where the directory was").unwrap();
+    std::fs::create_dir(&json).unwrap();
     let status = child.wait_with_output().unwrap().status;
     let err = stderr_text.join().unwrap();
     ensure(status.code() == Some(2), || {
@@ -568,7 +577,7 @@ fn a_failed_output_loses_no_other_and_the_journal_keeps_the_results() -> Result<
     ensure(md.is_file() && junit.is_file(), || {
         format!("the other outputs were not written:\n{err}")
     })?;
-    let journal = std::fs::read_to_string(moved.join("r.json.partial")).unwrap_or_default();
+    let journal = std::fs::read_to_string(journal_of(&json)).unwrap_or_default();
     ensure(journal.lines().count() == 5, || {
         format!("the journal lost results:\n{journal}\n{err}")
     })?;
@@ -609,7 +618,11 @@ fn an_output_aimed_at_a_live_runs_results_is_refused() -> Result<(), Failed> {
     let live = dir.join("live.json");
     let l = s(&live);
     let other = dir.join("other.json");
+    // A name near the 255-byte limit has a journal of another name, which other processes
+    // must find all the same.
+    let long = dir.join(format!("{}.json", "l".repeat(245)));
     let (child, stderr_text) = start_slow_run(&live, &[]);
+    let (long_child, long_stderr) = start_slow_run(&long, &[]);
     let checks: Vec<Vec<&str>> = vec![
         vec!["run", "--mock-cases", "pass", "--json", l],
         vec![
@@ -633,6 +646,16 @@ fn an_output_aimed_at_a_live_runs_results_is_refused() -> Result<(), Failed> {
         vec!["report", r, "-o", l],
         vec!["merge", r, "-o", l],
         vec!["diff", r, r, "-o", l],
+        vec!["report", r, "-o", s(&long)],
+        vec![
+            "run",
+            "--mock-cases",
+            "pass",
+            "--json",
+            s(&other),
+            "--markdown",
+            s(&long),
+        ],
     ];
     let mut outcome = Ok(());
     for args in &checks {
@@ -642,7 +665,12 @@ fn an_output_aimed_at_a_live_runs_results_is_refused() -> Result<(), Failed> {
     }
     let status = child.wait_with_output().unwrap().status;
     let err = stderr_text.join().unwrap();
+    let long_status = long_child.wait_with_output().unwrap().status;
+    let long_err = long_stderr.join().unwrap();
     outcome?;
+    ensure(long_status.success(), || {
+        format!("the long-named run failed: {long_err}")
+    })?;
     ensure(status.success(), || format!("the live run failed: {err}"))?;
     let text = std::fs::read_to_string(&live).unwrap();
     ensure(text.contains("mock/slow/3"), || {
