@@ -301,11 +301,28 @@ fn check_descriptor(what: &str, given: &Path, fd: i32) -> anyhow::Result<Target>
     if m.is_dir() {
         bail!("{what} {shown}: is a directory");
     }
+    // Reopened for writing, a descriptor the shell opened for reading (`< cases.toml`,
+    // `3< file`) would be an input written over.
+    if !open_for_writing(fd) {
+        bail!("{what} {shown}: descriptor {fd} is open for reading only: an input, not an output");
+    }
     Ok(Target {
         given: given.to_path_buf(),
         path: given.to_path_buf(),
         kind: Kind::Descriptor(fd),
     })
+}
+
+/// Whether this process's descriptor `fd` was opened for writing, from its `flags` (octal) in
+/// /proc/self/fdinfo.
+fn open_for_writing(fd: i32) -> bool {
+    let Ok(info) = std::fs::read_to_string(format!("/proc/self/fdinfo/{fd}")) else {
+        return false;
+    };
+    info.lines()
+        .find_map(|l| l.strip_prefix("flags:"))
+        .and_then(|f| i32::from_str_radix(f.trim(), 8).ok())
+        .is_some_and(|flags| flags & OFlag::O_ACCMODE.bits() != OFlag::O_RDONLY.bits())
 }
 
 /// /dev/null, the controlling terminal (/dev/tty), or the device this process's standard
@@ -944,8 +961,24 @@ mod tests {
             check("--json", Path::new("/proc/self/fd/2")).unwrap().kind,
             Kind::Descriptor(2)
         );
-        // A link to /dev/stderr is /dev/stderr.
+        // Another descriptor: written through if it was opened for writing, never if for
+        // reading only.
         let d = tmpdir("descriptor");
+        let input = d.join("cases.toml");
+        std::fs::write(&input, "version = 1\n").unwrap();
+        let reading = File::open(&input).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&reading);
+        let err = check("--json", Path::new(&format!("/dev/fd/{fd}"))).unwrap_err();
+        assert!(err.to_string().contains("for reading only"), "{err}");
+        assert_eq!(std::fs::read_to_string(&input).unwrap(), "version = 1\n");
+        let out = d.join("out.json");
+        let writing = File::create(&out).unwrap();
+        let fd = std::os::fd::AsRawFd::as_raw_fd(&writing);
+        let t = check("--json", Path::new(&format!("/dev/fd/{fd}"))).unwrap();
+        assert_eq!(t.kind, Kind::Descriptor(fd));
+        write(&t, b"{}").unwrap();
+        assert_eq!(std::fs::read_to_string(&out).unwrap(), "{}");
+        // A link to /dev/stderr is /dev/stderr.
         let link = d.join("err.json");
         std::os::unix::fs::symlink("/dev/stderr", &link).unwrap();
         assert_eq!(check("--json", &link).unwrap().kind, Kind::Descriptor(2));
