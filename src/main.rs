@@ -286,9 +286,10 @@ struct RunArgs {
     filters: Vec<String>,
     #[arg(long, default_value_t = DEFAULT_SEED)]
     seed: u64,
-    /// Results file (JSON, versioned, with the driver fingerprint).
-    #[arg(long, default_value = "reports/latest.json")]
-    json: PathBuf,
+    /// Results file (JSON, versioned, with the driver fingerprint) [default:
+    /// reports/latest.json, its directory made if missing; a directory you name must exist].
+    #[arg(long)]
+    json: Option<PathBuf>,
     /// Also write JUnit XML here.
     #[arg(long)]
     junit: Option<PathBuf>,
@@ -494,8 +495,41 @@ fn note(line: &str) {
     let _ = writeln!(std::io::stderr(), "{}", clhip::escape::terminal_line(line));
 }
 
+/// The command line parsed. `--help` and `--version` are printed here, not by clap's exit, so
+/// that a standard output that cannot take them (`clhip --help > /dev/full`) is an error, not
+/// a silent exit 0.
+fn parse_command_line() -> Result<Cli, ExitCode> {
+    let e = match Cli::try_parse() {
+        Ok(cli) => return Ok(cli),
+        Err(e) => e,
+    };
+    let code = ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+    if e.use_stderr() {
+        // Usage errors: stderr may itself be closed or full; there is nowhere else to say it.
+        let _ = e.print();
+        return Err(code);
+    }
+    let printed = e.print().and_then(|()| std::io::stdout().flush());
+    match printed {
+        Ok(()) => Err(code),
+        // `clhip --help | head` ends quietly, as every other output does.
+        Err(err) if err.kind() == std::io::ErrorKind::BrokenPipe => Err(code),
+        Err(err) => {
+            let _ = writeln!(
+                std::io::stderr(),
+                "clhip: error: writing to standard output: {err}"
+            );
+            Err(ExitCode::from(2))
+        }
+    }
+}
+
 fn real_main() -> anyhow::Result<ExitCode> {
-    match Cli::parse().command {
+    let cli = match parse_command_line() {
+        Ok(cli) => cli,
+        Err(code) => return Ok(code),
+    };
+    match cli.command {
         Cmd::Worker {
             seed,
             plant,
@@ -823,7 +857,12 @@ fn bench_interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
     outs.extend(json.iter().map(|t| ("--json", t)));
     outs.extend(markdown.iter().map(|t| ("--markdown", t)));
     outs.extend(svg.iter().map(|t| ("--svg", t)));
-    output::refuse_collisions(&outs, &[])?;
+    let ins: Vec<(&str, &Path)> = args
+        .rocm_path
+        .iter()
+        .map(|p| ("--rocm-path", p.as_path()))
+        .collect();
+    output::refuse_collisions(&outs, &ins)?;
 
     let mut sizes = if args.sizes.is_empty() {
         clhip::bench::DEFAULT_SIZES.to_vec()
@@ -915,19 +954,20 @@ fn bench_interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
         pairs: measured,
     };
     let printed = Stdout::new().write(&clhip::escape::terminal_text(&render::render_text(&report)));
-    // The files are written whatever happened to stdout.
+    // The files are written whatever happened to stdout, each whatever happened to the others.
+    let mut written = Written::default();
     if let Some(t) = &json {
-        results::write_json(&report, t)?;
-        note(&format!("clhip: wrote {}", t.given.display()));
+        written.record("--json", t, results::write_json(&report, t));
     }
     if let Some(t) = &markdown {
-        output::write(t, render::render_markdown(&report).as_bytes())?;
-        note(&format!("clhip: wrote {}", t.given.display()));
+        let text = render::render_markdown(&report);
+        written.record("--markdown", t, output::write(t, text.as_bytes()));
     }
     if let Some(t) = &svg {
-        output::write(t, plot::render_svg(&report).as_bytes())?;
-        note(&format!("clhip: wrote {}", t.given.display()));
+        let text = plot::render_svg(&report);
+        written.record("--svg", t, output::write(t, text.as_bytes()));
     }
+    written.result()?;
     printed?;
     let harness_errors: Vec<&str> = report
         .pairs
@@ -1095,6 +1135,10 @@ fn worker_env(probe: &probe::Probe, pair: &clhip::model::Pair) -> Vec<(String, S
     env
 }
 
+/// Where `run` writes its results when no --json is given: the one output directory clhip
+/// makes unasked.
+const DEFAULT_JSON: &str = "reports/latest.json";
+
 /// The outputs a run writes, checked before anything runs.
 struct Outputs {
     json: Target,
@@ -1104,16 +1148,24 @@ struct Outputs {
 
 impl Outputs {
     fn check(args: &RunArgs) -> anyhow::Result<Self> {
-        let json = output::check("--json", &args.json)?;
+        let json = match &args.json {
+            Some(p) => output::check("--json", p)?,
+            None => {
+                output::check_with("--json", Path::new(DEFAULT_JSON), output::Parent::MayCreate)?
+            }
+        };
         let junit = output::check_given("--junit", args.junit.as_deref())?;
         let markdown = output::check_given("--markdown", args.markdown.as_deref())?;
+        let journal = json.journal_target();
         let mut outs = vec![("--json", &json)];
+        outs.extend(journal.iter().map(|t| ("the journal of --json", t)));
         outs.extend(junit.iter().map(|t| ("--junit", t)));
         outs.extend(markdown.iter().map(|t| ("--markdown", t)));
         let mut ins: Vec<(&str, &Path)> = Vec::new();
         ins.extend(args.cases.as_deref().map(|p| ("--cases", p)));
         ins.extend(args.baseline.as_deref().map(|p| ("--baseline", p)));
         ins.extend(args.expectations.as_deref().map(|p| ("--expectations", p)));
+        ins.extend(args.rocm_path.iter().map(|p| ("--rocm-path", p.as_path())));
         output::refuse_collisions(&outs, &ins)?;
         Ok(Outputs {
             json,
@@ -1122,18 +1174,56 @@ impl Outputs {
         })
     }
 
-    fn write(&self, report: &RunReport) -> anyhow::Result<()> {
-        report::write_json(report, &self.json)?;
-        note(&format!("clhip: wrote {}", self.json.given.display()));
+    /// Writes every output, whatever happened to the others. A failed --json is marked apart:
+    /// the journal then holds the results and must stay.
+    fn write(&self, report: &RunReport) -> Written {
+        let mut written = Written::default();
+        let json_ok = written.record("--json", &self.json, report::write_json(report, &self.json));
         if let Some(t) = &self.junit {
-            report::write_junit(report, t)?;
-            note(&format!("clhip: wrote {}", t.given.display()));
+            written.record("--junit", t, report::write_junit(report, t));
         }
         if let Some(t) = &self.markdown {
-            output::write(t, report::render_markdown(report).as_bytes())?;
-            note(&format!("clhip: wrote {}", t.given.display()));
+            let text = report::render_markdown(report);
+            written.record("--markdown", t, output::write(t, text.as_bytes()));
         }
-        Ok(())
+        written.json_failed = !json_ok;
+        written
+    }
+}
+
+/// What became of a command's outputs: each written, or said on stderr why not.
+#[derive(Default)]
+struct Written {
+    failed: Vec<String>,
+    json_failed: bool,
+}
+
+impl Written {
+    /// Says what became of one output; true if it was written.
+    fn record(&mut self, what: &str, t: &Target, result: anyhow::Result<()>) -> bool {
+        match result {
+            Ok(()) => {
+                note(&format!("clhip: wrote {}", t.given.display()));
+                true
+            }
+            Err(e) => {
+                note(&format!(
+                    "clhip: error: {what} {}: not written: {e:#}",
+                    t.given.display()
+                ));
+                self.failed.push(format!("{what} {}", t.given.display()));
+                false
+            }
+        }
+    }
+
+    /// An error naming every output that was not written.
+    fn result(&self) -> anyhow::Result<()> {
+        if self.failed.is_empty() {
+            Ok(())
+        } else {
+            bail!("not written: {}", self.failed.join(", "))
+        }
     }
 }
 
@@ -1243,7 +1333,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             why: "every OpenCL vendor broke in the probe".into(),
         };
         report.selection = Some(selection(&args, &matrix, std::iter::empty()));
-        outputs.write(&report)?;
+        outputs.write(&report).result()?;
         return Ok(ExitCode::from(1));
     }
     let known = args
@@ -1466,11 +1556,18 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             report.stale_baseline.len()
         ));
     }
-    // The results are written whatever happened to stdout.
-    outputs.write(&report)?;
-    if let Some(j) = journal {
-        j.finish();
+    // The results are written whatever happened to stdout, each output whatever happened to
+    // the others.
+    let written = outputs.write(&report);
+    match journal {
+        Some(j) if written.json_failed => note(&format!(
+            "clhip: the results are kept in the journal {} (`clhip report` reads it)",
+            j.path().display()
+        )),
+        Some(j) => j.finish(),
+        None => {}
     }
+    written.result()?;
     printed?;
     Ok(match report.status {
         RunStatus::Interrupted => {
@@ -1510,9 +1607,14 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
     {
         bail!("--plant: only skip-sync has a reproducer, not {p:?}");
     }
-    if args.output.exists() && !args.output.is_dir() {
-        bail!("-o {}: not a directory", args.output.display());
-    }
+    // Before any run: a directory that cannot take the reproducer, or holds the user's own
+    // README.md, must not cost a shrink.
+    let out_dir = output::check_dir("-o", &args.output, &repro::FILES)?;
+    let mut ins: Vec<(&str, &Path)> = Vec::new();
+    ins.extend(args.from.as_deref().map(|p| ("--from", p)));
+    ins.extend(args.rocm_path.as_deref().map(|p| ("--rocm-path", p)));
+    let outs: Vec<(&str, &Target)> = out_dir.files.iter().map(|t| ("-o", t)).collect();
+    output::refuse_collisions(&outs, &ins)?;
     let from = args
         .from
         .as_deref()
@@ -1667,7 +1769,7 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
     }
     header.seen = seen.map(|o| (o.kind(), o.reason()));
     let reproducer = repro::generate(&emit_case, emit_data, &header, args.plant)?;
-    reproducer.write(&args.output)?;
+    reproducer.write_to(&out_dir)?;
     note(&format!(
         "clhip: wrote the reproducer of {emit_case} ({} data) to {} (repro.c, build.sh, README.md)",
         emit_data,

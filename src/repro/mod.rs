@@ -23,7 +23,6 @@ mod kernels;
 mod shrink;
 
 use std::fmt;
-use std::path::Path;
 
 use anyhow::{Context, bail};
 
@@ -258,23 +257,23 @@ pub struct Reproducer {
     pub readme: String,
 }
 
+/// The files a reproducer is, in its directory.
+pub const FILES: [&str; 3] = ["repro.c", "build.sh", "README.md"];
+
 impl Reproducer {
-    /// Writes `repro.c`, `build.sh` (executable) and `README.md` into `dir`, creating it.
-    pub fn write(&self, dir: &Path) -> anyhow::Result<()> {
-        std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
-        for (name, text) in [
-            ("repro.c", &self.source),
-            ("build.sh", &self.build_sh),
-            ("README.md", &self.readme),
-        ] {
-            let path = dir.join(name);
-            std::fs::write(&path, text).with_context(|| format!("writing {}", path.display()))?;
-        }
-        let build = dir.join("build.sh");
-        use std::os::unix::fs::PermissionsExt;
-        std::fs::set_permissions(&build, std::fs::Permissions::from_mode(0o755))
-            .with_context(|| format!("making {} executable", build.display()))?;
-        Ok(())
+    /// Writes `repro.c`, `build.sh` (executable) and `README.md` into `dir` (made if missing,
+    /// but not the directories above it), replacing only clhip's own earlier files there.
+    pub fn write(&self, dir: &std::path::Path) -> anyhow::Result<()> {
+        self.write_to(&crate::output::check_dir("-o", dir, &FILES)?)
+    }
+
+    /// [`Reproducer::write`] into a directory checked before the case ran.
+    pub fn write_to(&self, dir: &crate::output::DirTarget) -> anyhow::Result<()> {
+        dir.write(&[
+            (FILES[0], self.source.as_bytes(), 0o666),
+            (FILES[1], self.build_sh.as_bytes(), 0o777),
+            (FILES[2], self.readme.as_bytes(), 0o666),
+        ])
     }
 }
 
