@@ -243,8 +243,7 @@ pub struct Loaded {
 /// file and the line and column of anything wrong with it. The summary is recomputed from the
 /// results: a stored one that disagrees is a problem, never trusted.
 pub fn load(path: &Path) -> anyhow::Result<Loaded> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = crate::input::read_text("a results file", path, crate::input::RESULTS_LIMIT)?;
     let mut report = match text.lines().next().map(serde_json::from_str::<JournalHead>) {
         Some(Ok(head)) if head.schema == crate::output::JOURNAL_SCHEMA => {
             read_journal(path, &text, head.report)?
