@@ -250,6 +250,7 @@ pub fn load(path: &Path) -> anyhow::Result<Loaded> {
         }
         _ => parse_results(path, &text)?,
     };
+    check_times(path, &report)?;
     let mut problems = Vec::new();
     if report.status != RunStatus::Complete {
         problems.push(format!(
@@ -328,6 +329,41 @@ fn contradictions(path: &Path, report: &RunReport) -> Vec<String> {
         ));
     }
     out
+}
+
+/// A time no run can have taken (negative; JSON has no NaN or infinity, but a reader's
+/// arithmetic might) is a corrupt file, not a number to sum or sort by.
+fn check_times(path: &Path, report: &RunReport) -> anyhow::Result<()> {
+    let impossible = |s: f64| !(s.is_finite() && s >= 0.0);
+    if impossible(report.wall_s) {
+        bail!(
+            "{}: corrupt: the run's wall_s is {}",
+            path.display(),
+            report.wall_s
+        );
+    }
+    for r in &report.results {
+        if impossible(r.duration_s) {
+            bail!(
+                "{}: corrupt: result `{}` has duration_s {}",
+                path.display(),
+                r.id,
+                r.duration_s
+            );
+        }
+        for o in std::iter::once(&r.outcome).chain(&r.reruns) {
+            if let crate::model::Outcome::Timeout { after_s, .. } = o
+                && impossible(*after_s)
+            {
+                bail!(
+                    "{}: corrupt: result `{}` timed out after_s {after_s}",
+                    path.display(),
+                    r.id
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// [`load`] for callers that need a complete, consistent file, and say why not otherwise.
