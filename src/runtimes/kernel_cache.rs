@@ -63,6 +63,8 @@ impl CompileKey<'_> {
 #[derive(Debug, Clone)]
 pub struct KernelCache {
     dir: Option<PathBuf>,
+    /// The largest entry read or written: [`KERNEL_CACHE_ENTRY_LIMIT`] but in tests.
+    limit: u64,
 }
 
 impl KernelCache {
@@ -77,17 +79,24 @@ impl KernelCache {
                 .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
                 .map(|base| base.join("clhip").join("kernels")),
         };
-        KernelCache { dir }
+        KernelCache {
+            dir,
+            limit: KERNEL_CACHE_ENTRY_LIMIT,
+        }
     }
 
     pub fn at(dir: impl Into<PathBuf>) -> Self {
         KernelCache {
             dir: Some(dir.into()),
+            limit: KERNEL_CACHE_ENTRY_LIMIT,
         }
     }
 
     pub fn off() -> Self {
-        KernelCache { dir: None }
+        KernelCache {
+            dir: None,
+            limit: KERNEL_CACHE_ENTRY_LIMIT,
+        }
     }
 
     fn entry(&self, key: &str) -> Option<PathBuf> {
@@ -143,7 +152,7 @@ impl KernelCache {
         match crate::input::read_regular_with(
             "a kernel cache entry",
             &path,
-            KERNEL_CACHE_ENTRY_LIMIT,
+            self.limit,
             Links::Refuse,
         ) {
             Ok(bytes) => decode(&bytes, key),
@@ -169,7 +178,7 @@ impl KernelCache {
         };
         let entry = encode(key, binary);
         // An entry too large to be read back would only be dropped and compiled again.
-        if entry.len() as u64 > KERNEL_CACHE_ENTRY_LIMIT {
+        if entry.len() as u64 > self.limit {
             return;
         }
         let tmp = dir.join(format!(
@@ -425,6 +434,35 @@ mod tests {
         std::fs::create_dir(&path).unwrap();
         assert_eq!(load_within_10s(&cache), Ok(vec![9; 8]));
         assert_eq!(load_within_10s(&cache), Ok(vec![9; 8]));
+    }
+
+    #[test]
+    fn a_valid_entry_over_the_limit_is_neither_read_nor_written() {
+        let d = dir("limit");
+        let k = key("src");
+        let roomy = KernelCache::at(&d);
+        let _ = roomy.load(&k, || Ok::<_, ()>(vec![7; 64]), as_is);
+        let size = std::fs::metadata(roomy.entry(&k.text()).unwrap())
+            .unwrap()
+            .len();
+        let tight = KernelCache {
+            limit: size - 1,
+            ..roomy.clone()
+        };
+        assert_eq!(
+            tight.lookup(&k),
+            None,
+            "one byte over the limit is not read"
+        );
+        assert!(roomy.lookup(&k).is_none(), "and is dropped");
+        let _ = tight.load(&k, || Ok::<_, ()>(vec![7; 64]), as_is);
+        assert!(roomy.lookup(&k).is_none(), "nor written");
+        let exact = KernelCache {
+            limit: size,
+            ..roomy
+        };
+        let _ = exact.load(&k, || Ok::<_, ()>(vec![7; 64]), as_is);
+        assert_eq!(exact.lookup(&k), Some(vec![7; 64]), "the limit itself is");
     }
 
     #[test]
