@@ -136,17 +136,23 @@ pub fn read_regular_with(
             limit,
         }));
     }
-    // `size` is a hint only: the file may shrink or grow (or be a /proc file of size 0) while
-    // read. Reading one byte past the limit tells a file that grew past it.
-    let mut bytes = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
-    file.take(limit.saturating_add(1))
+    read_at_most(what, file, size, limit).map_err(error)
+}
+
+/// What `reader` holds, if no more than `limit` bytes. `size` (the file's size when opened) is
+/// a hint only: a file may shrink or grow while read, or be a /proc file of size 0. Reading one
+/// byte past the limit, and never more, tells a file that grew past it.
+fn read_at_most(what: &str, reader: impl Read, size: u64, limit: u64) -> Result<Vec<u8>, Problem> {
+    let mut bytes = Vec::with_capacity(usize::try_from(size.min(limit)).unwrap_or(0));
+    reader
+        .take(limit.saturating_add(1))
         .read_to_end(&mut bytes)
-        .map_err(|e| error(Problem::Io(e)))?;
+        .map_err(Problem::Io)?;
     if bytes.len() as u64 > limit {
-        return Err(error(Problem::Grew {
+        return Err(Problem::Grew {
             what: what.to_string(),
             limit,
-        }));
+        });
     }
     Ok(bytes)
 }
@@ -394,6 +400,38 @@ mod tests {
             "{err}"
         );
         assert!(read_regular("a status", status, MIB).unwrap().len() > 16);
+    }
+
+    /// A file that never ends: what a regular file appended to faster than it is read looks
+    /// like. It fails after 1 MiB so that a reader without a limit ends too, in a failed test.
+    struct Endless {
+        served: u64,
+    }
+
+    impl Read for Endless {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            if self.served >= MIB {
+                return Err(std::io::Error::other("read past 1 MiB"));
+            }
+            buf.fill(b'x');
+            self.served += buf.len() as u64;
+            Ok(buf.len())
+        }
+    }
+
+    #[test]
+    fn a_file_that_grows_while_read_is_read_one_byte_past_the_limit_and_no_further() {
+        let mut endless = Endless { served: 0 };
+        let got = read_at_most("a log", &mut endless, 10, 100);
+        assert!(
+            matches!(&got, Err(Problem::Grew { limit: 100, .. })),
+            "{got:?}"
+        );
+        assert_eq!(endless.served, 101);
+        assert_eq!(
+            got.unwrap_err().to_string(),
+            "grew past the 100 bytes limit for a log while being read"
+        );
     }
 
     #[test]
