@@ -246,7 +246,7 @@ fn size_text(bytes: u64) -> String {
         (MIB, "MiB"),
         (KIB, "KiB"),
     ] {
-        if bytes >= unit && bytes % unit == 0 {
+        if bytes >= unit && bytes.is_multiple_of(unit) {
             return format!("{} {name}", bytes / unit);
         }
     }

@@ -396,31 +396,24 @@ mod tests {
         let valid = d.join("valid-entry");
         std::fs::copy(&path, &valid).unwrap();
         let link = |to: &Path| std::os::unix::fs::symlink(to, &path).unwrap();
-        let plants: [(&str, Box<dyn Fn()>); 4] = [
-            (
-                "a link to /dev/zero",
-                Box::new(|| link(Path::new("/dev/zero"))),
-            ),
-            (
-                "a FIFO",
-                Box::new(|| nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap()),
-            ),
-            // Sparse: no disk taken, and a read of it would take the worker's memory.
-            (
-                "a file over the limit",
-                Box::new(|| {
-                    std::fs::File::create(&path)
-                        .unwrap()
-                        .set_len(KERNEL_CACHE_ENTRY_LIMIT + 1)
-                        .unwrap()
-                }),
-            ),
-            // Even a link to a valid entry: entries are this cache's own files, never links.
-            ("a link to a valid entry", Box::new(|| link(&valid))),
-        ];
-        for (what, plant) in &plants {
+        for what in [
+            "a link to /dev/zero",
+            "a FIFO",
+            "a file over the limit",
+            "a link to a valid entry",
+        ] {
             std::fs::remove_file(&path).unwrap();
-            plant();
+            match what {
+                "a link to /dev/zero" => link(Path::new("/dev/zero")),
+                "a FIFO" => nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap(),
+                // Sparse: no disk taken, and a read of it would take the worker's memory.
+                "a file over the limit" => std::fs::File::create(&path)
+                    .unwrap()
+                    .set_len(KERNEL_CACHE_ENTRY_LIMIT + 1)
+                    .unwrap(),
+                // Even a link to a valid entry: entries are this cache's own files, never links.
+                _ => link(&valid),
+            }
             assert_eq!(load_within_10s(&cache), Ok(vec![9; 8]), "{what}");
             let now = std::fs::symlink_metadata(&path).unwrap();
             assert!(
