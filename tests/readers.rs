@@ -5,7 +5,7 @@
 //! byte-order mark is not part of the first line, and a results file with impossible times is
 //! refused.
 //!
-//! Each run has a time limit and an address-space limit, so that a reader that does block or
+//! Each run has a time limit and a memory limit, so that a reader that does block or
 //! read without end fails its test rather than hanging it or taking the machine's memory.
 
 use std::io::Read;
@@ -26,7 +26,8 @@ struct Ran {
     max_rss_kib: u64,
 }
 
-/// clhip with `args` and `env`, in 2 GiB of address space, killed (with its workers) after
+/// clhip with `args` and `env`, in 4 GiB of data (RLIMIT_DATA: what is written, not the address
+/// space that threads and allocators reserve, which grows with the machine's cores), killed (with its workers) after
 /// `limit`: then no exit code, and its stderr says so.
 #[expect(
     clippy::zombie_processes,
@@ -35,7 +36,7 @@ struct Ran {
 fn clhip_within(args: &[&str], env: &[(&str, &str)], limit: Duration) -> Ran {
     let mut child = Command::new("sh")
         .arg("-c")
-        .arg("ulimit -v 2097152 && exec \"$0\" \"$@\"")
+        .arg("ulimit -d 4194304 && exec \"$0\" \"$@\"")
         .arg(BIN)
         .args(args)
         .envs(env.iter().copied())
@@ -386,7 +387,7 @@ fn a_kernel_cache_entry_linked_to_dev_zero_or_a_fifo_is_recompiled_not_read() {
         );
         assert_eq!(r.code, Some(0), "{what}: {}", r.stderr);
         // A run takes about 120 MiB; reading a /dev/zero entry until the allocation fails,
-        // more than 1 GiB.
+        // gigabytes.
         assert!(
             r.max_rss_kib < 512 << 10,
             "{what}: a process of the run grew to {} MiB",
