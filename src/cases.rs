@@ -42,6 +42,10 @@ pub struct InputError {
 
 impl fmt::Display for InputError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // Line 0: the file as a whole (it could not be read).
+        if self.line == 0 {
+            return write!(f, "{}: {}", self.file.display(), self.message);
+        }
         write!(
             f,
             "{}:{}:{}: {}",
@@ -54,6 +58,17 @@ impl fmt::Display for InputError {
 }
 
 impl std::error::Error for InputError {}
+
+impl From<crate::input::ReadError> for InputError {
+    fn from(e: crate::input::ReadError) -> Self {
+        InputError {
+            file: e.path,
+            line: 0,
+            column: 0,
+            message: e.problem.to_string(),
+        }
+    }
+}
 
 /// `text` (the contents of `file`) as TOML of type `T`; a syntax or shape error is an
 /// [`InputError`] at its line and column.
@@ -136,12 +151,7 @@ impl Matrix {
 
     /// Read and validate a case file, every size held to `limits`.
     pub fn load_with(file: &Path, limits: &Limits) -> Result<Self, InputError> {
-        let text = std::fs::read_to_string(file).map_err(|e| InputError {
-            file: file.to_path_buf(),
-            line: 0,
-            column: 0,
-            message: format!("cannot read: {e}"),
-        })?;
+        let text = crate::input::read_text("a case file", file, crate::input::CASES_LIMIT)?;
         Self::parse_with(file, &text, limits)
     }
 
@@ -578,12 +588,7 @@ pub struct Baseline {
 
 impl Baseline {
     pub fn load(file: &Path) -> Result<Self, InputError> {
-        let text = std::fs::read_to_string(file).map_err(|e| InputError {
-            file: file.to_path_buf(),
-            line: 0,
-            column: 0,
-            message: format!("cannot read: {e}"),
-        })?;
+        let text = crate::input::read_text("a baseline", file, crate::input::BASELINE_LIMIT)?;
         Self::parse(file, &text)
     }
 

@@ -270,16 +270,11 @@ impl Expectations {
         let mut files = Vec::new();
         let mut not_applying = Vec::new();
         for p in paths {
-            // A FIFO or device would block or never end: only regular files are read.
-            if !std::fs::metadata(&p).map_err(|e| cannot(&p, e))?.is_file() {
-                return Err(InputError {
-                    file: p,
-                    line: 0,
-                    column: 0,
-                    message: "not a regular file".into(),
-                });
-            }
-            let text = std::fs::read_to_string(&p).map_err(|e| cannot(&p, e))?;
+            let text = crate::input::read_text(
+                "an expectation file",
+                &p,
+                crate::input::EXPECTATIONS_LIMIT,
+            )?;
             let f = ExpectationFile::parse(&p, &text)?;
             if f.applies_to(fingerprint) {
                 files.push(f);

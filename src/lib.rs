@@ -17,6 +17,7 @@ pub mod filter;
 pub mod fingerprint;
 pub mod generate;
 pub mod hash;
+pub mod input;
 pub mod ipc;
 pub mod kmsg;
 pub mod merge;

@@ -647,8 +647,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
             let r = &loaded.report;
             let mut figures = Vec::new();
             for f in &figure {
-                let svg = std::fs::read_to_string(f)
-                    .with_context(|| format!("reading the figure {}", f.display()))?;
+                let svg = clhip::input::read_text("a figure", f, clhip::input::FIGURE_LIMIT)?;
                 let title = format!(
                     "{}",
                     f.file_name()
@@ -1015,8 +1014,7 @@ fn planned_cases(
 }
 
 fn load_probe(file: &Path) -> anyhow::Result<probe::Probe> {
-    let text =
-        std::fs::read_to_string(file).with_context(|| format!("reading {}", file.display()))?;
+    let text = clhip::input::read_text("a probe file", file, clhip::input::PROBE_LIMIT)?;
     serde_json::from_str(&text).map_err(|e| {
         anyhow::anyhow!(
             "{}:{}:{}: not a `clhip probe --json` file: {e}",

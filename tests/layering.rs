@@ -483,3 +483,16 @@ fn g() { super::gpu::run() }
         ]
     );
 }
+
+#[test]
+fn input_is_below_everything() {
+    // Every layer reads user files through it, the runtimes' kernel cache included: any import
+    // of the crate there would be a circle, or a runtime reaching above itself.
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let up: Vec<String> = arrows(&src)
+        .into_iter()
+        .filter(|a| a.from == "input")
+        .map(|a| format!("{}:{}: `{}`", a.file.display(), a.line, a.text))
+        .collect();
+    assert!(up.is_empty(), "input imports the crate:\n{}", up.join("\n"));
+}

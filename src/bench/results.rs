@@ -221,8 +221,7 @@ impl Stats {
 
 /// Reads a bench file, naming the file and the line and column of anything wrong with it.
 pub fn load(path: &Path) -> anyhow::Result<BenchReport> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = crate::input::read_text("a bench file", path, crate::input::RESULTS_LIMIT)?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
         anyhow::anyhow!(
             "{}:{}:{}: not JSON: {e}",

@@ -319,14 +319,14 @@ pub struct Loaded {
 /// file and the line and column of anything wrong with it. The summary is recomputed from the
 /// results: a stored one that disagrees is a problem, never trusted.
 pub fn load(path: &Path) -> anyhow::Result<Loaded> {
-    let text =
-        std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let text = crate::input::read_text("a results file", path, crate::input::RESULTS_LIMIT)?;
     let mut report = match text.lines().next().map(serde_json::from_str::<JournalHead>) {
         Some(Ok(head)) if head.schema == crate::output::JOURNAL_SCHEMA => {
             read_journal(path, &text, head.report)?
         }
         _ => parse_results(path, &text)?,
     };
+    check_times(path, &report)?;
     let problems = judge(path, &report);
     report.summary = Summary::of(&report.results);
     Ok(Loaded { report, problems })
@@ -465,6 +465,41 @@ fn selection_contradictions(path: &Path, report: &RunReport, sel: &Selection) ->
         }
     }
     out
+}
+
+/// A time no run can have taken (negative; JSON has no NaN or infinity, but a reader's
+/// arithmetic might) is a corrupt file, not a number to sum or sort by.
+fn check_times(path: &Path, report: &RunReport) -> anyhow::Result<()> {
+    let impossible = |s: f64| !(s.is_finite() && s >= 0.0);
+    if impossible(report.wall_s) {
+        bail!(
+            "{}: corrupt: the run's wall_s is {}",
+            path.display(),
+            report.wall_s
+        );
+    }
+    for r in &report.results {
+        if impossible(r.duration_s) {
+            bail!(
+                "{}: corrupt: result `{}` has duration_s {}",
+                path.display(),
+                r.id,
+                r.duration_s
+            );
+        }
+        for o in std::iter::once(&r.outcome).chain(&r.reruns) {
+            if let crate::model::Outcome::Timeout { after_s, .. } = o
+                && impossible(*after_s)
+            {
+                bail!(
+                    "{}: corrupt: result `{}` timed out after_s {after_s}",
+                    path.display(),
+                    r.id
+                );
+            }
+        }
+    }
+    Ok(())
 }
 
 /// [`load`] for callers that need a complete, consistent file, and say why not otherwise.

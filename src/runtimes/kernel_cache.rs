@@ -12,6 +12,11 @@
 //!   and two workers writing the same entry at once both leave a complete one.
 //! - A binary that the runtime then refuses to load is forgotten ([`KernelCache::forget`]) and
 //!   compiled again, so a cache from another driver install can only cost a compile.
+//! - Only regular files are read, at most [`crate::input::KERNEL_CACHE_ENTRY_LIMIT`] bytes, and
+//!   a link is never followed: an entry that is a link (to `/dev/zero`, say), a FIFO, a device
+//!   or too large is dropped with a warning and compiled again, never read. A worker must not
+//!   run out of memory or block on its cache: that would be filed as the case's crash or
+//!   timeout.
 //!
 //! `CLHIP_KERNEL_CACHE` picks the directory; `off` (or an empty value) turns the cache off.
 //! The default is `$XDG_CACHE_HOME/clhip/kernels`, else `$HOME/.cache/clhip/kernels`.
@@ -20,6 +25,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use crate::hash::fnv1a64;
+use crate::input::{KERNEL_CACHE_ENTRY_LIMIT, Links};
 
 /// Environment variable naming the cache directory, or `off`.
 pub const ENV: &str = "CLHIP_KERNEL_CACHE";
@@ -57,6 +63,8 @@ impl CompileKey<'_> {
 #[derive(Debug, Clone)]
 pub struct KernelCache {
     dir: Option<PathBuf>,
+    /// The largest entry read or written: [`KERNEL_CACHE_ENTRY_LIMIT`] but in tests.
+    limit: u64,
 }
 
 impl KernelCache {
@@ -71,17 +79,24 @@ impl KernelCache {
                 .or_else(|| std::env::var_os("HOME").map(|h| Path::new(&h).join(".cache")))
                 .map(|base| base.join("clhip").join("kernels")),
         };
-        KernelCache { dir }
+        KernelCache {
+            dir,
+            limit: KERNEL_CACHE_ENTRY_LIMIT,
+        }
     }
 
     pub fn at(dir: impl Into<PathBuf>) -> Self {
         KernelCache {
             dir: Some(dir.into()),
+            limit: KERNEL_CACHE_ENTRY_LIMIT,
         }
     }
 
     pub fn off() -> Self {
-        KernelCache { dir: None }
+        KernelCache {
+            dir: None,
+            limit: KERNEL_CACHE_ENTRY_LIMIT,
+        }
     }
 
     fn entry(&self, key: &str) -> Option<PathBuf> {
@@ -133,22 +148,50 @@ impl KernelCache {
     }
 
     fn read(&self, key: &str) -> Option<Vec<u8>> {
-        let bytes = std::fs::read(self.entry(key)?).ok()?;
-        decode(&bytes, key)
+        let path = self.entry(key)?;
+        match crate::input::read_regular_with(
+            "a kernel cache entry",
+            &path,
+            self.limit,
+            Links::Refuse,
+        ) {
+            Ok(bytes) => decode(&bytes, key),
+            Err(e) if e.is_missing() => None,
+            Err(e) => {
+                // Removing a link removes the link, never what it names.
+                let dropped = match std::fs::remove_file(&path) {
+                    Ok(()) => "dropped".to_string(),
+                    Err(why) => format!("cannot drop it ({why})"),
+                };
+                let _ = writeln!(
+                    std::io::stderr(),
+                    "clhip: warning: kernel cache entry {e}; {dropped}, compiling afresh"
+                );
+                None
+            }
+        }
     }
 
     fn write(&self, key: &str, binary: &[u8]) {
         let (Some(dir), Some(path)) = (&self.dir, self.entry(key)) else {
             return;
         };
+        let entry = encode(key, binary);
+        // An entry too large to be read back would only be dropped and compiled again.
+        if entry.len() as u64 > self.limit {
+            return;
+        }
         let tmp = dir.join(format!(
             ".{}-{}.tmp",
             std::process::id(),
             fnv1a64(key.as_bytes()) & 0xffff
         ));
+        // A new file, never an existing one: a link planted at the temporary name would
+        // otherwise have its target overwritten.
+        let _ = std::fs::remove_file(&tmp);
         let written = std::fs::create_dir_all(dir)
-            .and_then(|()| std::fs::File::create(&tmp))
-            .and_then(|mut f| f.write_all(&encode(key, binary)))
+            .and_then(|()| std::fs::File::create_new(&tmp))
+            .and_then(|mut f| f.write_all(&entry))
             .and_then(|()| std::fs::rename(&tmp, &path));
         if written.is_err() {
             let _ = std::fs::remove_file(&tmp);
@@ -329,6 +372,90 @@ mod tests {
             cache.load(&k, || Ok::<_, ()>(vec![0]), as_is),
             Ok(vec![7; 64])
         );
+    }
+
+    /// `load` of `key("src")` in `cache`, compiling `[9; 8]` on a miss; a failure after 10 s
+    /// rather than a test that hangs on a read that blocks.
+    fn load_within_10s(cache: &KernelCache) -> Result<Vec<u8>, ()> {
+        let (tx, rx) = std::sync::mpsc::channel();
+        let cache = cache.clone();
+        std::thread::spawn(move || {
+            let _ = tx.send(cache.load(&key("src"), || Ok(vec![9; 8]), as_is));
+        });
+        rx.recv_timeout(std::time::Duration::from_secs(10))
+            .expect("the cache answered within 10 s")
+    }
+
+    #[test]
+    fn an_entry_that_is_a_link_a_fifo_or_too_large_is_dropped_and_compiled_again_never_read() {
+        let d = dir("special");
+        let cache = KernelCache::at(&d);
+        let k = key("src");
+        let _ = cache.load(&k, || Ok::<_, ()>(vec![7; 64]), as_is);
+        let path = cache.entry(&k.text()).unwrap();
+        let valid = d.join("valid-entry");
+        std::fs::copy(&path, &valid).unwrap();
+        let link = |to: &Path| std::os::unix::fs::symlink(to, &path).unwrap();
+        for what in [
+            "a link to /dev/zero",
+            "a FIFO",
+            "a file over the limit",
+            "a link to a valid entry",
+        ] {
+            std::fs::remove_file(&path).unwrap();
+            match what {
+                "a link to /dev/zero" => link(Path::new("/dev/zero")),
+                "a FIFO" => nix::unistd::mkfifo(&path, nix::sys::stat::Mode::S_IRWXU).unwrap(),
+                // Sparse: no disk taken, and a read of it would take the worker's memory.
+                "a file over the limit" => std::fs::File::create(&path)
+                    .unwrap()
+                    .set_len(KERNEL_CACHE_ENTRY_LIMIT + 1)
+                    .unwrap(),
+                // Even a link to a valid entry: entries are this cache's own files, never links.
+                _ => link(&valid),
+            }
+            assert_eq!(load_within_10s(&cache), Ok(vec![9; 8]), "{what}");
+            let now = std::fs::symlink_metadata(&path).unwrap();
+            assert!(
+                now.is_file() && now.len() < 1024,
+                "{what} was replaced by the fresh entry"
+            );
+            assert_eq!(cache.lookup(&k), Some(vec![9; 8]), "{what}");
+        }
+        // A directory cannot be dropped like a file: every load compiles, none fails.
+        std::fs::remove_file(&path).unwrap();
+        std::fs::create_dir(&path).unwrap();
+        assert_eq!(load_within_10s(&cache), Ok(vec![9; 8]));
+        assert_eq!(load_within_10s(&cache), Ok(vec![9; 8]));
+    }
+
+    #[test]
+    fn a_valid_entry_over_the_limit_is_neither_read_nor_written() {
+        let d = dir("limit");
+        let k = key("src");
+        let roomy = KernelCache::at(&d);
+        let _ = roomy.load(&k, || Ok::<_, ()>(vec![7; 64]), as_is);
+        let size = std::fs::metadata(roomy.entry(&k.text()).unwrap())
+            .unwrap()
+            .len();
+        let tight = KernelCache {
+            limit: size - 1,
+            ..roomy.clone()
+        };
+        assert_eq!(
+            tight.lookup(&k),
+            None,
+            "one byte over the limit is not read"
+        );
+        assert!(roomy.lookup(&k).is_none(), "and is dropped");
+        let _ = tight.load(&k, || Ok::<_, ()>(vec![7; 64]), as_is);
+        assert!(roomy.lookup(&k).is_none(), "nor written");
+        let exact = KernelCache {
+            limit: size,
+            ..roomy
+        };
+        let _ = exact.load(&k, || Ok::<_, ()>(vec![7; 64]), as_is);
+        assert_eq!(exact.lookup(&k), Some(vec![7; 64]), "the limit itself is");
     }
 
     #[test]

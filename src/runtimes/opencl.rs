@@ -339,7 +339,7 @@ fn icd_files_in(dir: &std::path::Path) -> Vec<VendorLibrary> {
 
 /// The library an `.icd` file names: its first line, without the newline.
 fn read_icd_file(file: &std::path::Path) -> Option<VendorLibrary> {
-    let text = std::fs::read_to_string(file).ok()?;
+    let text = crate::input::read_text("an ICD file", file, crate::input::ICD_FILE_LIMIT).ok()?;
     let library = text.lines().next()?.trim();
     (!library.is_empty()).then(|| VendorLibrary {
         library: library.to_string(),

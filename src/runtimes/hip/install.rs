@@ -63,7 +63,8 @@ pub fn read_dynamic(path: &Path) -> Option<Dynamic> {
     const DT_SONAME: u64 = 14;
     const DT_RPATH: u64 = 15;
     const DT_RUNPATH: u64 = 29;
-    let f = File::open(path).ok()?;
+    // Not a plain open: a FIFO among the libraries would block it.
+    let f = crate::input::open_regular(path).ok()?;
     let eh = read_at(&f, 0, 64)?;
     // \x7fELF, ELFCLASS64, ELFDATA2LSB.
     if eh[..4] != *b"\x7fELF" || eh[4] != 2 || eh[5] != 1 {
