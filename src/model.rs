@@ -751,6 +751,24 @@ impl Expectation {
         }
     }
 
+    /// How `outcome` reads against this expectation. A negative control is there to catch
+    /// stale data: a `fail` there is a caught stale read only when it is wrong data. An API
+    /// that accepted the setup and then broke (a refused allocation the device advertises, a
+    /// failed read-back) is no stale read, and fails the run as it would anywhere else.
+    pub fn verdict_of(self, outcome: &Outcome) -> Verdict {
+        if self == Expectation::NegativeControl
+            && matches!(
+                outcome,
+                Outcome::Fail {
+                    reason: FailReason::Api(_)
+                }
+            )
+        {
+            return Verdict::Regression;
+        }
+        self.verdict(outcome.kind())
+    }
+
     /// Whether `kind` should fail the run (non-zero exit).
     pub fn is_unexpected(self, kind: OutcomeKind) -> bool {
         self.verdict(kind).fails_run()
@@ -948,6 +966,41 @@ mod tests {
     /// Every outcome against every expectation, verdict and exit: the whole table, so that a
     /// change to any one cell (a hang that is no regression without a baseline, a harness
     /// error that no longer fails the run) fails here.
+    #[test]
+    fn a_broken_api_on_a_negative_control_is_no_caught_stale_read() {
+        let api = Outcome::Fail {
+            reason: FailReason::Api(ApiError {
+                api: Api::OpenCl,
+                call: "clSVMAlloc".into(),
+                code: 0,
+                name: "NULL".into(),
+                detail: "although CL_DEVICE_SVM_CAPABILITIES advertises it".into(),
+            }),
+        };
+        let stale = Outcome::mismatch(Mismatch {
+            what: "fft output read by host".into(),
+            index: 3,
+            got: "(0, 0)".into(),
+            want: "(1, 0)".into(),
+            count: 1,
+            len: 4,
+            max_abs_err: 1.0,
+            max_rel_err: 1.0,
+            bound: 1e-6,
+            formula: "test".into(),
+        });
+        let e = Expectation::NegativeControl;
+        assert_eq!(e.verdict_of(&api), Verdict::Regression);
+        assert!(e.verdict_of(&api).fails_run());
+        assert_eq!(e.verdict_of(&stale), Verdict::CaughtStaleRead);
+        // Elsewhere an API failure reads as any fail.
+        assert_eq!(Expectation::Pass.verdict_of(&api), Verdict::Regression);
+        assert_eq!(
+            Expectation::Known(OutcomeKind::Fail).verdict_of(&api),
+            Verdict::ExpectedNonPass
+        );
+    }
+
     #[test]
     fn every_outcome_against_every_expectation_has_its_verdict_and_exit() {
         use OutcomeKind as K;

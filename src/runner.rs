@@ -132,7 +132,7 @@ impl CaseResult {
         if self.reruns.iter().any(|o| o.kind() != kind) {
             return crate::model::Verdict::Flaky;
         }
-        self.expectation.verdict(kind)
+        self.expectation.verdict_of(&self.outcome)
     }
 
     /// Whether this result should fail the run (non-zero exit).
