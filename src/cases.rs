@@ -14,6 +14,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::model::{Case, Expectation, Op, OutcomeKind, Pair, PathKind, SyncMode};
+use crate::paths::PathFacts;
 
 /// The largest FFT the harness's OpenCL FFT runs: the seed's 4,194,304 complex elements.
 pub const MAX_FFT: usize = 1 << 22;

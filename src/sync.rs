@@ -1,6 +1,7 @@
-//! Sync modes: how ownership of a [`Shared`] passes between OpenCL and the peer. Each function
-//! does exactly what the mode under test prescribes for the path, and nothing more, so that a
-//! missing sync is visible as a stale read rather than papered over.
+//! What every path's handovers share: the access the next owner makes, OpenCL's waits and
+//! events, the release and acquire of imported memory, and the semaphores of the `semaphore`
+//! sync. How each path hands its memory over is its room's (paths/), which calls in here;
+//! this module knows no path's memory.
 
 use std::ffi::c_void;
 use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
@@ -8,16 +9,12 @@ use std::ptr;
 use std::rc::Rc;
 
 use cl3::memory::{CL_MAP_READ, CL_MAP_WRITE, CL_MAP_WRITE_INVALIDATE_REGION};
-use cl3::types::{CL_FALSE, CL_TRUE, cl_event};
-use num_complex::Complex32;
+use cl3::types::cl_event;
 
-use crate::model::{Api, ApiError, CaseError, PathKind, Phase, SyncMode};
-use crate::paths::{Backing, Owner, Shared};
+use crate::model::{CaseError, PathKind, Phase, SyncMode};
 use crate::runtimes::PeerRuntime;
 use crate::runtimes::device::DeviceRuntime;
-use crate::runtimes::opencl::{
-    ClEvent, ClResultExt, ClSemaphore, ClSession, ExternalMemoryFns, cl_error,
-};
+use crate::runtimes::opencl::{ClEvent, ClSemaphore, ClSession, ExternalMemoryFns, cl_error};
 use crate::runtimes::vulkan::{Broker, ExportedSemaphore, SemaphoreKind};
 
 /// What the next owner will do with the memory. Writing only lets a copy skip its read and a
@@ -30,11 +27,11 @@ pub enum Access {
 }
 
 impl Access {
-    fn reads(self) -> bool {
+    pub(crate) fn reads(self) -> bool {
         self != Access::Write
     }
 
-    fn map_flags(self) -> u64 {
+    pub(crate) fn map_flags(self) -> u64 {
         match self {
             Access::Read => CL_MAP_READ,
             Access::Write => CL_MAP_WRITE_INVALIDATE_REGION,
@@ -43,222 +40,16 @@ impl Access {
     }
 }
 
-fn wait_list(last: Option<&ClEvent>) -> Vec<cl_event> {
+pub(crate) fn wait_list(last: Option<&ClEvent>) -> Vec<cl_event> {
     last.map(|e| vec![e.0]).unwrap_or_default()
 }
 
-fn raw_wait(waits: &[cl_event]) -> (u32, *const cl_event) {
+pub(crate) fn raw_wait(waits: &[cl_event]) -> (u32, *const cl_event) {
     if waits.is_empty() {
         (0, ptr::null())
     } else {
         (waits.len() as u32, waits.as_ptr())
     }
-}
-
-/// Hand `m` to the peer after OpenCL work whose last command is `last`.
-pub fn to_peer(
-    s: &ClSession,
-    peer: &mut dyn PeerRuntime,
-    m: &mut Shared,
-    sync: SyncMode,
-    last: Option<&ClEvent>,
-    access: Access,
-) -> Result<(), CaseError> {
-    to_peer_with(s, peer, m, sync, last, access, None)
-}
-
-/// [`to_peer`], with a semaphore fault planted (tests only) when `fault` is given.
-pub fn to_peer_with(
-    s: &ClSession,
-    peer: &mut dyn PeerRuntime,
-    m: &mut Shared,
-    sync: SyncMode,
-    last: Option<&ClEvent>,
-    access: Access,
-    fault: Option<SemaphoreFault>,
-) -> Result<(), CaseError> {
-    if m.owner == Owner::Peer {
-        return Ok(());
-    }
-    let waits = wait_list(last);
-    match (m.path, sync) {
-        (_, SyncMode::Semaphore) => semaphore_to_peer(s, peer, m, &waits, fault)?,
-        (PathKind::Copy, _) => copy_to_peer(s, peer, m, sync, &waits, access)?,
-        (PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy, _) => {
-            memcpy_to_peer(s, peer, m, sync, last, access)?
-        }
-        // Negative control: start nothing that would order the peer after OpenCL.
-        (_, SyncMode::None) => {}
-        (p, SyncMode::Finish | SyncMode::Event) if p.shares_one_address() => {
-            finish_or_wait(s, sync, last)?
-        }
-        (PathKind::ClSvmCoarse | PathKind::ClSvmFine, SyncMode::Map) => {
-            svm_map(s, m, &waits, access)?
-        }
-        (p, SyncMode::Map) if p.is_use_host_ptr() => map_host_ptr(s, m, &waits, access)?,
-        // USE_HOST_PTR without map, imported memory without release: the rule-breaking
-        // negative controls finish OpenCL's work and nothing more.
-        (p, SyncMode::Finish) if p.is_use_host_ptr() || p.is_imported() => s.finish().running()?,
-        (p, SyncMode::AcquireRelease) if p.is_imported() => {
-            let buffer = imported(m)?;
-            release_external(s, buffer, &waits)?.wait().running()?;
-        }
-        (path, sync) => unreachable!("sync {sync} on {path} is rejected when cases are built"),
-    }
-    m.owner = Owner::Peer;
-    Ok(())
-}
-
-/// Hand `m` back to OpenCL after the peer's work. Returns the events the next OpenCL command
-/// must wait on.
-pub fn to_cl(
-    s: &ClSession,
-    peer: &mut dyn PeerRuntime,
-    m: &mut Shared,
-    sync: SyncMode,
-) -> Result<Vec<ClEvent>, CaseError> {
-    if m.owner == Owner::OpenCl {
-        return Ok(Vec::new());
-    }
-    // The peer's half: its work must be done before OpenCL may touch the memory. Under
-    // `semaphore` the peer's signal on its stream orders OpenCL after it, with no host wait.
-    match sync {
-        SyncMode::None | SyncMode::Semaphore => {}
-        SyncMode::Event => peer
-            .as_device()
-            .map_or(Ok(()), |d| d.record_and_wait_event())?,
-        _ => peer.synchronize()?,
-    }
-    let mut events = Vec::new();
-    match (m.path, sync) {
-        (_, SyncMode::Semaphore) => events.extend(semaphore_to_cl(s, peer, m)?),
-        (PathKind::Copy, _) => events.extend(copy_to_cl(s, peer, m, sync)?),
-        (PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy, _) => {
-            let Backing::SvmMemcpy { ptr, peer_mem } = &m.backing else {
-                unreachable!("memcpy paths have their backing")
-            };
-            // The peer's own copy back into OpenCL's SVM; under `map` the allocation is still
-            // mapped for it, and unmapped after.
-            let (svm, src) = (*ptr as usize, peer_mem.ptr.addr);
-            device_of(peer, m.path)?.memcpy(svm, src, m.bytes())?;
-            if m.svm_mapped {
-                events.push(svm_unmap(s, m)?);
-            }
-        }
-        (_, SyncMode::None) => {}
-        (p, SyncMode::Finish | SyncMode::Event) if p.shares_one_address() => {
-            // SVM and raw device pointers: the peer's work is complete (above), and commands
-            // enqueued from now on see it.
-        }
-        (PathKind::ClSvmCoarse | PathKind::ClSvmFine, SyncMode::Map) => {
-            events.push(svm_unmap(s, m)?);
-        }
-        (p, SyncMode::Map) if p.is_use_host_ptr() => {
-            let Backing::UseHostPtr { buffer, .. } = &m.backing else {
-                unreachable!("use-host-ptr paths have their backing")
-            };
-            if let Some(mapped) = m.mapped.take() {
-                // SAFETY: `mapped` came from clEnqueueMapBuffer on this buffer.
-                let ev = unsafe {
-                    cl3::command_queue::enqueue_unmap_mem_object(
-                        s.queue.get(),
-                        *buffer,
-                        mapped,
-                        0,
-                        ptr::null(),
-                    )
-                }
-                .call("clEnqueueUnmapMemObject")
-                .running()?;
-                events.push(ClEvent(ev));
-            }
-        }
-        (p, SyncMode::Finish) if p.is_use_host_ptr() || p.is_imported() => {}
-        (p, SyncMode::AcquireRelease) if p.is_imported() => {
-            events.push(acquire_external(s, imported(m)?, &[])?);
-        }
-        (path, sync) => unreachable!("sync {sync} on {path} is rejected when cases are built"),
-    }
-    m.owner = Owner::OpenCl;
-    Ok(events)
-}
-
-fn device_of(
-    peer: &mut dyn PeerRuntime,
-    path: PathKind,
-) -> Result<&mut dyn crate::runtimes::device::DeviceRuntime, CaseError> {
-    peer.as_device()
-        .ok_or_else(|| CaseError::unsupported(format!("path {path} needs a device runtime")))
-}
-
-/// Blocking map of a whole SVM allocation for the peer.
-fn svm_map(
-    s: &ClSession,
-    m: &mut Shared,
-    waits: &[cl_event],
-    access: Access,
-) -> Result<(), CaseError> {
-    let (n, w) = raw_wait(waits);
-    // SAFETY: blocking map of the whole SVM allocation.
-    let ev = unsafe {
-        cl3::command_queue::enqueue_svm_map(
-            s.queue.get(),
-            CL_TRUE,
-            access.map_flags(),
-            m.cl_svm_ptr(),
-            m.bytes(),
-            n,
-            w,
-        )
-    }
-    .call("clEnqueueSVMMap")
-    .running()?;
-    drop(ClEvent(ev));
-    m.svm_mapped = true;
-    Ok(())
-}
-
-fn svm_unmap(s: &ClSession, m: &mut Shared) -> Result<ClEvent, CaseError> {
-    // SAFETY: unmapping what svm_map mapped.
-    let ev = unsafe {
-        cl3::command_queue::enqueue_svm_unmap(s.queue.get(), m.cl_svm_ptr(), 0, ptr::null())
-    }
-    .call("clEnqueueSVMUnmap")
-    .running()?;
-    m.svm_mapped = false;
-    Ok(ClEvent(ev))
-}
-
-/// Memcpy paths, OpenCL to peer: OpenCL's work is waited for per the mode (under `map` the
-/// SVM is mapped and stays mapped until the data comes back), then the peer copies the SVM
-/// into its own memory with its own memcpy. Under `none` the copy races OpenCL's kernel.
-fn memcpy_to_peer(
-    s: &ClSession,
-    peer: &mut dyn PeerRuntime,
-    m: &mut Shared,
-    sync: SyncMode,
-    last: Option<&ClEvent>,
-    access: Access,
-) -> Result<(), CaseError> {
-    match sync {
-        SyncMode::Map => svm_map(s, m, &wait_list(last), access)?,
-        SyncMode::None => {}
-        _ => finish_or_wait(s, sync, last)?,
-    }
-    let Backing::SvmMemcpy { ptr, peer_mem } = &m.backing else {
-        unreachable!("memcpy paths have their backing")
-    };
-    if access.reads() {
-        let (dst, svm) = (peer_mem.ptr.addr, *ptr as usize);
-        device_of(peer, m.path)?.memcpy(dst, svm, m.bytes())?;
-    }
-    Ok(())
-}
-
-/// The OpenCL buffer of an imported path.
-fn imported(m: &Shared) -> Result<*mut c_void, CaseError> {
-    m.imported_buffer()
-        .ok_or_else(|| CaseError::Harness(format!("path {} has no imported buffer", m.path)))
 }
 
 /// A semaphore fault planted in a handover (tests only), which the case must come out non-pass
@@ -277,12 +68,6 @@ pub enum SemaphoreFault {
     WrongSemaphore,
 }
 
-/// Whether the `semaphore` sync means something on `path`: both sides' device work on the
-/// one allocation in place (see [`PathKind::syncs`]).
-fn semaphore_orders(path: PathKind) -> bool {
-    path.shares_one_address() || path.is_imported()
-}
-
 /// One binary semaphore of the Vulkan broker, imported by OpenCL and by the peer.
 struct Imported {
     exported: ExportedSemaphore,
@@ -290,7 +75,7 @@ struct Imported {
     peer: u64,
 }
 
-/// The broker's binary semaphores that order the handovers of one [`Shared`]: the side that
+/// The broker's binary semaphores that order the handovers of one shared allocation: the side that
 /// gives the memory up signals after its work, the side that takes it waits before its own,
 /// each on its device queue, and the host waits for neither. One semaphore per direction: a
 /// binary semaphore's wait consumes the signal that is pending when the wait *runs*, and the
@@ -400,8 +185,9 @@ impl SemaphoreLink {
         s: &ClSession,
         peer: &mut dyn PeerRuntime,
         path: PathKind,
+        orders: bool,
     ) -> Result<Self, CaseError> {
-        if !semaphore_orders(path) {
+        if !orders {
             return Err(CaseError::unsupported(format!(
                 "the semaphore sync orders device work on shared memory; on {path} the data \
                  cross in copies the host waits for, or by map/unmap"
@@ -503,20 +289,22 @@ fn broker_note(broker: &Broker) -> String {
     )
 }
 
-/// `m`'s semaphore, made at its first handover.
+/// The memory's semaphore (`slot`), made at its first handover; `orders` is whether the
+/// semaphore sync means something on `path` (its room says).
 fn link<'m>(
     s: &ClSession,
     peer: &mut dyn PeerRuntime,
-    m: &'m mut Shared,
+    slot: &'m mut Option<SemaphoreLink>,
+    path: PathKind,
+    orders: bool,
 ) -> Result<&'m mut SemaphoreLink, CaseError> {
-    if m.semaphore.is_none() {
-        m.semaphore = Some(SemaphoreLink::create(s, peer, m.path)?);
+    if slot.is_none() {
+        *slot = Some(SemaphoreLink::create(s, peer, path, orders)?);
         // From the first semaphore on, OpenCL's reads watch the peer's stream: a peer that
         // faults never signals, and OpenCL would wait on it for good.
         crate::blocking::watch_peer_queue(device(peer)?.queue_watch());
     }
-    m.semaphore
-        .as_mut()
+    slot.as_mut()
         .ok_or_else(|| CaseError::Harness("the semaphore made above is gone".into()))
 }
 
@@ -530,15 +318,18 @@ fn device(peer: &mut dyn PeerRuntime) -> Result<&mut dyn DeviceRuntime, CaseErro
 /// semaphore after its work, and flushes so the signal reaches the device; the peer's stream
 /// waits for it. No host wait: the peer's next synchronizing call is where a missing signal
 /// would hang, so the wait is announced first.
-fn semaphore_to_peer(
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn semaphore_to_peer(
     s: &ClSession,
     peer: &mut dyn PeerRuntime,
-    m: &mut Shared,
+    slot: &mut Option<SemaphoreLink>,
+    path: PathKind,
+    orders: bool,
+    imported: Option<*mut c_void>,
     waits: &[cl_event],
     fault: Option<SemaphoreFault>,
 ) -> Result<(), CaseError> {
-    let path = m.path;
-    let released = match m.imported_buffer() {
+    let released = match imported {
         Some(buffer) => Some(release_external(s, buffer, waits)?),
         None => None,
     };
@@ -546,7 +337,7 @@ fn semaphore_to_peer(
         .as_ref()
         .map_or_else(|| waits.to_vec(), |e| vec![e.0]);
     let label = peer.peer().label();
-    let link = link(s, peer, m)?;
+    let link = link(s, peer, slot, path, orders)?;
     link.handovers += 1;
     // The wait the wrong-semaphore plant left out, before OpenCL signals again.
     let owed = if link.cl_owes_wait {
@@ -584,14 +375,16 @@ fn semaphore_to_peer(
 /// The peer to OpenCL: the peer's stream signals the semaphore after its work; OpenCL's queue
 /// waits for it, then acquires imported memory. Returns the event OpenCL's next command waits
 /// on; no host wait.
-fn semaphore_to_cl(
+pub(crate) fn semaphore_to_cl(
     s: &ClSession,
     peer: &mut dyn PeerRuntime,
-    m: &mut Shared,
+    slot: &mut Option<SemaphoreLink>,
+    path: PathKind,
+    orders: bool,
+    buffer: Option<*mut c_void>,
 ) -> Result<Vec<ClEvent>, CaseError> {
-    let (path, buffer) = (m.path, m.imported_buffer());
     let label = peer.peer().label();
-    let link = link(s, peer, m)?;
+    let link = link(s, peer, slot, path, orders)?;
     let dev = device(peer)?;
     dev.signal_semaphore(link.to_cl.peer)?;
     link.handovers += 1;
@@ -662,160 +455,6 @@ const DECOYS: usize = 4;
 /// long that took, so a longer spin only made the plant's cases slower.
 const SPIN_STEPS: u32 = 100_000_000;
 
-/// Copy path, OpenCL to peer: read the buffer into host staging (waited on per the mode; not
-/// at all under `none`), then, for a device peer, upload staging into the peer's memory.
-fn copy_to_peer(
-    s: &ClSession,
-    peer: &mut dyn PeerRuntime,
-    m: &Shared,
-    sync: SyncMode,
-    waits: &[cl_event],
-    access: Access,
-) -> Result<(), CaseError> {
-    let Backing::Copy {
-        buffer,
-        staging,
-        peer_mem,
-    } = &m.backing
-    else {
-        unreachable!("copy path has copy backing")
-    };
-    if access.reads() {
-        let (n, w) = raw_wait(waits);
-        // SAFETY: non-blocking read into staging, which outlives the queue (release drains it
-        // before freeing).
-        let ev = ClEvent(
-            unsafe {
-                cl3::command_queue::enqueue_read_buffer(
-                    s.queue.get(),
-                    *buffer,
-                    CL_FALSE,
-                    0,
-                    m.bytes(),
-                    staging.addr as *mut c_void,
-                    n,
-                    w,
-                )
-            }
-            .call("clEnqueueReadBuffer")
-            .running()?,
-        );
-        if sync != SyncMode::None {
-            finish_or_wait(s, sync, Some(&ev))?;
-        }
-    } else if sync != SyncMode::None {
-        // The peer will overwrite staging: OpenCL must be done with it first.
-        finish_or_wait(s, sync, None)?;
-    }
-    if let Some(dst) = peer_mem {
-        // SAFETY: staging is live host memory of m.len elements; under `none` it may still be
-        // being written by OpenCL, which is the race that control exists to show.
-        let host = unsafe { std::slice::from_raw_parts(staging.addr as *const Complex32, m.len) };
-        peer.upload(dst.ptr, host)?;
-    }
-    Ok(())
-}
-
-/// Copy path, peer to OpenCL: for a device peer download into staging, then write the buffer
-/// (waited on per the mode; under `none` the peer may scribble on staging during the write).
-fn copy_to_cl(
-    s: &ClSession,
-    peer: &mut dyn PeerRuntime,
-    m: &Shared,
-    sync: SyncMode,
-) -> Result<Option<ClEvent>, CaseError> {
-    let Backing::Copy {
-        buffer,
-        staging,
-        peer_mem,
-    } = &m.backing
-    else {
-        unreachable!("copy path has copy backing")
-    };
-    if let Some(src) = peer_mem {
-        let data = peer.download(src.ptr)?;
-        // SAFETY: staging holds m.len elements and does not overlap `data`.
-        unsafe {
-            ptr::copy_nonoverlapping(data.as_ptr(), staging.addr as *mut Complex32, m.len);
-        }
-    }
-    // SAFETY: non-blocking write from staging, which outlives the queue.
-    let ev = ClEvent(
-        unsafe {
-            cl3::command_queue::enqueue_write_buffer(
-                s.queue.get(),
-                *buffer,
-                CL_FALSE,
-                0,
-                m.bytes(),
-                staging.addr as *const c_void,
-                0,
-                ptr::null(),
-            )
-        }
-        .call("clEnqueueWriteBuffer")
-        .running()?,
-    );
-    match sync {
-        SyncMode::Finish => {
-            s.finish().running()?;
-            Ok(None)
-        }
-        SyncMode::Event => {
-            ev.wait().running()?;
-            Ok(Some(ev))
-        }
-        _ => Ok(None),
-    }
-}
-
-fn map_host_ptr(
-    s: &ClSession,
-    m: &mut Shared,
-    waits: &[cl_event],
-    access: Access,
-) -> Result<(), CaseError> {
-    let Backing::UseHostPtr { buffer, .. } = &m.backing else {
-        unreachable!("use-host-ptr paths have their backing")
-    };
-    let (n, w) = raw_wait(waits);
-    let mut mapped: *mut c_void = ptr::null_mut();
-    // SAFETY: blocking map of the whole buffer; unmapped in to_cl or release. cl3 returns the
-    // mapped pointer through `mapped`.
-    let ev = unsafe {
-        cl3::command_queue::enqueue_map_buffer(
-            s.queue.get(),
-            *buffer,
-            CL_TRUE,
-            access.map_flags(),
-            0,
-            m.bytes(),
-            &mut mapped,
-            n,
-            w,
-        )
-    }
-    .call("clEnqueueMapBuffer")
-    .running()?;
-    drop(ClEvent(ev));
-    m.mapped = Some(mapped);
-    // OpenCL 1.2 §5.4.2: for USE_HOST_PTR the mapped pointer is derived from host_ptr. Anything
-    // else means the peer would be reading a copy it was never told about.
-    if mapped as usize != m.peer.addr {
-        return Err(CaseError::Broken(ApiError {
-            api: Api::OpenCl,
-            call: "clEnqueueMapBuffer".into(),
-            code: 0,
-            name: "CL_SUCCESS".into(),
-            detail: format!(
-                "mapped {:#x}, not the USE_HOST_PTR address {:#x}",
-                mapped as usize, m.peer.addr
-            ),
-        }));
-    }
-    Ok(())
-}
-
 fn external_fns(s: &ClSession) -> Result<ExternalMemoryFns, CaseError> {
     ExternalMemoryFns::resolve(s.device.platform).map_err(|e| CaseError::Unsupported {
         reason: "cl_khr_external_memory entry points".into(),
@@ -868,7 +507,11 @@ pub fn release_external(
     Ok(ClEvent(ev))
 }
 
-fn finish_or_wait(s: &ClSession, sync: SyncMode, ev: Option<&ClEvent>) -> Result<(), CaseError> {
+pub(crate) fn finish_or_wait(
+    s: &ClSession,
+    sync: SyncMode,
+    ev: Option<&ClEvent>,
+) -> Result<(), CaseError> {
     match (sync, ev) {
         (SyncMode::Event, Some(ev)) => ev.wait().running(),
         _ => s.finish().running(),

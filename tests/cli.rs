@@ -186,6 +186,7 @@ fn a_corrupt_probe_file_names_file_and_line() {
 #[test]
 fn list_for_an_mi100_like_probe_has_every_amd_path_sync_and_op() {
     use clhip::model::{Api, Op, PathKind};
+    use clhip::paths::PathFacts;
     // Written by hand from the ROCm sources (tests/fixtures/README.md): ROCm OpenCL with coarse
     // and fine SVM and no external memory, one gfx908 HIP device on the same PCI bus id.
     let fixture = concat!(
@@ -199,7 +200,7 @@ fn list_for_an_mi100_like_probe_has_every_amd_path_sync_and_op() {
         .lines()
         .filter(|i| i.starts_with("rocm0+hip0/"))
         .collect();
-    // Every path x sync x op the model gives the hip peer, from the model itself, so a path
+    // Every path x sync x op the paths give the hip peer, from their rooms themselves, so a path
     // added later without cases fails here. Placement measures memory, not a handover: one
     // sync per path is enough, and each path has it.
     let mut missing = Vec::new();

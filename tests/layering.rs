@@ -46,8 +46,6 @@ const FORBIDDEN: &[(&[&str], &[&str], &str)] = &[
 const CONCERNS: &[&[&str]] = &[
     // Isolated execution: the parent, the worker loop, the misbehaving mocks.
     &["runner", "worker", "mock"],
-    // How memory crosses and how ownership passes.
-    &["paths", "sync"],
 ];
 
 /// One `crate::` path in non-test code.

@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 
 use clhip::generate::DataKind;
 use clhip::model::{Api, Op, PathKind};
+use clhip::paths::PathFacts;
 use clhip::repro::{self, Header, ReproCase};
 
 fn scratch(name: &str) -> PathBuf {

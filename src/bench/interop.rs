@@ -19,6 +19,7 @@ use nix::unistd::Pid;
 
 use crate::model::{Api, ApiError, Outcome, OutcomeKind, Pair, PathKind, SyncMode};
 use crate::ops::Plant;
+use crate::paths::PathFacts;
 use crate::process::{describe, signal_name};
 
 use super::measure::{ChildLine, Job};

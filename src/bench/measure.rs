@@ -25,7 +25,7 @@ use crate::fft::FftCache;
 use crate::generate;
 use crate::model::{BIT_EXACT, CaseError, Mismatch, Op, Pair, PathKind, Phase, SyncMode};
 use crate::ops::{OPENCL_LABEL_ENV, Plant};
-use crate::paths::{DeviceBuffer, Shared};
+use crate::paths::{self, DeviceBuffer, Shared};
 use crate::runtimes::device::{AllocKind, DeviceAlloc};
 use crate::runtimes::host::HostPeer;
 use crate::runtimes::opencl::{self, ClArg, ClMem, ClSession, SessionError};
@@ -391,16 +391,16 @@ fn measure_size(
 /// Before OpenCL writes: imported memory starts with its exporter, and a previous step may
 /// have left the memory with the peer.
 fn take_for_opencl(sides: &mut Sides, m: &mut Shared, sync: SyncMode) -> Result<(), CaseError> {
-    for ev in sync::to_cl(&sides.session, sides.peer.as_mut(), m, sync)? {
+    for ev in paths::to_cl(&sides.session, sides.peer.as_mut(), m, sync)? {
         ev.wait().running()?;
     }
     Ok(())
 }
 
 /// The two handoffs of one repetition, timed apart: OpenCL writes a pattern and finishes, then
-/// the clock runs over `sync::to_peer` (the path's sync and any copy) and the peer's
+/// the clock runs over `paths::to_peer` (the path's sync and any copy) and the peer's
 /// synchronize (every transfer the handoff started is complete); the peer writes another
-/// pattern and synchronizes, then the clock runs over `sync::to_cl` and the events the next
+/// pattern and synchronizes, then the clock runs over `paths::to_cl` and the events the next
 /// OpenCL command would wait for. On the first repetition each side checks, untimed, that it
 /// sees the other's pattern bit-exact: a handoff that moves nothing must not look fast.
 fn handoff(
@@ -428,7 +428,7 @@ fn handoff(
             .running()?;
         written.wait().running()?;
         let t = Instant::now();
-        sync::to_peer(
+        paths::to_peer(
             &sides.session,
             sides.peer.as_mut(),
             m,
@@ -451,7 +451,7 @@ fn handoff(
         sides.peer_work(|peer| peer.fill_pattern(p, peer_seed))?;
         sides.peer.synchronize()?;
         let t = Instant::now();
-        let ready = sync::to_cl(&sides.session, sides.peer.as_mut(), m, sync)?;
+        let ready = paths::to_cl(&sides.session, sides.peer.as_mut(), m, sync)?;
         for ev in &ready {
             ev.wait().running()?;
         }
@@ -604,7 +604,7 @@ fn scale_shared(
             &[],
         )
         .running()?;
-    sync::to_peer(
+    paths::to_peer(
         &sides.session,
         sides.peer.as_mut(),
         m,
@@ -613,7 +613,7 @@ fn scale_shared(
         Access::ReadWrite,
     )?;
     let times = scale_passes(sides, m.peer, runs)?;
-    let ready = sync::to_cl(&sides.session, sides.peer.as_mut(), m, sync)?;
+    let ready = paths::to_cl(&sides.session, sides.peer.as_mut(), m, sync)?;
     let back = DeviceBuffer::new(&sides.session, size_of_val(input))?;
     sides
         .session
@@ -748,7 +748,7 @@ fn pipeline_on_path(
     let b_buf = DeviceBuffer::with_data(&sides.session, &b)?;
     let mut m = Shared::create(&mut sides.session, sides.peer.as_mut(), path, n)?;
     let result: Result<Vec<f64>, CaseError> = (|| {
-        sync::to_peer(
+        paths::to_peer(
             &sides.session,
             sides.peer.as_mut(),
             &mut m,
@@ -827,7 +827,7 @@ fn pipeline_round(
         .fft
         .forward(&mut sides.session, m.cl, n, &[added.0])
         .running()?;
-    sync::to_peer(
+    paths::to_peer(
         &sides.session,
         sides.peer.as_mut(),
         m,

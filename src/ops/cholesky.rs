@@ -6,10 +6,11 @@ use num_complex::Complex32;
 
 use crate::generate;
 use crate::model::{Api, Case, CaseError};
+use crate::paths;
 use crate::reference::{self, Uplo};
 use crate::runtimes::PeerRuntime;
 use crate::runtimes::opencl::ClSession;
-use crate::sync::{self, Access};
+use crate::sync::Access;
 use crate::tolerance;
 
 use super::{Inputs, Plant, consume_on_cl, device, produce_on_cl, take_output, with_shared};
@@ -47,11 +48,11 @@ pub(super) fn cholesky(
         } else {
             device(peer, case)?.cpotrf(Uplo::Lower, n, pa, ld)?
         };
-        let ready = sync::to_cl(s, peer, m, case.sync)?;
+        let ready = paths::to_cl(s, peer, m, case.sync)?;
         let factor = consume_on_cl(s, m, &ready)?.read::<Complex32>(s, n * ld)?;
         // The failure path through the same memory: OpenCL writes a non-HPD matrix.
         let ev = produce_on_cl(s, peer, m, case.sync, non_hpd)?;
-        sync::to_peer(s, peer, m, case.sync, Some(&ev), Access::ReadWrite)?;
+        paths::to_peer(s, peer, m, case.sync, Some(&ev), Access::ReadWrite)?;
         let bad_info = if peer_noop {
             0
         } else {

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use crate::fft::FftCache;
 use crate::generate;
 use crate::model::{Case, CaseError, Phase};
+use crate::paths;
 use crate::reference;
 use crate::runtimes::PeerRuntime;
 use crate::runtimes::opencl::ClSession;
@@ -44,10 +45,10 @@ pub(super) fn fft_op(
         crate::paths::plant_stale(stale.collect());
     }
     let got = with_shared(session, peer, case, case.n, |s, peer, m| {
-        sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
+        paths::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer_work(plant, || peer.upload(m.peer, &input))?;
         peer_done(peer, case.sync)?;
-        let ready = sync::to_cl(s, peer, m, case.sync)?;
+        let ready = paths::to_cl(s, peer, m, case.sync)?;
         let done = fft.forward(s, m.cl, case.n, &sync::raw(&ready)).running()?;
         let out = take_output(s, peer, m, case.sync, Some(&done), Access::Read, plant)?;
         peer.download(out)

@@ -6,10 +6,11 @@ use num_complex::Complex32;
 
 use crate::generate;
 use crate::model::{Case, CaseError};
+use crate::paths;
 use crate::reference::{self, Transpose};
 use crate::runtimes::PeerRuntime;
 use crate::runtimes::opencl::ClSession;
-use crate::sync::{self, Access};
+use crate::sync::Access;
 use crate::tolerance;
 
 use super::{
@@ -46,8 +47,8 @@ pub(super) fn gemm(
                 let eb = produce_on_cl(s, peer, mb, case.sync, b)?;
                 let ec = produce_on_cl(s, peer, mc, case.sync, c)?;
                 let pa = take_output(s, peer, ma, case.sync, Some(&ea), Access::Read, plant)?;
-                sync::to_peer(s, peer, mb, case.sync, Some(&eb), Access::Read)?;
-                sync::to_peer(s, peer, mc, case.sync, Some(&ec), Access::ReadWrite)?;
+                paths::to_peer(s, peer, mb, case.sync, Some(&eb), Access::Read)?;
+                paths::to_peer(s, peer, mc, case.sync, Some(&ec), Access::ReadWrite)?;
                 let dev = device(peer, case)?;
                 peer_work(plant, || {
                     dev.cgemm(
@@ -66,9 +67,9 @@ pub(super) fn gemm(
                         ld,
                     )
                 })?;
-                sync::to_cl(s, peer, ma, case.sync)?;
-                sync::to_cl(s, peer, mb, case.sync)?;
-                let ready = sync::to_cl(s, peer, mc, case.sync)?;
+                paths::to_cl(s, peer, ma, case.sync)?;
+                paths::to_cl(s, peer, mb, case.sync)?;
+                let ready = paths::to_cl(s, peer, mc, case.sync)?;
                 consume_on_cl(s, mc, &ready)?.read::<Complex32>(s, n * ld)
             })
         })

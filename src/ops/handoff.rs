@@ -2,7 +2,7 @@
 
 use crate::generate;
 use crate::model::{BIT_EXACT, Case, CaseError, Mismatch, Phase};
-use crate::paths::DeviceBuffer;
+use crate::paths::{self, DeviceBuffer};
 use crate::runtimes::opencl::{ClArg, ClEvent, ClSession};
 use crate::runtimes::{PatternCheck, PeerRuntime};
 use crate::sync::{self, Access};
@@ -45,10 +45,10 @@ pub(super) fn handoff(
     let result_a = check_buffer(&format!("pattern written by {peer_name}"))?;
     let result_c = check_buffer(&format!("pattern rewritten by {peer_name}"))?;
     let seen_by_peer = with_shared(session, peer, case, case.n, |s, peer, m| {
-        sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
+        paths::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer_work(plant, || peer.fill_pattern(m.peer, a))?;
         peer_done(peer, case.sync)?;
-        let ready = sync::to_cl(s, peer, m, case.sync)?;
+        let ready = paths::to_cl(s, peer, m, case.sync)?;
         let checked = cl_check_pattern(
             s,
             m.cl,
@@ -74,7 +74,7 @@ pub(super) fn handoff(
             peer.flip_bit(m.peer, 2 * Plant::flip_index(m.len), Plant::FLIP_BIT)?;
         }
         peer_done(peer, case.sync)?;
-        let ready = sync::to_cl(s, peer, m, case.sync)?;
+        let ready = paths::to_cl(s, peer, m, case.sync)?;
         cl_check_pattern(
             s,
             m.cl,

@@ -22,7 +22,7 @@ use num_complex::Complex32;
 use crate::fft::FftCache;
 use crate::generate::DataKind;
 use crate::model::{Case, CaseError, Op, Outcome, Peer, Phase, SyncMode};
-use crate::paths::{DeviceBuffer, Shared};
+use crate::paths::{self, DeviceBuffer, Shared};
 pub use crate::peer::open_peer;
 use crate::runtimes::opencl::{self, ClArg, ClDevice, ClEvent, ClSession, SessionError};
 use crate::runtimes::{PeerPtr, PeerRuntime};
@@ -163,7 +163,7 @@ fn take_output(
             "the {plant:?} plant applies to the semaphore sync only, not {sync_mode}"
         )));
     }
-    sync::to_peer_with(s, peer, m, mode, last, access, fault)?;
+    paths::to_peer_with(s, peer, m, mode, last, access, fault)?;
     match plant {
         Some(Plant::FlipElement) => {
             peer.flip_bit(m.peer, 2 * Plant::flip_index(m.len), Plant::FLIP_BIT)?;
@@ -520,7 +520,7 @@ fn produce_on_cl(
 ) -> Result<ClEvent, CaseError> {
     let staging = DeviceBuffer::with_data(s, data)?;
     // Imported memory starts with its exporter; OpenCL takes it first.
-    let ready = sync::to_cl(s, peer, m, sync_mode)?;
+    let ready = paths::to_cl(s, peer, m, sync_mode)?;
     let ev = s
         .launch(
             "ccopy",

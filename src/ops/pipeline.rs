@@ -7,7 +7,7 @@ use num_complex::Complex32;
 use crate::fft::FftCache;
 use crate::generate;
 use crate::model::{Case, CaseError, Phase};
-use crate::paths::DeviceBuffer;
+use crate::paths::{self, DeviceBuffer};
 use crate::reference;
 use crate::runtimes::PeerRuntime;
 use crate::runtimes::opencl::{ClArg, ClSession};
@@ -41,10 +41,10 @@ pub(super) fn pipeline(
     let b_buf = DeviceBuffer::with_data(session, b)?;
     let out = DeviceBuffer::new(session, n * size_of::<Complex32>())?;
     with_shared(session, peer, case, n, |s, peer, m| {
-        sync::to_peer(s, peer, m, case.sync, None, Access::Write)?;
+        paths::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer_work(plant, || peer.upload(m.peer, a))?;
         peer_done(peer, case.sync)?;
-        let ready = sync::to_cl(s, peer, m, case.sync)?;
+        let ready = paths::to_cl(s, peer, m, case.sync)?;
         let added = s
             .launch(
                 "cadd",
@@ -73,7 +73,7 @@ pub(super) fn pipeline(
             peer.magnitude(taken)
         })?;
         peer_done(peer, case.sync)?;
-        let ready = sync::to_cl(s, peer, m, case.sync)?;
+        let ready = paths::to_cl(s, peer, m, case.sync)?;
         s.launch(
             "ccopy",
             n,

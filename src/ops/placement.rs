@@ -4,10 +4,11 @@ use num_complex::Complex32;
 
 use crate::generate;
 use crate::model::{Case, CaseError};
+use crate::paths;
 use crate::runtimes::device::AllocKind;
 use crate::runtimes::opencl::ClSession;
 use crate::runtimes::{PeerPtr, PeerRuntime};
-use crate::sync::{self, Access};
+use crate::sync::Access;
 use crate::tolerance;
 
 use super::{Plant, consume_on_cl, device, produce_on_cl, take_output, with_shared};
@@ -42,7 +43,7 @@ pub(super) fn placement(
         } else {
             timed_scale_passes(peer, p)?
         };
-        let ready = sync::to_cl(s, peer, m, case.sync)?;
+        let ready = paths::to_cl(s, peer, m, case.sync)?;
         let out = consume_on_cl(s, m, &ready)?.read::<Complex32>(s, n)?;
         Ok((out, secs))
     })?;

@@ -1,11 +1,16 @@
-//! The case's steps as C: each path's allocation and poison (paths.rs), each handover of the
-//! case's sync (sync.rs), each op's sequence (ops/*.rs), in clhip's order. The handovers are
+//! The case's steps as C: each op's sequence (ops/*.rs), in clhip's order, with each path's
+//! allocation, poison, handovers and release in the C of the path's room (paths/). The handovers are
 //! decided here, at generation time, from the path and the sync, so the program holds only the
 //! calls this case makes, in the order it makes them. [`assemble`] then puts around it only
 //! the helpers, kernels and checks those calls use.
 
 use crate::generate::DataKind;
-use crate::model::{Op, PathKind, SyncMode};
+use crate::model::{Op, SyncMode};
+use crate::paths::c::{CMem as Mem, CWriter, waits};
+use crate::paths::{self, Owner};
+use crate::sync::Access;
+
+pub(super) use crate::paths::c::Dialect;
 
 use super::ReproCase;
 use super::kernels;
@@ -21,49 +26,6 @@ pub(super) fn section(template: &'static str, name: &str) -> &'static str {
     let rest = &template[start + marker.len()..];
     let end = rest.find("/*@ ").unwrap_or(rest.len());
     &rest[..end]
-}
-
-/// How a device peer's API spells the calls the body makes inline (cuda.rs, hip.rs). `{p}`,
-/// `{bytes}`, `{dst}`, `{src}` are filled in.
-pub(super) struct Dialect {
-    /// CHECK's tag for the peer's runtime: `CU`, `HIP`.
-    pub tag: &'static str,
-    /// The declaration of a device allocation `{p}`.
-    pub decl: &'static str,
-    /// A device allocation `{p}` as the `uint64_t` the peer's functions take.
-    pub addr: &'static str,
-    /// A device allocation `{p}` as a `void *` (for USE_HOST_PTR, or as an SVM argument).
-    pub as_void: &'static str,
-    /// An SVM pointer `{p}` as the memcpy's argument type.
-    pub svm_arg: &'static str,
-    pub alloc: &'static str,
-    pub alloc_managed: &'static str,
-    pub alloc_pinned: &'static str,
-    pub free: &'static str,
-    pub free_pinned: &'static str,
-    /// The peer's memcpy with the direction inferred from the pointers.
-    pub memcpy: &'static str,
-}
-
-impl Dialect {
-    fn call(&self, template: &str, p: &str, bytes: &str) -> String {
-        format!(
-            "CHECK({}, {});",
-            self.tag,
-            template.replace("{p}", p).replace("{bytes}", bytes)
-        )
-    }
-
-    fn memcpy(&self, dst: &str, src: &str, bytes: &str) -> String {
-        format!(
-            "CHECK({}, {});",
-            self.tag,
-            self.memcpy
-                .replace("{dst}", dst)
-                .replace("{src}", src)
-                .replace("{bytes}", bytes)
-        )
-    }
 }
 
 /// Which of clhip's generators the op draws from.
@@ -94,80 +56,6 @@ pub(super) struct Body {
     pub solver: bool,
     pub scratch: bool,
     pub event: bool,
-}
-
-/// Who may touch a shared allocation now (paths.rs `Owner`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Owner {
-    OpenCl,
-    Peer,
-}
-
-/// What the next owner does with the memory (sync.rs `Access`).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Access {
-    Read,
-    Write,
-    ReadWrite,
-}
-
-impl Access {
-    fn reads(self) -> bool {
-        self != Access::Write
-    }
-
-    fn map_flags(self) -> &'static str {
-        match self {
-            Access::Read => "CL_MAP_READ",
-            Access::Write => "CL_MAP_WRITE_INVALIDATE_REGION",
-            Access::ReadWrite => "CL_MAP_READ | CL_MAP_WRITE",
-        }
-    }
-}
-
-/// One shared allocation, as the generator tracks it: C variables `<v>_buf`, `<v>_svm`,
-/// `<v>_peer`, ... and the state sync.rs keeps at run time (owner, live mappings).
-struct Mem {
-    v: &'static str,
-    path: PathKind,
-    /// Complex elements, as a C expression.
-    len: String,
-    owner: Owner,
-    mapped: bool,
-    svm_mapped: bool,
-}
-
-impl Mem {
-    fn bytes(&self) -> String {
-        format!("8 * {}", self.len)
-    }
-
-    /// The kernel argument OpenCL takes for it: a buffer object or an SVM (raw) pointer.
-    fn arg(&self) -> String {
-        if self.cl_is_svm() {
-            format!("svm({}_svm)", self.v)
-        } else {
-            format!("mem({}_buf)", self.v)
-        }
-    }
-
-    fn cl_is_svm(&self) -> bool {
-        matches!(
-            self.path,
-            PathKind::ClSvmCoarse
-                | PathKind::ClSvmFine
-                | PathKind::DevicePtrAsClArg
-                | PathKind::ClSvmCoarseMemcpy
-                | PathKind::ClSvmFineMemcpy
-        )
-    }
-
-    fn is_memcpy(&self) -> bool {
-        matches!(
-            self.path,
-            PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy
-        )
-    }
 }
 
 /// C statements with an indent of four, and fresh names for events.
@@ -218,14 +106,6 @@ fn launch_call(kernel: &str, global: &str, args: &[String], wait: Option<&str>) 
     )
 }
 
-/// A C wait list from an optional event variable.
-fn waits(ev: Option<&str>) -> String {
-    match ev {
-        Some(e) => format!("1, &{e}"),
-        None => "0, NULL".into(),
-    }
-}
-
 /// The generator as the case uses it.
 struct Gen<'a> {
     case: &'a ReproCase,
@@ -238,19 +118,13 @@ struct Gen<'a> {
     extra: Vec<&'static str>,
     /// OpenCL kernels the path launches (cl-gpu-va's address kernel).
     path_kernels: Vec<&'static str>,
+    /// Why the program cannot be written, if a path's room has no C for a step.
+    refused: Option<String>,
 }
 
 impl Gen<'_> {
     fn peer_name(&self) -> String {
         self.case.peer.label()
-    }
-
-    /// The device peer's dialect; only device peers reach the paths that need one.
-    fn dialect(&self) -> &Dialect {
-        match self.dialect {
-            Some(d) => d,
-            None => unreachable!("host paths allocate no device memory"),
-        }
     }
 
     /// A peer sync: nothing to wait for on the host, whose work is done when it returns.
@@ -284,160 +158,17 @@ impl Gen<'_> {
         }
     }
 
-    /// Shared::create and its poison (paths.rs).
+    /// `Shared::create` and its poison, in the C of the path's room.
     fn create(&mut self, m: &Mem) {
-        let (v, bytes, len) = (m.v, m.bytes(), m.len.clone());
+        let (v, len) = (m.v, m.len.clone());
         self.declare("cl_int err;");
         self.declare(format!("uint64_t {v}_peer;"));
-        let use_host = |g: &mut Self, host: &str| {
-            g.declare(format!("cl_mem {v}_buf;"));
-            g.out.line(format!(
-                "CHECK(CL, ({v}_buf = clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, {bytes}, {host}, &err), err));"
-            ));
-        };
         self.out
             .step(&format!("{} memory {v} of {len} complex floats", m.path));
-        match m.path {
-            PathKind::Copy => {
-                self.out
-                    .comment("copy: an OpenCL buffer; data crosses through host staging memory");
-                self.declare(format!("cl_mem {v}_buf;"));
-                self.declare(format!("uint64_t {v}_staging;"));
-                self.uses("host_alloc");
-                self.out.line(format!(
-                    "CHECK(CL, ({v}_buf = clCreateBuffer(context, CL_MEM_READ_WRITE, {bytes}, NULL, &err), err));\n{v}_staging = host_alloc({len});"
-                ));
-                match self.dialect {
-                    Some(d) => {
-                        self.declare(d.decl.replace("{p}", &format!("{v}_dev")));
-                        let alloc = d.call(d.alloc, &format!("&{v}_dev"), &bytes);
-                        let addr = d.addr.replace("{p}", &format!("{v}_dev"));
-                        self.out.line(format!("{alloc}\n{v}_peer = {addr};"));
-                    }
-                    None => self.out.line(format!("{v}_peer = {v}_staging;")),
-                }
-            }
-            PathKind::ClSvmCoarse | PathKind::ClSvmFine => {
-                let fine = m.path == PathKind::ClSvmFine;
-                self.uses("svm_alloc");
-                self.declare(format!("void *{v}_svm;"));
-                self.out.line(format!(
-                    "{v}_svm = svm_alloc({}, {bytes});\n{v}_peer = (uintptr_t){v}_svm; /* the peer uses the SVM pointer itself */",
-                    fine as u8
-                ));
-            }
-            PathKind::UseHostPtr => {
-                self.declare(format!("uint64_t {v}_host;"));
-                self.uses("host_alloc");
-                self.out.line(format!("{v}_host = host_alloc({len});"));
-                use_host(self, &format!("(void *)(uintptr_t){v}_host"));
-                self.out.line(format!("{v}_peer = {v}_host;"));
-            }
-            PathKind::PinnedUseHostPtr => {
-                let d = self.dialect();
-                let alloc = d.call(d.alloc_pinned, &format!("&{v}_pinned"), &bytes);
-                self.declare(format!("void *{v}_pinned;"));
-                self.out.line(alloc);
-                use_host(self, &format!("{v}_pinned"));
-                self.out.line(format!("{v}_peer = (uintptr_t){v}_pinned;"));
-            }
-            PathKind::DeviceUseHostPtr | PathKind::ManagedUseHostPtr => {
-                let d = self.dialect();
-                let dev = format!("{v}_dev");
-                let (decl, as_void) = (d.decl.replace("{p}", &dev), d.as_void.replace("{p}", &dev));
-                let addr = d.addr.replace("{p}", &dev);
-                let alloc = if m.path == PathKind::DeviceUseHostPtr {
-                    d.call(d.alloc, &format!("&{dev}"), &bytes)
-                } else {
-                    d.call(d.alloc_managed, &format!("&{dev}"), &bytes)
-                };
-                self.declare(decl);
-                if m.path == PathKind::DeviceUseHostPtr {
-                    self.out.comment(
-                        "a device allocation handed to CL_MEM_USE_HOST_PTR as if it were host memory",
-                    );
-                }
-                self.out.line(alloc);
-                use_host(self, &as_void);
-                self.out.line(format!("{v}_peer = {addr};"));
-            }
-            PathKind::DevicePtrAsClArg => {
-                let d = self.dialect();
-                let dev = format!("{v}_dev");
-                let (decl, as_void) = (d.decl.replace("{p}", &dev), d.as_void.replace("{p}", &dev));
-                let (alloc, addr) = (
-                    d.call(d.alloc, &format!("&{dev}"), &bytes),
-                    d.addr.replace("{p}", &dev),
-                );
-                self.declare(decl);
-                self.declare(format!("void *{v}_svm;"));
-                self.out.comment(
-                    "OpenCL kernels take the device pointer through clSetKernelArgSVMPointer",
-                );
-                self.out
-                    .line(format!("{alloc}\n{v}_svm = {as_void};\n{v}_peer = {addr};"));
-            }
-            PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy => {
-                let d = self.dialect();
-                let dev = format!("{v}_dev");
-                let decl = d.decl.replace("{p}", &dev);
-                let (alloc, addr) = (
-                    d.call(d.alloc, &format!("&{dev}"), &bytes),
-                    d.addr.replace("{p}", &dev),
-                );
-                let fine = m.path == PathKind::ClSvmFineMemcpy;
-                self.uses("svm_alloc");
-                self.declare(format!("void *{v}_svm;"));
-                self.declare(decl);
-                self.out.comment("SVM for OpenCL; the peer's own memory, filled and drained by the peer's memcpy on the SVM pointer");
-                self.out.line(format!(
-                    "{v}_svm = svm_alloc({}, {bytes});\n{alloc}\n{v}_peer = {addr};",
-                    fine as u8
-                ));
-            }
-            PathKind::ClGpuVa => {
-                self.declare(format!("cl_mem {v}_buf, {v}_va;"));
-                self.uses("device_buffer");
-                self.path_kernels.push("buffer_address");
-                self.out.comment("cl-gpu-va: a plain OpenCL buffer; the peer dereferences its device address as a kernel reads it (clhip also asks clGetMemObjectInfo for seed 001's tokens 0x4100 and 0x4101, a note; left out)");
-                self.out.line(format!(
-                    "CHECK(CL, ({v}_buf = clCreateBuffer(context, CL_MEM_READ_WRITE, {bytes}, NULL, &err), err));\n\
-                     {v}_va = device_buffer(8, NULL);\n\
-                     launch(\"buffer_address\", 1, 2, (struct arg[]){{mem({v}_buf), mem({v}_va)}}, 0, NULL);\n\
-                     CHECK(CL, clEnqueueReadBuffer(queue, {v}_va, CL_TRUE, 0, 8, &{v}_peer, 0, NULL, NULL));\n\
-                     printf(\"device address of {v}: 0x%llx\\n\", (unsigned long long){v}_peer);"
-                ));
-            }
-            other => unreachable!("path {other} is refused by check_covered"),
-        }
-        // Poison: what each side allocated, filled by that side (paths.rs Shared::poison).
-        self.out
-            .comment("new memory holds the poison word, written by the API that allocated it");
-        if m.path != PathKind::DevicePtrAsClArg {
-            if m.cl_is_svm() {
-                self.out.line(format!(
-                    "CHECK(CL, clEnqueueSVMMemFill(queue, {v}_svm, &POISON, 4, {bytes}, 0, NULL, NULL));"
-                ));
-            } else {
-                self.out.line(format!(
-                    "CHECK(CL, clEnqueueFillBuffer(queue, {v}_buf, &POISON, 4, 0, {bytes}, 0, NULL, NULL));"
-                ));
-            }
-            self.out.line("CHECK(CL, clFinish(queue));");
-        }
-        if !matches!(
-            m.path,
-            PathKind::ClSvmCoarse | PathKind::ClSvmFine | PathKind::ClGpuVa
-        ) {
-            self.uses("poison");
-            self.out.line(format!(
-                "peer_upload({v}_peer, poison_vec({len}), {bytes});"
-            ));
-            self.peer_sync();
-        }
+        paths::room(m.path).c_create(self, m);
     }
 
-    /// Shared::release (paths.rs): both sides let go, mappings undone, memory freed.
+    /// `Shared::release`: both sides let go, mappings undone, memory freed by the path's room.
     fn release(&mut self, m: &Mem) {
         let v = m.v;
         self.out.step(&format!("release {v}"));
@@ -456,100 +187,11 @@ impl Gen<'_> {
         if m.mapped || m.svm_mapped {
             self.out.line("CHECK(CL, clFinish(queue));");
         }
-        let dev = format!("{v}_dev");
-        let lines = match m.path {
-            PathKind::Copy => {
-                let mut l = format!(
-                    "CHECK(CL, clReleaseMemObject({v}_buf));\nfree((void *)(uintptr_t){v}_staging);"
-                );
-                if let Some(d) = self.dialect {
-                    l.push('\n');
-                    l.push_str(&d.call(d.free, &dev, ""));
-                }
-                l
-            }
-            PathKind::ClSvmCoarse | PathKind::ClSvmFine => {
-                format!("clSVMFree(context, {v}_svm);")
-            }
-            PathKind::UseHostPtr => format!(
-                "CHECK(CL, clReleaseMemObject({v}_buf));\nfree((void *)(uintptr_t){v}_host);"
-            ),
-            PathKind::PinnedUseHostPtr => {
-                let d = self.dialect();
-                format!(
-                    "CHECK(CL, clReleaseMemObject({v}_buf));\n{}",
-                    d.call(d.free_pinned, &format!("{v}_pinned"), "")
-                )
-            }
-            PathKind::DeviceUseHostPtr | PathKind::ManagedUseHostPtr => {
-                let d = self.dialect();
-                format!(
-                    "CHECK(CL, clReleaseMemObject({v}_buf));\n{}",
-                    d.call(d.free, &dev, "")
-                )
-            }
-            PathKind::DevicePtrAsClArg => {
-                let d = self.dialect();
-                d.call(d.free, &dev, "")
-            }
-            PathKind::ClGpuVa => format!("CHECK(CL, clReleaseMemObject({v}_buf));"),
-            PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy => {
-                let d = self.dialect();
-                format!("clSVMFree(context, {v}_svm);\n{}", d.call(d.free, &dev, ""))
-            }
-            other => unreachable!("path {other} is refused by check_covered"),
-        };
+        let lines = paths::room(m.path).c_release(self, m);
         self.out.line(lines);
     }
 
-    /// clFinish, or clWaitForEvents on the last command under `event` (sync.rs finish_or_wait).
-    fn finish_or_wait(&mut self, sync: SyncMode, ev: Option<&str>) {
-        match (sync, ev) {
-            (SyncMode::Event, Some(e)) => self
-                .out
-                .line(format!("CHECK(CL, clWaitForEvents(1, &{e}));")),
-            _ => self.out.line("CHECK(CL, clFinish(queue));"),
-        }
-    }
-
-    fn svm_map(&mut self, m: &mut Mem, last: Option<&str>, access: Access) {
-        let v = m.v;
-        self.out.line(format!(
-            "CHECK(CL, clEnqueueSVMMap(queue, CL_TRUE, {}, {v}_svm, {}, {}, NULL));",
-            access.map_flags(),
-            m.bytes(),
-            waits(last)
-        ));
-        m.svm_mapped = true;
-    }
-
-    fn svm_unmap(&mut self, m: &mut Mem) -> String {
-        let ev = self.out.event("unmapped");
-        self.declare(format!("cl_event {ev};"));
-        self.out.line(format!(
-            "CHECK(CL, clEnqueueSVMUnmap(queue, {}_svm, 0, NULL, &{ev}));",
-            m.v
-        ));
-        m.svm_mapped = false;
-        ev
-    }
-
-    /// The peer's memcpy between the SVM pointer and its own memory (the +memcpy paths).
-    fn svm_memcpy(&mut self, m: &Mem, to_svm: bool) {
-        let d = self.dialect();
-        let (svm, dev) = (
-            d.svm_arg.replace("{p}", &format!("{}_svm", m.v)),
-            format!("{}_dev", m.v),
-        );
-        let line = if to_svm {
-            d.memcpy(&svm, &dev, &m.bytes())
-        } else {
-            d.memcpy(&dev, &svm, &m.bytes())
-        };
-        self.out.line(line);
-    }
-
-    /// sync.rs `to_peer`: hand `m` to the peer after OpenCL work ending with `last`.
+    /// `paths::to_peer`: hand `m` to the peer after OpenCL work ending with `last`.
     fn hand_to_peer(&mut self, m: &mut Mem, sync: SyncMode, last: Option<&str>, access: Access) {
         if m.owner == Owner::Peer {
             return;
@@ -563,68 +205,11 @@ impl Gen<'_> {
                 ""
             }
         ));
-        match (m.path, sync) {
-            (PathKind::Copy, _) => {
-                // copy_to_peer: a non-blocking read into staging, waited for per the mode.
-                if access.reads() {
-                    let ev = self.out.event("read");
-                    self.declare(format!("cl_event {ev};"));
-                    self.out.line(format!(
-                        "CHECK(CL, clEnqueueReadBuffer(queue, {v}_buf, CL_FALSE, 0, {}, (void *)(uintptr_t){v}_staging, {}, &{ev}));",
-                        m.bytes(),
-                        waits(last)
-                    ));
-                    if sync != SyncMode::None {
-                        self.finish_or_wait(sync, Some(&ev));
-                    }
-                } else if sync != SyncMode::None {
-                    self.finish_or_wait(sync, None);
-                }
-                if self.dialect.is_some() {
-                    self.out.line(format!(
-                        "peer_upload({v}_peer, (void *)(uintptr_t){v}_staging, {});",
-                        m.bytes()
-                    ));
-                }
-            }
-            _ if m.is_memcpy() => {
-                match sync {
-                    SyncMode::Map => self.svm_map(m, last, access),
-                    SyncMode::None => {}
-                    _ => self.finish_or_wait(sync, last),
-                }
-                if access.reads() {
-                    self.svm_memcpy(m, false);
-                }
-            }
-            (_, SyncMode::None) => {}
-            (p, SyncMode::Finish | SyncMode::Event) if p.shares_one_address() => {
-                self.finish_or_wait(sync, last)
-            }
-            (PathKind::ClSvmCoarse | PathKind::ClSvmFine, SyncMode::Map) => {
-                self.svm_map(m, last, access)
-            }
-            (p, SyncMode::Map) if p.is_use_host_ptr() => {
-                self.declare(format!("void *{v}_map;"));
-                self.out.line(format!(
-                    "CHECK(CL, ({v}_map = clEnqueueMapBuffer(queue, {v}_buf, CL_TRUE, {}, 0, {}, {}, NULL, &err), err));",
-                    access.map_flags(),
-                    m.bytes(),
-                    waits(last)
-                ));
-                self.uses("map_check");
-                self.out.line(format!("check_mapped({v}_map, {v}_peer);"));
-                m.mapped = true;
-            }
-            (p, SyncMode::Finish) if p.is_use_host_ptr() => {
-                self.out.line("CHECK(CL, clFinish(queue));")
-            }
-            (path, sync) => unreachable!("sync {sync} on {path} is refused when cases are built"),
-        }
+        paths::room(m.path).c_to_peer(self, m, sync, last, access);
         m.owner = Owner::Peer;
     }
 
-    /// sync.rs `to_cl`: hand `m` back to OpenCL after the peer's work; the event the next
+    /// `paths::to_cl`: hand `m` back to OpenCL after the peer's work; the event the next
     /// OpenCL command must wait on, if any.
     fn hand_to_cl(&mut self, m: &mut Mem, sync: SyncMode) -> Option<String> {
         if m.owner == Owner::OpenCl {
@@ -638,56 +223,7 @@ impl Gen<'_> {
             SyncMode::Event if self.dialect.is_some() => self.out.line("peer_event_sync();"),
             _ => self.peer_sync(),
         }
-        let mut ready = None;
-        match (m.path, sync) {
-            (PathKind::Copy, _) => {
-                if self.dialect.is_some() {
-                    self.out.line(format!(
-                        "peer_download({v}_peer, (void *)(uintptr_t){v}_staging, {});",
-                        m.bytes()
-                    ));
-                }
-                let ev = self.out.event("written");
-                self.declare(format!("cl_event {ev};"));
-                self.out.line(format!(
-                    "CHECK(CL, clEnqueueWriteBuffer(queue, {v}_buf, CL_FALSE, 0, {}, (void *)(uintptr_t){v}_staging, 0, NULL, &{ev}));",
-                    m.bytes()
-                ));
-                match sync {
-                    SyncMode::Finish => self.out.line("CHECK(CL, clFinish(queue));"),
-                    SyncMode::Event => {
-                        self.out
-                            .line(format!("CHECK(CL, clWaitForEvents(1, &{ev}));"));
-                        ready = Some(ev);
-                    }
-                    _ => {}
-                }
-            }
-            _ if m.is_memcpy() => {
-                self.svm_memcpy(m, true);
-                if m.svm_mapped {
-                    ready = Some(self.svm_unmap(m));
-                }
-            }
-            (_, SyncMode::None) => {}
-            (p, SyncMode::Finish | SyncMode::Event) if p.shares_one_address() => {}
-            (PathKind::ClSvmCoarse | PathKind::ClSvmFine, SyncMode::Map) => {
-                ready = Some(self.svm_unmap(m));
-            }
-            (p, SyncMode::Map) if p.is_use_host_ptr() => {
-                if m.mapped {
-                    let ev = self.out.event("unmapped");
-                    self.declare(format!("cl_event {ev};"));
-                    self.out.line(format!(
-                        "CHECK(CL, clEnqueueUnmapMemObject(queue, {v}_buf, {v}_map, 0, NULL, &{ev}));"
-                    ));
-                    m.mapped = false;
-                    ready = Some(ev);
-                }
-            }
-            (p, SyncMode::Finish) if p.is_use_host_ptr() => {}
-            (path, sync) => unreachable!("sync {sync} on {path} is refused when cases are built"),
-        }
+        let ready = paths::room(m.path).c_to_cl(self, m, sync);
         m.owner = Owner::OpenCl;
         ready
     }
@@ -760,6 +296,44 @@ impl Gen<'_> {
     }
 }
 
+impl CWriter for Gen<'_> {
+    fn line(&mut self, s: &str) {
+        self.out.line(s);
+    }
+
+    fn comment(&mut self, s: &str) {
+        self.out.comment(s);
+    }
+
+    fn event(&mut self, stem: &str) -> String {
+        self.out.event(stem)
+    }
+
+    fn declare(&mut self, d: String) {
+        Gen::declare(self, d);
+    }
+
+    fn uses(&mut self, section: &'static str) {
+        Gen::uses(self, section);
+    }
+
+    fn launches(&mut self, kernel: &'static str) {
+        self.path_kernels.push(kernel);
+    }
+
+    fn dialect(&self) -> Option<Dialect> {
+        self.dialect.copied()
+    }
+
+    fn peer_sync(&mut self) {
+        Gen::peer_sync(self);
+    }
+
+    fn refuse(&mut self, why: String) {
+        self.refused.get_or_insert(why);
+    }
+}
+
 /// The body of `case`'s program with data seed `seed` and data `kind`; `dialect` is the
 /// device peer's (none for the host).
 pub(super) fn body(
@@ -777,6 +351,7 @@ pub(super) fn body(
         take_sync: if skip_sync { SyncMode::None } else { case.sync },
         extra: Vec::new(),
         path_kernels: Vec::new(),
+        refused: None,
     };
     let mut b = Body {
         common: vec![],
@@ -821,6 +396,9 @@ pub(super) fn body(
             None
         }
     };
+    if let Some(why) = g.refused.take() {
+        anyhow::bail!("{}: {why}", g.case);
+    }
     if let Some(d) = draws {
         b.generator = generator_sections(kind, d);
     }

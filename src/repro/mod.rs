@@ -29,6 +29,7 @@ use anyhow::{Context, bail};
 use crate::generate::DataKind;
 use crate::model::{Api, Op, OutcomeKind, PathKind, Peer, SyncMode};
 use crate::ops::{Plant, data_seed};
+use crate::paths::PathFacts;
 
 pub use shrink::{RunCases, Shrunk, SimplerData, candidates, has_data, shrink, simplify_data};
 

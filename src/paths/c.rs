@@ -1,0 +1,215 @@
+//! What every path's reproducer C shares: the writer a path writes its calls into (the
+//! reproducer generator in repro/ implements it), the device peer's spelling of them, and the
+//! handover steps more than one path makes. Each path's own C sits in its room, beside the
+//! Rust it mirrors.
+
+use crate::model::{PathKind, SyncMode};
+use crate::sync::Access;
+
+use super::Owner;
+
+/// How a device peer's API spells the calls the body makes inline (repro/cuda.rs, hip.rs).
+/// `{p}`, `{bytes}`, `{dst}`, `{src}` are filled in.
+#[derive(Clone, Copy)]
+pub(crate) struct Dialect {
+    /// CHECK's tag for the peer's runtime: `CU`, `HIP`.
+    pub tag: &'static str,
+    /// The declaration of a device allocation `{p}`.
+    pub decl: &'static str,
+    /// A device allocation `{p}` as the `uint64_t` the peer's functions take.
+    pub addr: &'static str,
+    /// A device allocation `{p}` as a `void *` (for USE_HOST_PTR, or as an SVM argument).
+    pub as_void: &'static str,
+    /// An SVM pointer `{p}` as the memcpy's argument type.
+    pub svm_arg: &'static str,
+    pub alloc: &'static str,
+    pub alloc_managed: &'static str,
+    pub alloc_pinned: &'static str,
+    pub free: &'static str,
+    pub free_pinned: &'static str,
+    /// The peer's memcpy with the direction inferred from the pointers.
+    pub memcpy: &'static str,
+}
+
+impl Dialect {
+    pub(crate) fn call(&self, template: &str, p: &str, bytes: &str) -> String {
+        format!(
+            "CHECK({}, {});",
+            self.tag,
+            template.replace("{p}", p).replace("{bytes}", bytes)
+        )
+    }
+
+    pub(crate) fn memcpy(&self, dst: &str, src: &str, bytes: &str) -> String {
+        format!(
+            "CHECK({}, {});",
+            self.tag,
+            self.memcpy
+                .replace("{dst}", dst)
+                .replace("{src}", src)
+                .replace("{bytes}", bytes)
+        )
+    }
+}
+
+/// Where a path writes its C: the case's statements, declarations and the helpers they call.
+pub(crate) trait CWriter {
+    /// C statements, each line indented.
+    fn line(&mut self, s: &str);
+    fn comment(&mut self, s: &str);
+    /// A fresh name for an event variable.
+    fn event(&mut self, stem: &str) -> String;
+    /// A declaration at the top of `main` (once).
+    fn declare(&mut self, d: String);
+    /// A common section the statements call.
+    fn uses(&mut self, section: &'static str);
+    /// An OpenCL kernel the path launches.
+    fn launches(&mut self, kernel: &'static str);
+    /// The device peer's dialect; none for the host.
+    fn dialect(&self) -> Option<Dialect>;
+    /// A peer sync: nothing for the host, whose work is done when it returns.
+    fn peer_sync(&mut self);
+    /// Marks the program as one the generator cannot write (a step it has no C for).
+    fn refuse(&mut self, why: String);
+}
+
+/// One shared allocation, as the generator tracks it: C variables `<v>_buf`, `<v>_svm`,
+/// `<v>_peer`, ... and the state the handovers keep at run time (owner, live mappings).
+pub(crate) struct CMem {
+    pub v: &'static str,
+    pub path: PathKind,
+    /// Complex elements, as a C expression.
+    pub len: String,
+    pub owner: Owner,
+    pub mapped: bool,
+    pub svm_mapped: bool,
+}
+
+impl CMem {
+    pub(crate) fn bytes(&self) -> String {
+        format!("8 * {}", self.len)
+    }
+
+    /// The kernel argument OpenCL takes for it: a buffer object or an SVM (raw) pointer.
+    pub(crate) fn arg(&self) -> String {
+        if super::room(self.path).c_cl_is_svm() {
+            format!("svm({}_svm)", self.v)
+        } else {
+            format!("mem({}_buf)", self.v)
+        }
+    }
+}
+
+/// The device peer's dialect, or the refusal of a path that needs one on the host.
+pub(crate) fn device_dialect(c: &mut dyn CWriter, path: PathKind) -> Option<Dialect> {
+    let d = c.dialect();
+    if d.is_none() {
+        c.refuse(format!(
+            "path {path} allocates device memory, which the host has none of"
+        ));
+    }
+    d
+}
+
+/// The refusal of a handover no case makes (cases are built from the path's syncs).
+pub(crate) fn no_such_handover(c: &mut dyn CWriter, path: PathKind, sync: SyncMode) {
+    c.refuse(format!(
+        "sync {sync} on {path} is refused when cases are built"
+    ));
+}
+
+/// `map_flags` as C.
+pub(crate) fn map_flags(access: Access) -> &'static str {
+    match access {
+        Access::Read => "CL_MAP_READ",
+        Access::Write => "CL_MAP_WRITE_INVALIDATE_REGION",
+        Access::ReadWrite => "CL_MAP_READ | CL_MAP_WRITE",
+    }
+}
+
+/// A C wait list from an optional event variable.
+pub(crate) fn waits(ev: Option<&str>) -> String {
+    match ev {
+        Some(e) => format!("1, &{e}"),
+        None => "0, NULL".into(),
+    }
+}
+
+/// clFinish, or clWaitForEvents on the last command under `event` (sync.rs finish_or_wait).
+pub(crate) fn finish_or_wait(c: &mut dyn CWriter, sync: SyncMode, ev: Option<&str>) {
+    match (sync, ev) {
+        (SyncMode::Event, Some(e)) => c.line(&format!("CHECK(CL, clWaitForEvents(1, &{e}));")),
+        _ => c.line("CHECK(CL, clFinish(queue));"),
+    }
+}
+
+/// [`super::svm_map`] as C.
+pub(crate) fn svm_map(c: &mut dyn CWriter, m: &mut CMem, last: Option<&str>, access: Access) {
+    let v = m.v;
+    c.line(&format!(
+        "CHECK(CL, clEnqueueSVMMap(queue, CL_TRUE, {}, {v}_svm, {}, {}, NULL));",
+        map_flags(access),
+        m.bytes(),
+        waits(last)
+    ));
+    m.svm_mapped = true;
+}
+
+/// [`super::svm_unmap`] as C; the event OpenCL's next command waits on.
+pub(crate) fn svm_unmap(c: &mut dyn CWriter, m: &mut CMem) -> String {
+    let ev = c.event("unmapped");
+    c.declare(format!("cl_event {ev};"));
+    c.line(&format!(
+        "CHECK(CL, clEnqueueSVMUnmap(queue, {}_svm, 0, NULL, &{ev}));",
+        m.v
+    ));
+    m.svm_mapped = false;
+    ev
+}
+
+/// `Shared::poison` as C: what each side allocated, filled by that side.
+pub(crate) fn poison(c: &mut dyn CWriter, m: &CMem, on_cl: bool, on_peer: bool) {
+    let (v, bytes, len) = (m.v, m.bytes(), &m.len);
+    c.comment("new memory holds the poison word, written by the API that allocated it");
+    if on_cl {
+        if super::room(m.path).c_cl_is_svm() {
+            c.line(&format!(
+                "CHECK(CL, clEnqueueSVMMemFill(queue, {v}_svm, &POISON, 4, {bytes}, 0, NULL, NULL));"
+            ));
+        } else {
+            c.line(&format!(
+                "CHECK(CL, clEnqueueFillBuffer(queue, {v}_buf, &POISON, 4, 0, {bytes}, 0, NULL, NULL));"
+            ));
+        }
+        c.line("CHECK(CL, clFinish(queue));");
+    }
+    if on_peer {
+        c.uses("poison");
+        c.line(&format!(
+            "peer_upload({v}_peer, poison_vec({len}), {bytes});"
+        ));
+        c.peer_sync();
+    }
+}
+
+/// `shared_address_to_peer` as C.
+pub(crate) fn shared_address_to_peer(
+    c: &mut dyn CWriter,
+    m: &CMem,
+    sync: SyncMode,
+    last: Option<&str>,
+) {
+    match sync {
+        SyncMode::None => {}
+        SyncMode::Finish | SyncMode::Event => finish_or_wait(c, sync, last),
+        other => no_such_handover(c, m.path, other),
+    }
+}
+
+/// `shared_address_to_cl` as C.
+pub(crate) fn shared_address_to_cl(c: &mut dyn CWriter, m: &CMem, sync: SyncMode) {
+    match sync {
+        SyncMode::None | SyncMode::Finish | SyncMode::Event => {}
+        other => no_such_handover(c, m.path, other),
+    }
+}

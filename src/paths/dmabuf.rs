@@ -1,0 +1,114 @@
+//! `cl-dmabuf+hip-import`: OpenCL SVM exported as a dma-buf by the HSA runtime
+//! (hsa_amd_portable_export_dmabuf) and imported with hipImportExternalMemory. ROCm only.
+
+use std::ffi::c_void;
+
+use cl3::types::cl_event;
+use num_complex::Complex32;
+
+use crate::model::{Api, CaseError, PathKind, SyncMode};
+use crate::runtimes::device::DeviceAlloc;
+use crate::runtimes::opencl::{ClEvent, ClMem, ClSession};
+use crate::runtimes::{PeerPtr, PeerRuntime};
+use crate::sync::Access;
+
+use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
+use super::svm::{svm_alloc, svm_free};
+use super::{Handover, Made, Memory, Owner, Path, device_peer};
+
+pub(super) struct ClDmabufImport;
+
+/// OpenCL SVM mapped into the peer through a dma-buf export and import.
+#[derive(Debug)]
+struct ClExported {
+    ptr: *mut c_void,
+    alloc: DeviceAlloc,
+}
+
+impl Path for ClDmabufImport {
+    fn syncs(&self, _path: PathKind, _peer: Api) -> &'static [SyncMode] {
+        SHARED_ADDRESS_SYNCS
+    }
+
+    fn applies_to(&self, _path: PathKind, peer: Api) -> bool {
+        peer == Api::Hip
+    }
+
+    fn shares_one_address(&self) -> bool {
+        true
+    }
+
+    fn create(
+        &self,
+        session: &mut ClSession,
+        peer: &mut dyn PeerRuntime,
+        path: PathKind,
+        len: usize,
+    ) -> Result<Made, CaseError> {
+        let bytes = len * size_of::<Complex32>();
+        let dev = device_peer(peer, path)?;
+        // Coarse-grain SVM: ROCm places it in VRAM, an allocation the HSA runtime knows and
+        // can export (fine-grain SVM is system memory).
+        let ptr = svm_alloc(session, PathKind::ClSvmCoarse, bytes)?;
+        let alloc = match dev.import_cl_memory(ptr as usize, bytes, len) {
+            Ok(a) => a,
+            Err(e) => {
+                svm_free(session, ptr);
+                return Err(e);
+            }
+        };
+        let p = alloc.ptr;
+        Ok(Made {
+            cl: ClMem::Svm(ptr),
+            peer: p,
+            memory: Box::new(ClExported { ptr, alloc }),
+            owner: Owner::OpenCl,
+        })
+    }
+
+    fn c_cl_is_svm(&self) -> bool {
+        true
+    }
+}
+
+impl Memory for ClExported {
+    fn what(&self, _path: PathKind) -> &'static str {
+        "OpenCL SVM imported by the peer"
+    }
+
+    fn cl_owned(&self) -> Option<ClMem> {
+        Some(ClMem::Svm(self.ptr))
+    }
+
+    fn peer_owned(&self, _peer: PeerPtr) -> Option<PeerPtr> {
+        None
+    }
+
+    fn to_peer(
+        &self,
+        h: &mut Handover<'_>,
+        sync: SyncMode,
+        last: Option<&ClEvent>,
+        _waits: &[cl_event],
+        _access: Access,
+    ) -> Result<(), CaseError> {
+        super::shared_address_to_peer(h, sync, last)
+    }
+
+    fn to_cl(&self, h: &mut Handover<'_>, sync: SyncMode) -> Result<Vec<ClEvent>, CaseError> {
+        super::shared_address_to_cl(h, sync)
+    }
+
+    fn release(
+        self: Box<Self>,
+        session: &ClSession,
+        peer: &mut dyn PeerRuntime,
+        _first_err: &mut Option<CaseError>,
+    ) {
+        // The importer's mapping goes before the memory it maps.
+        if let Some(d) = peer.as_device() {
+            d.free(self.alloc);
+        }
+        svm_free(session, self.ptr);
+    }
+}

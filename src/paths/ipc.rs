@@ -1,0 +1,109 @@
+//! `ipc+device-ptr-as-cl-arg`: a device allocation of another process, opened with
+//! hipIpcOpenMemHandle / cuIpcOpenMemHandle and passed to OpenCL kernels as an SVM pointer.
+
+use std::ffi::c_void;
+
+use cl3::types::cl_event;
+
+use crate::ipc::Exporter;
+use crate::model::{Api, CaseError, PathKind, SyncMode};
+use crate::runtimes::device::DeviceAlloc;
+use crate::runtimes::opencl::{ClEvent, ClMem, ClSession};
+use crate::runtimes::{PeerPtr, PeerRuntime};
+use crate::sync::Access;
+
+use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
+use super::{Handover, Made, Memory, Owner, Path, device_peer};
+
+pub(super) struct IpcDevicePtr;
+
+/// Another process's allocation opened through IPC; the exporter holds it until released.
+#[derive(Debug)]
+struct Ipc {
+    alloc: DeviceAlloc,
+    exporter: Exporter,
+}
+
+impl Path for IpcDevicePtr {
+    fn syncs(&self, _path: PathKind, _peer: Api) -> &'static [SyncMode] {
+        SHARED_ADDRESS_SYNCS
+    }
+
+    fn applies_to(&self, _path: PathKind, peer: Api) -> bool {
+        peer != Api::Host
+    }
+
+    fn shares_one_address(&self) -> bool {
+        true
+    }
+
+    fn create(
+        &self,
+        _session: &mut ClSession,
+        peer: &mut dyn PeerRuntime,
+        path: PathKind,
+        len: usize,
+    ) -> Result<Made, CaseError> {
+        let dev = device_peer(peer, path)?;
+        let exe = std::env::current_exe().map_err(|e| {
+            CaseError::unsupported(format!("no path to this executable for the exporter: {e}"))
+        })?;
+        let (exporter, handle) = Exporter::spawn(exe, &dev.reopen_args(), len)?;
+        let alloc = dev.ipc_open(&handle, len)?;
+        let p = alloc.ptr;
+        Ok(Made {
+            cl: ClMem::Svm(p.addr as *mut c_void),
+            peer: p,
+            memory: Box::new(Ipc { alloc, exporter }),
+            owner: Owner::OpenCl,
+        })
+    }
+
+    fn c_cl_is_svm(&self) -> bool {
+        true
+    }
+}
+
+impl Memory for Ipc {
+    fn what(&self, _path: PathKind) -> &'static str {
+        "IPC-opened allocation of the exporter process"
+    }
+
+    fn cl_owned(&self) -> Option<ClMem> {
+        None
+    }
+
+    fn peer_owned(&self, peer: PeerPtr) -> Option<PeerPtr> {
+        Some(peer)
+    }
+
+    fn to_peer(
+        &self,
+        h: &mut Handover<'_>,
+        sync: SyncMode,
+        last: Option<&ClEvent>,
+        _waits: &[cl_event],
+        _access: Access,
+    ) -> Result<(), CaseError> {
+        super::shared_address_to_peer(h, sync, last)
+    }
+
+    fn to_cl(&self, h: &mut Handover<'_>, sync: SyncMode) -> Result<Vec<ClEvent>, CaseError> {
+        super::shared_address_to_cl(h, sync)
+    }
+
+    fn release(
+        self: Box<Self>,
+        _session: &ClSession,
+        peer: &mut dyn PeerRuntime,
+        first_err: &mut Option<CaseError>,
+    ) {
+        let Ipc { alloc, exporter } = *self;
+        if let Some(d) = peer.as_device() {
+            d.free(alloc);
+        }
+        if let Err(e) = exporter.finish() {
+            first_err.get_or_insert(e);
+        }
+    }
+}

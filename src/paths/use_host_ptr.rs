@@ -1,0 +1,369 @@
+//! `use-host-ptr`, `pinned+use-host-ptr`, `device+use-host-ptr`, `managed+use-host-ptr`:
+//! clCreateBuffer(CL_MEM_USE_HOST_PTR) over the host's ordinary memory, or over the device
+//! runtime's pinned host memory, device allocation (as if it were host memory) or managed
+//! memory.
+
+use std::ffi::c_void;
+use std::ptr;
+
+use cl3::types::{CL_TRUE, cl_event};
+use num_complex::Complex32;
+
+use crate::model::{Api, ApiError, CaseError, PathKind, Phase, SyncMode};
+use crate::runtimes::device::{AllocKind, DeviceAlloc};
+use crate::runtimes::opencl::{ClEvent, ClMem, ClResultExt, ClSession};
+use crate::runtimes::{PeerPtr, PeerRuntime};
+use crate::sync::{self, Access};
+
+use super::c::{self, CMem, CWriter};
+use super::{
+    Handover, Made, Memory, Owner, Path, device_peer, no_such_handover, release_buffer,
+    wrap_host_ptr,
+};
+
+pub(super) struct UseHostPtr;
+
+/// CL_MEM_USE_HOST_PTR over the host's memory or a device runtime's allocation.
+#[derive(Debug)]
+struct UseHostPtrMemory {
+    buffer: *mut c_void,
+    host: Option<PeerPtr>,
+    alloc: Option<DeviceAlloc>,
+}
+
+impl Path for UseHostPtr {
+    /// OpenCL may hand USE_HOST_PTR memory over only by map/unmap (OpenCL 3.0 §5.4.2);
+    /// `finish` without it breaks that rule on purpose (a negative control). No semaphore:
+    /// the handover is the map, not device work to order.
+    fn syncs(&self, _path: PathKind, _peer: Api) -> &'static [SyncMode] {
+        &[SyncMode::Map, SyncMode::Finish, SyncMode::None]
+    }
+
+    fn applies_to(&self, path: PathKind, peer: Api) -> bool {
+        match path {
+            PathKind::UseHostPtr => peer == Api::Host,
+            _ => peer != Api::Host,
+        }
+    }
+
+    fn is_use_host_ptr(&self) -> bool {
+        true
+    }
+
+    fn create(
+        &self,
+        session: &mut ClSession,
+        peer: &mut dyn PeerRuntime,
+        path: PathKind,
+        len: usize,
+    ) -> Result<Made, CaseError> {
+        let bytes = len * size_of::<Complex32>();
+        let (peer_ptr, memory) = match path {
+            PathKind::UseHostPtr => {
+                let host = peer.alloc_host(len)?;
+                let buffer = match wrap_host_ptr(session, host.addr, bytes) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        peer.free_host(host);
+                        return Err(e);
+                    }
+                };
+                (
+                    host,
+                    UseHostPtrMemory {
+                        buffer,
+                        host: Some(host),
+                        alloc: None,
+                    },
+                )
+            }
+            _ => {
+                let kind = match path {
+                    PathKind::PinnedUseHostPtr => AllocKind::PinnedHost,
+                    PathKind::DeviceUseHostPtr => AllocKind::Device,
+                    _ => AllocKind::Managed,
+                };
+                let dev = device_peer(peer, path)?;
+                let alloc = dev.alloc(kind, len)?;
+                let buffer = match wrap_host_ptr(session, alloc.ptr.addr, bytes) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        dev.free(alloc);
+                        return Err(e);
+                    }
+                };
+                let p = alloc.ptr;
+                (
+                    p,
+                    UseHostPtrMemory {
+                        buffer,
+                        host: None,
+                        alloc: Some(alloc),
+                    },
+                )
+            }
+        };
+        Ok(Made {
+            cl: ClMem::Buffer(memory.buffer),
+            peer: peer_ptr,
+            memory: Box::new(memory),
+            owner: Owner::OpenCl,
+        })
+    }
+
+    fn c_create(&self, c: &mut dyn CWriter, m: &CMem) {
+        let (v, bytes, len) = (m.v, m.bytes(), m.len.clone());
+        let use_host = |c: &mut dyn CWriter, host: &str| {
+            c.declare(format!("cl_mem {v}_buf;"));
+            c.line(&format!(
+                "CHECK(CL, ({v}_buf = clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, {bytes}, {host}, &err), err));"
+            ));
+        };
+        match m.path {
+            PathKind::UseHostPtr => {
+                c.declare(format!("uint64_t {v}_host;"));
+                c.uses("host_alloc");
+                c.line(&format!("{v}_host = host_alloc({len});"));
+                use_host(c, &format!("(void *)(uintptr_t){v}_host"));
+                c.line(&format!("{v}_peer = {v}_host;"));
+            }
+            PathKind::PinnedUseHostPtr => {
+                let Some(d) = c::device_dialect(c, m.path) else {
+                    return;
+                };
+                let alloc = d.call(d.alloc_pinned, &format!("&{v}_pinned"), &bytes);
+                c.declare(format!("void *{v}_pinned;"));
+                c.line(&alloc);
+                use_host(c, &format!("{v}_pinned"));
+                c.line(&format!("{v}_peer = (uintptr_t){v}_pinned;"));
+            }
+            _ => {
+                let Some(d) = c::device_dialect(c, m.path) else {
+                    return;
+                };
+                let dev = format!("{v}_dev");
+                let (decl, as_void) = (d.decl.replace("{p}", &dev), d.as_void.replace("{p}", &dev));
+                let addr = d.addr.replace("{p}", &dev);
+                let alloc = if m.path == PathKind::DeviceUseHostPtr {
+                    d.call(d.alloc, &format!("&{dev}"), &bytes)
+                } else {
+                    d.call(d.alloc_managed, &format!("&{dev}"), &bytes)
+                };
+                c.declare(decl);
+                if m.path == PathKind::DeviceUseHostPtr {
+                    c.comment(
+                        "a device allocation handed to CL_MEM_USE_HOST_PTR as if it were host memory",
+                    );
+                }
+                c.line(&alloc);
+                use_host(c, &as_void);
+                c.line(&format!("{v}_peer = {addr};"));
+            }
+        }
+        c::poison(c, m, true, true);
+    }
+
+    fn c_release(&self, c: &mut dyn CWriter, m: &CMem) -> String {
+        let v = m.v;
+        match m.path {
+            PathKind::UseHostPtr => format!(
+                "CHECK(CL, clReleaseMemObject({v}_buf));\nfree((void *)(uintptr_t){v}_host);"
+            ),
+            PathKind::PinnedUseHostPtr => {
+                let Some(d) = c::device_dialect(c, m.path) else {
+                    return String::new();
+                };
+                format!(
+                    "CHECK(CL, clReleaseMemObject({v}_buf));\n{}",
+                    d.call(d.free_pinned, &format!("{v}_pinned"), "")
+                )
+            }
+            _ => {
+                let Some(d) = c::device_dialect(c, m.path) else {
+                    return String::new();
+                };
+                format!(
+                    "CHECK(CL, clReleaseMemObject({v}_buf));\n{}",
+                    d.call(d.free, &format!("{v}_dev"), "")
+                )
+            }
+        }
+    }
+
+    fn c_to_peer(
+        &self,
+        c: &mut dyn CWriter,
+        m: &mut CMem,
+        sync: SyncMode,
+        last: Option<&str>,
+        access: Access,
+    ) {
+        let v = m.v;
+        match sync {
+            SyncMode::None => {}
+            SyncMode::Map => {
+                c.declare(format!("void *{v}_map;"));
+                c.line(&format!(
+                    "CHECK(CL, ({v}_map = clEnqueueMapBuffer(queue, {v}_buf, CL_TRUE, {}, 0, {}, {}, NULL, &err), err));",
+                    c::map_flags(access),
+                    m.bytes(),
+                    c::waits(last)
+                ));
+                c.uses("map_check");
+                c.line(&format!("check_mapped({v}_map, {v}_peer);"));
+                m.mapped = true;
+            }
+            SyncMode::Finish => c.line("CHECK(CL, clFinish(queue));"),
+            other => c::no_such_handover(c, m.path, other),
+        }
+    }
+
+    fn c_to_cl(&self, c: &mut dyn CWriter, m: &mut CMem, sync: SyncMode) -> Option<String> {
+        let v = m.v;
+        match sync {
+            SyncMode::None | SyncMode::Finish => None,
+            SyncMode::Map => {
+                if m.mapped {
+                    let ev = c.event("unmapped");
+                    c.declare(format!("cl_event {ev};"));
+                    c.line(&format!(
+                        "CHECK(CL, clEnqueueUnmapMemObject(queue, {v}_buf, {v}_map, 0, NULL, &{ev}));"
+                    ));
+                    m.mapped = false;
+                    Some(ev)
+                } else {
+                    None
+                }
+            }
+            other => {
+                c::no_such_handover(c, m.path, other);
+                None
+            }
+        }
+    }
+}
+
+/// Blocking map of the whole buffer for the peer, whose pointer must be the one it wraps.
+fn map_host_ptr(
+    h: &mut Handover<'_>,
+    buffer: *mut c_void,
+    waits: &[cl_event],
+    access: Access,
+) -> Result<(), CaseError> {
+    let s = h.s;
+    let (n, w) = sync::raw_wait(waits);
+    let mut mapped: *mut c_void = ptr::null_mut();
+    // SAFETY: blocking map of the whole buffer; unmapped in to_cl or release. cl3 returns the
+    // mapped pointer through `mapped`.
+    let ev = unsafe {
+        cl3::command_queue::enqueue_map_buffer(
+            s.queue.get(),
+            buffer,
+            CL_TRUE,
+            access.map_flags(),
+            0,
+            h.bytes(),
+            &mut mapped,
+            n,
+            w,
+        )
+    }
+    .call("clEnqueueMapBuffer")
+    .running()?;
+    drop(ClEvent(ev));
+    *h.mapped = Some(mapped);
+    // OpenCL 1.2 §5.4.2: for USE_HOST_PTR the mapped pointer is derived from host_ptr. Anything
+    // else means the peer would be reading a copy it was never told about.
+    if mapped as usize != h.peer_ptr.addr {
+        return Err(CaseError::Broken(ApiError {
+            api: Api::OpenCl,
+            call: "clEnqueueMapBuffer".into(),
+            code: 0,
+            name: "CL_SUCCESS".into(),
+            detail: format!(
+                "mapped {:#x}, not the USE_HOST_PTR address {:#x}",
+                mapped as usize, h.peer_ptr.addr
+            ),
+        }));
+    }
+    Ok(())
+}
+
+impl Memory for UseHostPtrMemory {
+    fn what(&self, _path: PathKind) -> &'static str {
+        "memory under CL_MEM_USE_HOST_PTR"
+    }
+
+    fn cl_owned(&self) -> Option<ClMem> {
+        Some(ClMem::Buffer(self.buffer))
+    }
+
+    fn peer_owned(&self, peer: PeerPtr) -> Option<PeerPtr> {
+        Some(peer)
+    }
+
+    fn mapped_buffer(&self) -> Option<*mut c_void> {
+        Some(self.buffer)
+    }
+
+    fn to_peer(
+        &self,
+        h: &mut Handover<'_>,
+        sync: SyncMode,
+        _last: Option<&ClEvent>,
+        waits: &[cl_event],
+        access: Access,
+    ) -> Result<(), CaseError> {
+        match sync {
+            // Negative control: start nothing that would order the peer after OpenCL.
+            SyncMode::None => Ok(()),
+            SyncMode::Map => map_host_ptr(h, self.buffer, waits, access),
+            // Without map: the rule-breaking negative control finishes OpenCL's work and
+            // nothing more.
+            SyncMode::Finish => h.s.finish().running(),
+            other => Err(no_such_handover(h.path, other)),
+        }
+    }
+
+    fn to_cl(&self, h: &mut Handover<'_>, sync: SyncMode) -> Result<Vec<ClEvent>, CaseError> {
+        match sync {
+            SyncMode::None | SyncMode::Finish => Ok(Vec::new()),
+            SyncMode::Map => {
+                let mut events = Vec::new();
+                if let Some(mapped) = h.mapped.take() {
+                    // SAFETY: `mapped` came from clEnqueueMapBuffer on this buffer.
+                    let ev = unsafe {
+                        cl3::command_queue::enqueue_unmap_mem_object(
+                            h.s.queue.get(),
+                            self.buffer,
+                            mapped,
+                            0,
+                            ptr::null(),
+                        )
+                    }
+                    .call("clEnqueueUnmapMemObject")
+                    .running()?;
+                    events.push(ClEvent(ev));
+                }
+                Ok(events)
+            }
+            other => Err(no_such_handover(h.path, other)),
+        }
+    }
+
+    fn release(
+        self: Box<Self>,
+        _session: &ClSession,
+        peer: &mut dyn PeerRuntime,
+        _first_err: &mut Option<CaseError>,
+    ) {
+        // The buffer goes first: the runtime may still reference the memory.
+        release_buffer(self.buffer);
+        if let Some(h) = self.host {
+            peer.free_host(h);
+        }
+        if let (Some(a), Some(d)) = (self.alloc, peer.as_device()) {
+            d.free(a);
+        }
+    }
+}

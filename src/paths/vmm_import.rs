@@ -1,0 +1,122 @@
+//! `vmm-fd+cl-import`: a VMM allocation exported as a POSIX fd (CUDA) or dma-buf (ROCm) and
+//! imported by OpenCL (cl_khr_external_memory_opaque_fd / _dma_buf).
+
+use std::ffi::c_void;
+
+use cl3::types::cl_event;
+
+use crate::model::{Api, CaseError, PathKind, SyncMode};
+use crate::runtimes::device::{AllocKind, DeviceAlloc};
+use crate::runtimes::opencl::{ClEvent, ClMem, ClSession};
+use crate::runtimes::{PeerPtr, PeerRuntime};
+use crate::sync::Access;
+
+use super::{Handover, Made, Memory, Owner, Path, device_peer, import_fd, release_buffer};
+
+pub(super) struct VmmImport;
+
+/// A VMM allocation exported as an fd and imported as an OpenCL buffer.
+#[derive(Debug)]
+struct Imported {
+    buffer: *mut c_void,
+    alloc: DeviceAlloc,
+}
+
+/// The syncs of imported memory: acquire/release around OpenCL's use (as Khronos's CTS
+/// `test_vulkan` does), the semaphore with them, and `finish` without them, which breaks the
+/// rule on purpose (a negative control).
+pub(super) const IMPORTED_SYNCS: &[SyncMode] = &[
+    SyncMode::AcquireRelease,
+    SyncMode::Semaphore,
+    SyncMode::Finish,
+    SyncMode::None,
+];
+
+impl Path for VmmImport {
+    fn syncs(&self, _path: PathKind, _peer: Api) -> &'static [SyncMode] {
+        IMPORTED_SYNCS
+    }
+
+    fn applies_to(&self, _path: PathKind, peer: Api) -> bool {
+        peer != Api::Host
+    }
+
+    fn is_imported(&self) -> bool {
+        true
+    }
+
+    fn create(
+        &self,
+        session: &mut ClSession,
+        peer: &mut dyn PeerRuntime,
+        path: PathKind,
+        len: usize,
+    ) -> Result<Made, CaseError> {
+        let dev = device_peer(peer, path)?;
+        let alloc = dev.alloc(AllocKind::Exportable, len)?;
+        let kind = dev.export_handle();
+        let imported = dev
+            .export_fd(&alloc)
+            .and_then(|fd| import_fd(session, fd, kind, alloc.bytes));
+        let buffer = match imported {
+            Ok(b) => b,
+            Err(e) => {
+                dev.free(alloc);
+                return Err(e);
+            }
+        };
+        let p = alloc.ptr;
+        Ok(Made {
+            cl: ClMem::Buffer(buffer),
+            peer: PeerPtr { addr: p.addr, len },
+            memory: Box::new(Imported { buffer, alloc }),
+            // Imported memory starts out owned by its exporter: OpenCL must acquire it.
+            owner: Owner::Peer,
+        })
+    }
+}
+
+impl Memory for Imported {
+    fn what(&self, _path: PathKind) -> &'static str {
+        "exported allocation imported by OpenCL"
+    }
+
+    fn cl_owned(&self) -> Option<ClMem> {
+        None
+    }
+
+    fn peer_owned(&self, peer: PeerPtr) -> Option<PeerPtr> {
+        Some(peer)
+    }
+
+    fn imported_buffer(&self) -> Option<*mut c_void> {
+        Some(self.buffer)
+    }
+
+    fn to_peer(
+        &self,
+        h: &mut Handover<'_>,
+        sync: SyncMode,
+        _last: Option<&ClEvent>,
+        waits: &[cl_event],
+        _access: Access,
+    ) -> Result<(), CaseError> {
+        super::imported_to_peer(h, self.buffer, sync, waits)
+    }
+
+    fn to_cl(&self, h: &mut Handover<'_>, sync: SyncMode) -> Result<Vec<ClEvent>, CaseError> {
+        super::imported_to_cl(h, self.buffer, sync)
+    }
+
+    fn release(
+        self: Box<Self>,
+        _session: &ClSession,
+        peer: &mut dyn PeerRuntime,
+        _first_err: &mut Option<CaseError>,
+    ) {
+        release_buffer(self.buffer);
+        if let Some(d) = peer.as_device() {
+            d.free(self.alloc);
+        }
+    }
+}
