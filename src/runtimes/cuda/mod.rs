@@ -14,10 +14,11 @@
 //! `sm_XY`, so the driver never has to JIT PTX that may be newer than itself.
 //!
 //! One file per concern: `load` (the libraries and their preflight), `error` (statuses and the
-//! `call!` macro), `discover` (devices and versions), `kernels` (NVRTC), `blas` (cuBLAS and
-//! cuSOLVER) and `memory` (allocation kinds, export, IPC, semaphores). This file holds the peer
-//! itself. What a GPU participant does around these calls is written once, in `runtimes/gpu`;
-//! the files here implement its traits with the driver's calls.
+//! `call!` macro), `discover` (devices and versions), `probe` (the probe's look at libcuda),
+//! `kernels` (NVRTC), `blas` (cuBLAS and cuSOLVER) and `memory` (allocation kinds, export, IPC,
+//! semaphores). This file holds the peer itself. What a GPU participant does around these calls
+//! is written once, in `runtimes/gpu`; the files here implement its traits with the driver's
+//! calls.
 
 use std::ffi::{CStr, c_void};
 use std::ptr::null_mut;
@@ -38,8 +39,10 @@ mod error;
 mod kernels;
 mod load;
 mod memory;
+mod probe;
 
 pub use discover::discover;
+pub use probe::probe;
 
 use blas::{BlasHandle, SolverHandle};
 use discover::{Versions, describe, init_driver};

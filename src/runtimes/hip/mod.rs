@@ -26,6 +26,7 @@ mod interop;
 mod kernels;
 mod load;
 mod memory;
+mod probe;
 mod status;
 
 use std::ffi::{CStr, c_int, c_uint, c_void};
@@ -50,6 +51,7 @@ use status::hip_call;
 
 pub use discover::discover;
 pub use load::{install_libraries, library_versions, load, open_blas, open_rtc, open_solver};
+pub use probe::probe;
 
 /// Arguments that open device `ordinal` again in another clhip process, with the same ROCm
 /// root when this one was given one.
