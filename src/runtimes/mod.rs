@@ -2,6 +2,14 @@
 //! [`PeerRuntime`], the interface every path and op uses to act on the peer's side. The host
 //! implements it now; the cuda and hip device runtimes implement it with kernels compiled from
 //! `kernels/*.hip`.
+//!
+//! The files form layers: each imports only files below it, so that none reaches itself. At
+//! the bottom, `locate` (opening libraries), `text` and `kernel_cache`, the only one `opencl`
+//! needs; then `vulkan/` (the broker), `device` (the peer interfaces, re-exported here),
+//! `runtime_status` (what the probe records of a runtime), `host`, `gpu` and `gpu/`; then
+//! `cuda/` and `hip/`. In those two, `mod.rs` holds the peer: what it holds (`handles`) and how
+//! it is made (`load`, `discover`, `kernels`, and hip's `ffi/`) sit below it, and the files that
+//! implement its calls (`memory`, `blas`, `interop`) above it.
 
 use crate::model::CaseError;
 

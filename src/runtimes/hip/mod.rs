@@ -22,6 +22,7 @@ pub mod install;
 
 mod blas;
 mod discover;
+mod handles;
 mod interop;
 mod kernels;
 mod load;
@@ -41,12 +42,10 @@ use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernels, Launch, kernel_source}
 use crate::runtimes::kernel_cache::{CompileKey, KernelCache};
 use crate::runtimes::vulkan::Broker;
 
-use blas::BlasHandle;
 use discover::{describe, device_count};
 use ffi::{Hip, OptLib, RtcFns, SolverFns, hipEvent_t, hipFunction_t, hipModule_t, hipStream_t};
-use interop::HsaRuntime;
+use handles::{BlasHandle, DeviceBuffer, HsaRuntime};
 use kernels::compile;
-use memory::DeviceBuffer;
 use status::hip_call;
 
 pub use discover::discover;
