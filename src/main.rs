@@ -894,7 +894,7 @@ fn bench_interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
         note(&format!("clhip: wrote {}", t.given.display()));
     }
     if let Some(t) = &svg {
-        output::write(t, plot::render_svg(&report).as_bytes())?;
+        output::write(t, plot::render_svg(&report)?.as_bytes())?;
         note(&format!("clhip: wrote {}", t.given.display()));
     }
     printed?;
