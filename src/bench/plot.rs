@@ -6,8 +6,8 @@
 //! says why in place of its bar, and in the legend in place of its line.
 //!
 //! Drawn with plotters' SVG backend, without its font features: text is written as SVG
-//! `<text>` elements, so no font is read or rasterised, and the file holds nothing that loads
-//! from elsewhere, so that the HTML report can embed it as is.
+//! `<text>` elements, so no font is read or rasterised. The file loads nothing from elsewhere,
+//! and the HTML report embeds it as is.
 
 use anyhow::anyhow;
 use plotters::coord::Shift;
@@ -51,8 +51,14 @@ const NATIVE_COLOUR: RGBColor = RGBColor(0x33, 0x33, 0x33);
 const MUTED: RGBColor = RGBColor(0x88, 0x88, 0x88);
 const GRID: RGBColor = RGBColor(0xe5, 0xe5, 0xe5);
 
-/// The colour of the `i`-th target of a pair, and whether its line is dashed.
-fn style(i: usize, target: Target) -> (RGBColor, bool) {
+/// A target's colour, and whether its line is dashed.
+type Style = (RGBColor, bool);
+
+/// A target's handoffs to the peer, by size: (bytes, [q1, median, q3] in milliseconds).
+type Handoffs = Vec<(u64, [f64; 3])>;
+
+/// The style of the `i`-th target of a pair.
+fn style(i: usize, target: Target) -> Style {
     if target == Target::Native {
         return (NATIVE_COLOUR, false);
     }
@@ -69,13 +75,11 @@ fn title_font() -> TextStyle<'static> {
 }
 
 type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
-type Drawn = Result<(), DrawingAreaErrorKind<std::io::Error>>;
+type DrawError = DrawingAreaErrorKind<std::io::Error>;
+type Drawn = Result<(), DrawError>;
 
 /// A chart's title, left-aligned over the whole width of `area`; returns the area below it.
-fn titled<'a>(
-    area: &Area<'a>,
-    title: String,
-) -> Result<Area<'a>, DrawingAreaErrorKind<std::io::Error>> {
+fn titled<'a>(area: &Area<'a>, title: String) -> Result<Area<'a>, DrawError> {
     area.draw(&Text::new(title, (10, 8), title_font()))?;
     Ok(area.split_vertically(TITLE_H).1)
 }
@@ -110,7 +114,7 @@ fn draw(root: &Area, report: &BenchReport, heights: &[(u32, u32)]) -> Drawn {
     }
     let (_, mut rest) = root.split_vertically(GAP / 2);
     for (pair, &(handoff_h, pipeline_h)) in report.pairs.iter().zip(heights) {
-        let styles: Vec<(&TargetBench, (RGBColor, bool))> = pair
+        let styles: Vec<(&TargetBench, Style)> = pair
             .targets
             .iter()
             .enumerate()
@@ -159,7 +163,7 @@ fn handoff_chart(
     area: &Area,
     report: &BenchReport,
     pair: &PairBench,
-    styles: &[(&TargetBench, (RGBColor, bool))],
+    styles: &[(&TargetBench, Style)],
 ) -> Drawn {
     let area = titled(
         area,
@@ -169,7 +173,7 @@ fn handoff_chart(
         ),
     )?;
     let (plot_area, legend) = area.split_horizontally(WIDTH - LEGEND_W);
-    let handoffs = |t: &TargetBench| -> Vec<(u64, [f64; 3])> {
+    let handoffs = |t: &TargetBench| -> Handoffs {
         let mut rows: Vec<_> = t
             .rows
             .iter()
@@ -182,7 +186,7 @@ fn handoff_chart(
         rows.sort_by_key(|(bytes, _)| *bytes);
         rows
     };
-    let drawn: Vec<(&TargetBench, (RGBColor, bool), Vec<(u64, [f64; 3])>)> = styles
+    let drawn: Vec<(&TargetBench, Style, Handoffs)> = styles
         .iter()
         .map(|&(t, style)| (t, style, handoffs(t)))
         .filter(|(_, _, rows)| !rows.is_empty())
@@ -198,8 +202,8 @@ fn handoff_chart(
         .iter()
         .map(|&b| b.max(1) as f64)
         .collect();
-    let smallest = sizes.iter().copied().fold(f64::INFINITY, f64::min).min(1e9);
-    let largest = sizes.iter().copied().fold(1.0, f64::max).max(smallest);
+    let smallest = sizes.iter().copied().reduce(f64::min).unwrap_or(1.0);
+    let largest = sizes.iter().copied().reduce(f64::max).unwrap_or(2.0);
     let floor = 10f64.powi(lo);
     let decade_points: Vec<f64> = (lo..=hi).map(|e| 10f64.powi(e)).collect();
     let mut chart = ChartBuilder::on(&plot_area)
@@ -282,7 +286,7 @@ fn pipeline_chart(
     area: &Area,
     report: &BenchReport,
     pair: &PairBench,
-    styles: &[(&TargetBench, (RGBColor, bool))],
+    styles: &[(&TargetBench, Style)],
 ) -> Drawn {
     let bytes = (report.settings.pipeline_len * 8) as u64;
     let rows = styles.len();
