@@ -963,7 +963,7 @@ fn bench_interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
         written.record("--markdown", t, output::write(t, text.as_bytes()));
     }
     if let Some(t) = &svg {
-        let text = plot::render_svg(&report);
+        let text = plot::render_svg(&report)?;
         written.record("--svg", t, output::write(t, text.as_bytes()));
     }
     written.result()?;

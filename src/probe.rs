@@ -27,9 +27,10 @@ use serde::{Deserialize, Serialize};
 use crate::fingerprint::{ClDeviceFingerprint, DeviceFingerprint, Fingerprint, RuntimeFingerprint};
 use crate::model::{Api, ApiError};
 use crate::runtimes::device::DeviceInfo;
-use crate::runtimes::locate::{self, RuntimeStatus};
 use crate::runtimes::opencl::{self, SvmCaps, VendorLibrary, types::cl_device_id};
+use crate::runtimes::runtime_status::RuntimeStatus;
 use crate::runtimes::vulkan::{self, VulkanStatus};
+use crate::runtimes::{cuda, hip};
 
 /// How long one OpenCL vendor library may take to list its platforms and devices before it is
 /// reported as hung and its process group killed. Generous: a GPU driver's first
@@ -480,7 +481,7 @@ pub fn probe(rocm_path: Option<&Path>) -> Probe {
         opencl_status,
         platforms,
         opencl_vendors: Vec::new(),
-        ..probe_rest(locate::probe_hip(rocm_path), Vec::new())
+        ..probe_rest(hip::probe(rocm_path), Vec::new())
     }
 }
 
@@ -513,8 +514,8 @@ pub fn probe_isolating_vendors(exe: &Path, rocm_paths: &[PathBuf]) -> Probe {
     });
     let (opencl_status, platforms, opencl_vendors) = merge_vendors(&vendors, results);
     let (hip, hip_installs) = match rocm_paths {
-        [] => (locate::probe_hip(None), Vec::new()),
-        [one] => (locate::probe_hip(Some(one)), Vec::new()),
+        [] => (hip::probe(None), Vec::new()),
+        [one] => (hip::probe(Some(one)), Vec::new()),
         several => (
             several_installs(several.len()),
             probe_installs(exe, several, limit),
@@ -642,9 +643,7 @@ pub fn install_child_main(root: &Path) -> anyhow::Result<()> {
         "loading libamdhip64 from {}",
         root.display()
     )));
-    send(&VendorLine::Install(Box::new(locate::probe_hip(Some(
-        root,
-    )))))
+    send(&VendorLine::Install(Box::new(hip::probe(Some(root)))))
 }
 
 /// Everything but OpenCL, around HIP as probed.
@@ -655,7 +654,7 @@ fn probe_rest(hip: RuntimeStatus, hip_installs: Vec<HipInstall>) -> Probe {
         opencl_vendors: Vec::new(),
         hip,
         hip_installs,
-        cuda: locate::probe_cuda(),
+        cuda: cuda::probe(),
         vulkan: vulkan::probe(),
         host_cpu: host_cpu(),
         os_kernel: read_trim("/proc/sys/kernel/osrelease"),
@@ -1844,7 +1843,7 @@ mod tests {
             opencl_status: status,
             platforms,
             opencl_vendors: rows,
-            ..probe_rest(locate::probe_hip(None), Vec::new())
+            ..probe_rest(hip::probe(None), Vec::new())
         };
         assert_eq!(
             p.broken_vendors(),

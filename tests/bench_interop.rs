@@ -291,18 +291,27 @@ fn a_tiny_bench_gives_every_row_a_median_within_its_spread() {
     );
 
     let svg = std::fs::read_to_string(&svg).unwrap();
-    assert!(
-        svg.starts_with("<svg xmlns=\"http://www.w3.org/2000/svg\""),
-        "{}",
-        &svg[..80]
-    );
+    assert!(svg.starts_with("<svg "), "{}", &svg[..80]);
+    assert!(svg.contains(" xmlns=\"http://www.w3.org/2000/svg\""));
     well_formed_xml(&svg).unwrap_or_else(|e| panic!("{e}"));
-    // One line per target with handoffs, one bar per target with a pipeline time.
-    let with_handoff = all
-        .iter()
-        .filter(|t| t.rows.iter().any(|r| r.measure == Measure::HandoffToPeer))
-        .count();
-    assert_eq!(svg.matches("<polyline").count(), with_handoff);
+    // One line per target with handoffs (the plot's only 2-pixel polylines: whiskers are 1,
+    // legend samples 3) with a point per measured size, one bar per target with a pipeline
+    // time.
+    let handoffs = |t: &&TargetBench| {
+        t.rows
+            .iter()
+            .filter(|r| r.measure == Measure::HandoffToPeer)
+            .count()
+    };
+    let with_handoff = all.iter().filter(|t| handoffs(t) > 0).count();
+    assert_eq!(
+        svg.matches("stroke-width=\"2\" points=").count(),
+        with_handoff
+    );
+    assert_eq!(
+        svg.matches("<circle").count(),
+        all.iter().map(handoffs).sum::<usize>()
+    );
     let with_pipeline = all
         .iter()
         .filter(|t| t.rows.iter().any(|r| r.measure == Measure::Pipeline))
@@ -310,7 +319,7 @@ fn a_tiny_bench_gives_every_row_a_median_within_its_spread() {
     assert_eq!(
         svg.matches("<rect x=").count(),
         1 + with_pipeline,
-        "plot frame + bars"
+        "background + bars"
     );
     assert_eq!(
         svg.matches("http").count(),

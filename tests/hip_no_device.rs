@@ -4,8 +4,8 @@
 
 use clhip::model::CaseError;
 use clhip::runtimes::hip::ffi::{self, Abi, Group, Hip};
+use clhip::runtimes::hip::probe as probe_hip;
 use clhip::runtimes::hip::{HipPeer, discover};
-use clhip::runtimes::locate::probe_hip;
 
 fn hip_or_skip(test: &str) -> Option<Hip> {
     let required = std::env::var("CLHIP_REQUIRE_HIP").is_ok_and(|v| v == "1");

@@ -494,3 +494,251 @@ fn input_is_below_everything() {
         .collect();
     assert!(up.is_empty(), "input imports the crate:\n{}", up.join("\n"));
 }
+
+/// Every path a use-tree at the start of `s` names, as its segments: `a::{b, c::{self, d}}` ->
+/// `a::b`, `a::c`, `a::c::d` (a `self` segment is dropped: it names its prefix).
+fn use_tree(s: &str) -> Vec<Vec<String>> {
+    fn tree(c: &[char], i: &mut usize) -> Vec<Vec<String>> {
+        let skip = |i: &mut usize| {
+            while c.get(*i).is_some_and(|ch| ch.is_whitespace()) {
+                *i += 1;
+            }
+        };
+        let mut prefix = Vec::new();
+        loop {
+            skip(i);
+            if c.get(*i) == Some(&'{') {
+                *i += 1;
+                let mut out = Vec::new();
+                loop {
+                    skip(i);
+                    match c.get(*i) {
+                        Some('}') => {
+                            *i += 1;
+                            break;
+                        }
+                        Some(',') => *i += 1,
+                        None => break,
+                        _ => {
+                            let before = *i;
+                            for rest in tree(c, i) {
+                                out.push([prefix.clone(), rest].concat());
+                            }
+                            if *i == before {
+                                *i += 1;
+                            }
+                        }
+                    }
+                }
+                return out;
+            }
+            let start = *i;
+            while c
+                .get(*i)
+                .is_some_and(|&ch| ch.is_alphanumeric() || ch == '_')
+            {
+                *i += 1;
+            }
+            if *i > start {
+                let seg: String = c[start..*i].iter().collect();
+                if seg != "self" {
+                    prefix.push(seg);
+                }
+            }
+            skip(i);
+            if c.get(*i) == Some(&':') && c.get(*i + 1) == Some(&':') {
+                *i += 2;
+            } else {
+                return vec![prefix];
+            }
+        }
+    }
+    let c: Vec<char> = s.chars().collect();
+    tree(&c, &mut 0)
+}
+
+/// The file of module `m` (`[runtimes, hip, ffi]` -> src/runtimes/hip/ffi/mod.rs), if any.
+fn module_file(src: &Path, m: &[String]) -> Option<PathBuf> {
+    let base = m.iter().fold(src.to_path_buf(), |p, s| p.join(s));
+    [base.with_extension("rs"), base.join("mod.rs")]
+        .into_iter()
+        .find(|p| p.is_file())
+}
+
+/// File-level arrows inside `src/<top>`: (from, to, line, path text) for every path in non-test
+/// code that starts at `crate`, `$crate`, `super`, `self` or a module the file declares, resolved
+/// to the deepest module file it names (an item re-exported by a `mod.rs` is that file's).
+fn file_arrows(src: &Path, top: &str) -> Vec<(PathBuf, PathBuf, usize, String)> {
+    let mut files = Vec::new();
+    rust_files(&src.join(top), &mut files);
+    files.sort();
+    let mut code = BTreeMap::new();
+    let mut test_files = BTreeSet::new();
+    for file in &files {
+        let (text, test_mods) = without_tests(&strip(&std::fs::read_to_string(file).unwrap()));
+        let module = module_of(src, file);
+        for m in test_mods {
+            test_files.extend(module_file(src, &[module.clone(), vec![m]].concat()));
+        }
+        code.insert(file.clone(), text);
+    }
+    let ident = |ch: char| ch.is_alphanumeric() || ch == '_';
+    let mut out = Vec::new();
+    for (file, text) in &code {
+        if test_files.contains(file) {
+            continue;
+        }
+        let module = module_of(src, file);
+        let children: BTreeSet<String> = text
+            .split(';')
+            .filter_map(|item| {
+                let words: Vec<&str> = item.split_whitespace().collect();
+                match words.as_slice() {
+                    [.., "mod", name] if name.chars().all(ident) => Some(name.to_string()),
+                    _ => None,
+                }
+            })
+            .collect();
+        let chars: Vec<(usize, char)> = text.char_indices().collect();
+        for (k, &(at, ch)) in chars.iter().enumerate() {
+            if !ident(ch) || k > 0 && (ident(chars[k - 1].1) || chars[k - 1].1 == ':') {
+                continue;
+            }
+            let head: String = text[at..].chars().take_while(|&c| ident(c)).collect();
+            let rest = &text[at + head.len()..];
+            if !rest.starts_with("::") {
+                continue;
+            }
+            let base: Vec<String> = match head.as_str() {
+                "crate" => Vec::new(),
+                "super" => module[..module.len().saturating_sub(1)].to_vec(),
+                "self" => module.clone(),
+                h if children.contains(h) => [module.clone(), vec![h.to_string()]].concat(),
+                _ => continue,
+            };
+            let line = text[..at].matches('\n').count() + 1;
+            let shown: String = text[at..]
+                .chars()
+                .take_while(|&c| c != ';' && c != '(' && c != '\n')
+                .collect();
+            for mut segs in use_tree(&rest[2..]) {
+                let mut m = base.clone();
+                while segs.first().is_some_and(|s| s == "super") {
+                    m.pop();
+                    segs.remove(0);
+                }
+                for s in segs {
+                    m.push(s);
+                    if module_file(src, &m).is_none() {
+                        m.pop();
+                        break;
+                    }
+                }
+                if let Some(to) = module_file(src, &m)
+                    && to != *file
+                    && to.starts_with(src.join(top))
+                {
+                    let arrow = (file.clone(), to, line, shown.trim().to_string());
+                    if !out.contains(&arrow) {
+                        out.push(arrow);
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Each circle among the files of `arrows` (a set of files that reach one another), with the
+/// arrows that make it.
+fn file_circles(src: &Path, arrows: &[(PathBuf, PathBuf, usize, String)]) -> Vec<String> {
+    let mut graph: BTreeMap<&Path, BTreeSet<&Path>> = BTreeMap::new();
+    for (from, to, ..) in arrows {
+        graph.entry(from).or_default().insert(to);
+        graph.entry(to).or_default();
+    }
+    let reach = |from: &Path| {
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![from];
+        while let Some(f) = todo.pop() {
+            for &n in &graph[f] {
+                if seen.insert(n) {
+                    todo.push(n);
+                }
+            }
+        }
+        seen
+    };
+    let reachable: BTreeMap<&Path, BTreeSet<&Path>> =
+        graph.keys().map(|&f| (f, reach(f))).collect();
+    let name = |p: &Path| p.strip_prefix(src).unwrap().display().to_string();
+    let mut done = BTreeSet::new();
+    let mut out = Vec::new();
+    for &f in graph.keys() {
+        if done.contains(f) || !reachable[f].contains(f) {
+            continue;
+        }
+        let circle: BTreeSet<&Path> = graph
+            .keys()
+            .copied()
+            .filter(|&g| reachable[f].contains(g) && reachable[g].contains(f))
+            .collect();
+        done.extend(circle.iter().copied());
+        let mut lines = vec![format!(
+            "circle of {} files: {}",
+            circle.len(),
+            circle
+                .iter()
+                .map(|p| name(p))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )];
+        for (from, to, line, text) in arrows {
+            if circle.contains(from.as_path()) && circle.contains(to.as_path()) {
+                lines.push(format!(
+                    "  {}:{line}: -> {} (`{text}`)",
+                    name(from),
+                    name(to)
+                ));
+            }
+        }
+        out.push(lines.join("\n"));
+    }
+    out
+}
+
+/// Inside runtimes/, files form layers: no file reaches itself through the paths it names (a
+/// `mod.rs` that re-exports a child and a child that imports from its `mod.rs` make a circle).
+#[test]
+fn runtimes_files_form_layers() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let arrows = file_arrows(&src, "runtimes");
+    let seen = |from: &str, to: &str| {
+        arrows
+            .iter()
+            .any(|(f, t, ..)| f.ends_with(from) && t.ends_with(to))
+    };
+    // Arrows the scan must find: a `use` group over lines, a re-export of a declared child, an
+    // inline `crate::` path.
+    assert!(seen("hip/ffi/loader.rs", "hip/ffi/hip.rs"), "{arrows:#?}");
+    assert!(seen("hip/mod.rs", "hip/probe.rs"), "{arrows:#?}");
+    assert!(seen("gpu.rs", "host.rs"), "{arrows:#?}");
+    let circles = file_circles(&src, &arrows);
+    assert!(
+        circles.is_empty(),
+        "{} circle(s) between files of src/runtimes:\n{}",
+        circles.len(),
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn a_use_tree_names_each_path() {
+    let names = |s: &str| -> Vec<String> { use_tree(s).iter().map(|p| p.join("::")).collect() };
+    assert_eq!(names("a::b;"), ["a::b"]);
+    assert_eq!(
+        names("a::{b, c::{self, d},\n    e}"),
+        ["a::b", "a::c", "a::c::d", "a::e"]
+    );
+    assert_eq!(names("{x, y::z}"), ["x", "y::z"]);
+}

@@ -19,8 +19,8 @@ use std::process::Command;
 
 use clhip::model::CaseError;
 use clhip::runtimes::hip::ffi::{self, Hip};
+use clhip::runtimes::hip::probe as probe_hip;
 use clhip::runtimes::hip::{install, open_blas, open_rtc, open_solver};
-use clhip::runtimes::locate::probe_hip;
 
 const DEBIAN_HIP: &str = "/usr/lib/x86_64-linux-gnu/libamdhip64.so.5";
 

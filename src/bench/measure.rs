@@ -22,14 +22,18 @@ use num_complex::Complex32;
 use serde::{Deserialize, Serialize};
 
 use crate::fft::FftCache;
-use crate::generate;
-use crate::model::{BIT_EXACT, CaseError, Mismatch, Op, Pair, PathKind, Phase, SyncMode};
+use crate::generate::{self, DataKind};
+use crate::model::{CaseError, Op, Pair, PathKind, Phase, SyncMode};
+use crate::ops::handoff::{
+    CL_CHECK_INIT, CL_CHECK_WORDS, cl_check_pattern, cl_pattern_verdict, pattern_verdict,
+};
+use crate::ops::pipeline::{check_output, input_pair, opencl_stages, peer_stages, scale_of};
 use crate::ops::{OPENCL_LABEL_ENV, Plant};
 use crate::paths::{self, DeviceBuffer, Shared};
 use crate::runtimes::device::{AllocKind, DeviceAlloc};
 use crate::runtimes::host::HostPeer;
-use crate::runtimes::opencl::{self, ClArg, ClMem, ClSession, SessionError};
-use crate::runtimes::{PatternCheck, PeerPtr, PeerRuntime};
+use crate::runtimes::opencl::{self, ClArg, ClSession, SessionError};
+use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::{self, Access};
 use crate::{reference, tolerance};
 
@@ -441,7 +445,7 @@ fn handoff(
         if rep == 0 {
             let seen = sides.peer.check_pattern(m.peer, cl_seed)?;
             pattern_verdict(
-                "pattern written by OpenCL, read by the peer",
+                "pattern written by OpenCL, read by the peer".into(),
                 seen,
                 cl_seed,
                 words,
@@ -457,10 +461,23 @@ fn handoff(
         }
         let cl_s = t.elapsed().as_secs_f64();
         if rep == 0 {
-            let seen = cl_check_pattern(&mut sides.session, m.cl, peer_seed, words, &check)?;
-            pattern_verdict(
-                "pattern written by the peer, read by OpenCL",
-                seen,
+            // The op's check, read back at once: it runs after the timed handoff, so its
+            // waiting costs nothing measured.
+            check.write(&sides.session, &CL_CHECK_INIT)?;
+            cl_check_pattern(
+                &mut sides.session,
+                m.cl,
+                peer_seed,
+                words,
+                &check,
+                None,
+                &[],
+                None,
+            )?;
+            let r: Vec<u32> = check.read(&sides.session, CL_CHECK_WORDS)?;
+            cl_pattern_verdict(
+                "pattern written by the peer, read by OpenCL".into(),
+                &r,
                 peer_seed,
                 words,
             )?;
@@ -471,76 +488,6 @@ fn handoff(
         }
     }
     Ok((to_peer, to_cl))
-}
-
-/// What an OpenCL pattern check's result words hold before it runs: no mismatches, no index,
-/// not run, nothing seen (kernels/pattern.cl).
-const CL_CHECK_INIT: [u32; 4] = [0, u32::MAX, 0, 0];
-
-/// OpenCL's bit-exact check of `mem` against the pattern of `seed` (pattern_check, then
-/// pattern_observe for the word at the first mismatch), read back at once: it runs after the
-/// timed handoff, so its waiting costs nothing measured.
-fn cl_check_pattern(
-    s: &mut ClSession,
-    mem: ClMem,
-    seed: u32,
-    words: u32,
-    result: &DeviceBuffer,
-) -> Result<PatternCheck, CaseError> {
-    result.write(s, &CL_CHECK_INIT)?;
-    let checked = s
-        .launch(
-            "pattern_check",
-            words as usize,
-            &[
-                ClArg::Mem(mem),
-                ClArg::U32(seed),
-                ClArg::U32(words),
-                ClArg::Mem(result.arg()),
-            ],
-            &[],
-        )
-        .running()?;
-    s.launch(
-        "pattern_observe",
-        1,
-        &[ClArg::Mem(mem), ClArg::U32(words), ClArg::Mem(result.arg())],
-        &[checked.0],
-    )
-    .running()?;
-    let r: Vec<u32> = result.read(s, CL_CHECK_INIT.len())?;
-    crate::runtimes::check_self_consistent(
-        "OpenCL",
-        r[0].into(),
-        r[1].into(),
-        u32::MAX.into(),
-        r[2].into(),
-        words.into(),
-    )?;
-    Ok(PatternCheck {
-        mismatches: r[0] as usize,
-        first: (r[0] > 0).then_some((r[1] as usize, r[3])),
-    })
-}
-
-fn pattern_verdict(what: &str, seen: PatternCheck, seed: u32, words: u32) -> Result<(), CaseError> {
-    if seen.mismatches == 0 {
-        return Ok(());
-    }
-    let (index, got) = seen.first.unwrap_or((0, 0));
-    Err(Mismatch {
-        what: what.to_string(),
-        index,
-        got: format!("{got:#010x}"),
-        want: format!("{:#010x}", generate::pattern_word(seed, index as u32)),
-        count: seen.mismatches,
-        len: words as usize,
-        max_abs_err: f64::NAN,
-        max_rel_err: f64::NAN,
-        bound: 0.0,
-        formula: BIT_EXACT.into(),
-    }
-    .into())
 }
 
 /// Scale factors of successive passes: 2, 0.5, 2, ... Doubling and halving are exact in f32, so
@@ -704,17 +651,13 @@ fn scale_own(sides: &mut Sides, input: &[Complex32], runs: Runs) -> Result<Vec<f
     result
 }
 
-/// The pipeline's inputs and scale, as the conformance case makes them.
+/// The pipeline's inputs and scale, as the conformance op makes them from seeded data.
 fn pipeline_inputs(n: usize, seed: u64) -> (Vec<Complex32>, Vec<Complex32>, f32) {
-    (
-        generate::complex_vec(seed, n),
-        generate::complex_vec(seed.wrapping_add(1), n),
-        1.0 / n as f32,
-    )
+    let [a, b] = input_pair(DataKind::Seeded, seed, n);
+    (a, b, scale_of(n))
 }
 
-/// The magnitudes (`(|x|, 0)` elements) against the f64 reference, with the conformance
-/// pipeline's bound.
+/// The op's check of the pipeline's output against the f64 reference of `a` and `b`.
 fn check_magnitudes(
     what: &str,
     got: &[Complex32],
@@ -722,13 +665,7 @@ fn check_magnitudes(
     b: &[Complex32],
     scale: f32,
 ) -> Result<(), CaseError> {
-    let magnitudes: Vec<f32> = got
-        .iter()
-        .map(|z| if z.im == 0.0 { z.re } else { f32::NAN })
-        .collect();
-    let want = reference::pipeline(a, b, scale);
-    tolerance::check_pipeline(what, &magnitudes, &want, scale)?;
-    Ok(())
+    check_output(what, got, &reference::pipeline(a, b, scale), scale).map(drop)
 }
 
 /// Seed 000's pipeline through a path. One checked iteration first, exactly the conformance
@@ -808,25 +745,8 @@ fn pipeline_round(
     b: &DeviceBuffer,
     scale: f32,
 ) -> Result<(), CaseError> {
-    let n = m.len;
-    let added = sides
-        .session
-        .launch(
-            "cadd",
-            n,
-            &[
-                ClArg::Mem(m.cl),
-                ClArg::Mem(b.arg()),
-                ClArg::Mem(m.cl),
-                ClArg::U32(n as u32),
-            ],
-            &[],
-        )
-        .running()?;
-    let transformed = sides
-        .fft
-        .forward(&mut sides.session, m.cl, n, &[added.0])
-        .running()?;
+    let stages = (m.cl, b.arg(), m.cl);
+    let transformed = opencl_stages(&mut sides.session, &mut sides.fft, stages, m.len, &[])?;
     paths::to_peer(
         &sides.session,
         sides.peer.as_mut(),
@@ -835,11 +755,7 @@ fn pipeline_round(
         Some(&transformed),
         Access::ReadWrite,
     )?;
-    let p = m.peer;
-    sides.peer_work(|peer| {
-        peer.scale(p, scale)?;
-        peer.magnitude(p)
-    })?;
+    peer_stages(sides.peer.as_mut(), m.peer, scale, sides.plant)?;
     sides.peer.synchronize()?;
     take_for_opencl(sides, m, sync)
 }
@@ -898,33 +814,14 @@ fn opencl_half(
     x: &DeviceBuffer,
     n: usize,
 ) -> Result<(), CaseError> {
-    let added = sides
-        .session
-        .launch(
-            "cadd",
-            n,
-            &[
-                ClArg::Mem(a.arg()),
-                ClArg::Mem(b.arg()),
-                ClArg::Mem(x.arg()),
-                ClArg::U32(n as u32),
-            ],
-            &[],
-        )
-        .running()?;
-    sides
-        .fft
-        .forward(&mut sides.session, x.arg(), n, &[added.0])
-        .running()?;
+    let stages = (a.arg(), b.arg(), x.arg());
+    opencl_stages(&mut sides.session, &mut sides.fft, stages, n, &[])?;
     sides.session.finish().running()
 }
 
 /// `y = |scale * y|` on the peer, synchronized.
 fn peer_half(sides: &mut Sides, y: PeerPtr, scale: f32) -> Result<(), CaseError> {
-    sides.peer_work(|peer| {
-        peer.scale(y, scale)?;
-        peer.magnitude(y)
-    })?;
+    peer_stages(sides.peer.as_mut(), y, scale, sides.plant)?;
     sides.peer.synchronize()
 }
 
@@ -956,8 +853,7 @@ fn pipeline_on_cpu(
             addr: x.as_mut_ptr() as usize,
             len: x.len(),
         };
-        host.scale(p, scale)?;
-        host.magnitude(p)
+        peer_stages(&mut host, p, scale, None)
     };
     round(&mut x)?;
     check_magnitudes("native pipeline on the CPU", &x, &a, &b, scale)?;

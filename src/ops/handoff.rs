@@ -97,15 +97,12 @@ pub(super) fn handoff(
         a,
         words,
     )?;
-    if seen_by_peer.mismatches > 0 {
-        return Err(pattern_mismatch(
-            format!("pattern written by OpenCL, read by {peer_name}"),
-            seen_by_peer,
-            b,
-            words as usize,
-        )
-        .into());
-    }
+    pattern_verdict(
+        format!("pattern written by OpenCL, read by {peer_name}"),
+        seen_by_peer,
+        b,
+        words,
+    )?;
     cl_pattern_verdict(
         format!("pattern rewritten by {peer_name}, read by OpenCL"),
         &rc,
@@ -117,9 +114,9 @@ pub(super) fn handoff(
 
 /// Words of an OpenCL pattern check's result buffer: mismatches, first index, ran-marker, the
 /// word seen at the first index (kernels/pattern.cl).
-const CL_CHECK_WORDS: usize = 4;
+pub(crate) const CL_CHECK_WORDS: usize = 4;
 /// What the host puts there first: no mismatches, no index, not run, nothing seen.
-const CL_CHECK_INIT: [u32; CL_CHECK_WORDS] = [0, u32::MAX, 0, 0];
+pub(crate) const CL_CHECK_INIT: [u32; CL_CHECK_WORDS] = [0, u32::MAX, 0, 0];
 /// What each of those words is, for a verdict that names one.
 const CL_CHECK_WORD_NAMES: [&str; CL_CHECK_WORDS] = [
     "mismatch count",
@@ -134,7 +131,7 @@ const CL_CHECK_WORD_NAMES: [&str; CL_CHECK_WORDS] = [
 /// steps are done. Returns the last event. The `skip-check-kernel` plant puts a marker where
 /// pattern_check would run.
 #[allow(clippy::too_many_arguments)] // the kernels' arguments, the wait and the plant
-fn cl_check_pattern(
+pub(crate) fn cl_check_pattern(
     s: &mut ClSession,
     mem: crate::runtimes::opencl::ClMem,
     seed: u32,
@@ -184,7 +181,7 @@ fn cl_check_pattern(
 
 /// The verdict of an OpenCL pattern check from its result words. Words that make no sense are
 /// the driver's failure, like a wrong pattern: it wrote, ran and read them.
-fn cl_pattern_verdict(what: String, r: &[u32], seed: u32, words: u32) -> Result<(), CaseError> {
+pub(crate) fn cl_pattern_verdict(what: String, r: &[u32], seed: u32, words: u32) -> Result<(), CaseError> {
     crate::runtimes::check_self_consistent(
         "OpenCL",
         r[0].into(),
@@ -202,6 +199,19 @@ fn cl_pattern_verdict(what: String, r: &[u32], seed: u32, words: u32) -> Result<
         first: Some((r[1] as usize, r[3])),
     };
     Err(pattern_mismatch(what, check, seed, words as usize).into())
+}
+
+/// The verdict of the peer's pattern check: any mismatch is wrong data, named by `what`.
+pub(crate) fn pattern_verdict(
+    what: String,
+    seen: PatternCheck,
+    seed: u32,
+    words: u32,
+) -> Result<(), CaseError> {
+    if seen.mismatches == 0 {
+        return Ok(());
+    }
+    Err(pattern_mismatch(what, seen, seed, words as usize).into())
 }
 
 fn pattern_mismatch(what: String, check: PatternCheck, seed: u32, words: usize) -> Mismatch {

@@ -11,8 +11,8 @@ mod cholesky;
 pub mod data;
 mod fft;
 mod gemm;
-mod handoff;
-mod pipeline;
+pub(crate) mod handoff;
+pub(crate) mod pipeline;
 mod placement;
 
 use std::collections::HashMap;

@@ -4,28 +4,94 @@ use std::sync::Arc;
 
 use num_complex::Complex32;
 
+use cl3::types::cl_event;
+
 use crate::fft::FftCache;
-use crate::generate;
+use crate::generate::{self, DataKind};
 use crate::model::{Case, CaseError, Phase};
 use crate::paths::{self, DeviceBuffer};
-use crate::reference;
-use crate::runtimes::PeerRuntime;
-use crate::runtimes::opencl::{ClArg, ClSession};
+use crate::reference::{self, PipelineReference};
+use crate::runtimes::opencl::{ClArg, ClEvent, ClMem, ClSession};
+use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::{self, Access};
-use crate::tolerance;
+use crate::tolerance::{self, CheckSummary};
 
 use super::{Inputs, Plant, peer_done, peer_work, take_output, with_shared};
 
-/// Seed 000's pipeline: OpenCL add -> OpenCL FFT -> peer scale -> peer magnitude, read back
-/// through OpenCL.
-/// The two input vectors of one (seed, kind, n), made once per worker.
+/// The two input vectors of one (seed, kind, n).
+pub(crate) fn input_pair(kind: DataKind, seed: u64, n: usize) -> [Vec<Complex32>; 2] {
+    [0, 1].map(|k| generate::complex_vec_of(kind, seed.wrapping_add(k), n))
+}
+
+/// The scale stage's factor at length `n`.
+pub(crate) fn scale_of(n: usize) -> f32 {
+    1.0 / n as f32
+}
+
+/// [`input_pair`], made once per worker.
 pub(super) fn inputs(data: &mut Inputs, n: usize) -> Arc<[Vec<Complex32>; 2]> {
     let (seed, kind) = (data.seed, data.kind);
     data.get("pipeline inputs", n, 2 * n * 8, || {
-        [0, 1].map(|k| generate::complex_vec_of(kind, seed.wrapping_add(k), n))
+        input_pair(kind, seed, n)
     })
 }
 
+/// OpenCL's stages, after `wait`: `x = a + b` (`x` may be `a`), then the forward FFT of `x` in
+/// place. Returns the FFT's event.
+pub(crate) fn opencl_stages(
+    s: &mut ClSession,
+    fft: &mut FftCache,
+    (a, b, x): (ClMem, ClMem, ClMem),
+    n: usize,
+    wait: &[cl_event],
+) -> Result<ClEvent, CaseError> {
+    let added = s
+        .launch(
+            "cadd",
+            n,
+            &[
+                ClArg::Mem(a),
+                ClArg::Mem(b),
+                ClArg::Mem(x),
+                ClArg::U32(n as u32),
+            ],
+            wait,
+        )
+        .running()?;
+    fft.forward(s, x, n, &[added.0]).running()
+}
+
+/// The peer's stages on `x`: scale by `scale`, then magnitude (`(|x|, 0)`), unless the
+/// `peer-noop` plant leaves them out.
+pub(crate) fn peer_stages(
+    peer: &mut dyn PeerRuntime,
+    x: PeerPtr,
+    scale: f32,
+    plant: Option<Plant>,
+) -> Result<(), CaseError> {
+    peer_work(plant, || {
+        peer.scale(x, scale)?;
+        peer.magnitude(x)
+    })
+}
+
+/// The pipeline's output against the f64 reference, with the conformance bound. The magnitude
+/// stage writes (|x|, 0): a non-zero imaginary part is wrong data too.
+pub(crate) fn check_output(
+    what: &str,
+    got: &[Complex32],
+    want: &PipelineReference,
+    scale: f32,
+) -> Result<CheckSummary, CaseError> {
+    let magnitudes: Vec<f32> = got
+        .iter()
+        .map(|z| if z.im == 0.0 { z.re } else { f32::NAN })
+        .collect();
+    Ok(tolerance::check_pipeline(what, &magnitudes, want, scale)?)
+}
+
+/// The pipeline: OpenCL add -> OpenCL FFT -> peer scale -> peer magnitude, read back through
+/// OpenCL.
 pub(super) fn pipeline(
     session: &mut ClSession,
     fft: &mut FftCache,
@@ -37,7 +103,7 @@ pub(super) fn pipeline(
     let n = case.n;
     let inputs = inputs(&mut data, n);
     let [a, b] = &*inputs;
-    let scale = 1.0 / n as f32;
+    let scale = scale_of(n);
     let b_buf = DeviceBuffer::with_data(session, b)?;
     let out = DeviceBuffer::new(session, n * size_of::<Complex32>())?;
     with_shared(session, peer, case, n, |s, peer, m| {
@@ -45,20 +111,8 @@ pub(super) fn pipeline(
         peer_work(plant, || peer.upload(m.peer, a))?;
         peer_done(peer, case.sync)?;
         let ready = paths::to_cl(s, peer, m, case.sync)?;
-        let added = s
-            .launch(
-                "cadd",
-                n,
-                &[
-                    ClArg::Mem(m.cl),
-                    ClArg::Mem(b_buf.arg()),
-                    ClArg::Mem(m.cl),
-                    ClArg::U32(n as u32),
-                ],
-                &sync::raw(&ready),
-            )
-            .running()?;
-        let transformed = fft.forward(s, m.cl, n, &[added.0]).running()?;
+        let stages = (m.cl, b_buf.arg(), m.cl);
+        let transformed = opencl_stages(s, fft, stages, n, &sync::raw(&ready))?;
         let taken = take_output(
             s,
             peer,
@@ -68,10 +122,7 @@ pub(super) fn pipeline(
             Access::ReadWrite,
             plant,
         )?;
-        peer_work(plant, || {
-            peer.scale(taken, scale)?;
-            peer.magnitude(taken)
-        })?;
+        peer_stages(peer, taken, scale, plant)?;
         peer_done(peer, case.sync)?;
         let ready = paths::to_cl(s, peer, m, case.sync)?;
         s.launch(
@@ -88,11 +139,6 @@ pub(super) fn pipeline(
         Ok(())
     })?;
     let got: Vec<Complex32> = out.read(session, n)?;
-    // The magnitude stage writes (|x|, 0): a non-zero imaginary part is wrong data too.
-    let magnitudes: Vec<f32> = got
-        .iter()
-        .map(|z| if z.im == 0.0 { z.re } else { f32::NAN })
-        .collect();
     let want = data.get("pipeline reference", n, n * 40, || {
         reference::pipeline(a, b, scale)
     });
@@ -100,6 +146,6 @@ pub(super) fn pipeline(
         "pipeline magnitude (scaled on {}) read back through OpenCL",
         case.pair.peer.label()
     );
-    let summary = tolerance::check_pipeline(&what, &magnitudes, &want, scale)?;
+    let summary = check_output(&what, &got, &want, scale)?;
     Ok(summary.to_string())
 }

@@ -273,31 +273,12 @@ pub fn closing_line(s: &Summary) -> String {
     )
 }
 
-/// `2026-03-21T13:50:07Z`. By hand, to keep a date crate out of the tree for one timestamp.
+/// `2026-03-21T13:50:07Z`: UTC, whole seconds (a fraction is dropped). An instant humantime
+/// cannot write (before 1970 it panics, past 9999 it fails), which only a clock set far wrong
+/// gives, is written as the nearest one it can.
 pub fn rfc3339_utc(t: SystemTime) -> String {
-    let secs = t.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
-    let (days, rem) = (secs / 86_400, secs % 86_400);
-    let (y, m, d) = civil_from_days(days as i64);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        rem / 3600,
-        rem / 60 % 60,
-        rem % 60
-    )
-}
-
-/// Days since 1970-01-01 to (year, month, day), proleptic Gregorian (H. Hinnant's algorithm).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = yoe + era * 400 + i64::from(m <= 2);
-    (y, m, d)
+    let last = UNIX_EPOCH + std::time::Duration::from_secs(253_402_300_799);
+    humantime::format_rfc3339_seconds(t.clamp(UNIX_EPOCH, last)).to_string()
 }
 
 /// Writes the report as pretty JSON to a checked output.
@@ -580,6 +561,12 @@ mod tests {
         assert_eq!(at(951_782_400), "2000-02-29T00:00:00Z");
         assert_eq!(at(1_774_101_007), "2026-03-21T13:50:07Z");
         assert_eq!(at(4_107_542_399), "2100-02-28T23:59:59Z");
+        let late = UNIX_EPOCH + Duration::from_millis(1_774_101_007_999);
+        assert_eq!(rfc3339_utc(late), "2026-03-21T13:50:07Z");
+        let before = UNIX_EPOCH - Duration::from_secs(1);
+        assert_eq!(rfc3339_utc(before), "1970-01-01T00:00:00Z");
+        let far = UNIX_EPOCH + Duration::from_secs(u64::from(u32::MAX) * 100);
+        assert_eq!(rfc3339_utc(far), "9999-12-31T23:59:59Z");
     }
 
     fn scratch_dir(name: &str) -> std::path::PathBuf {

@@ -1,6 +1,8 @@
-//! The device-runtime interface: what a GPU participant (cuda now, hip next) offers beyond the
-//! [`PeerRuntime`] every peer has. Paths and ops use only this interface, so the two platforms
-//! share every line of path, sync and op logic.
+//! The peer interfaces: [`PeerRuntime`], what every peer of OpenCL offers (the host and each GPU
+//! participant), and [`DeviceRuntime`], what a GPU participant (cuda, hip) offers beyond it.
+//! Paths and ops use only these interfaces, so the two platforms share every line of path, sync
+//! and op logic. The two live in one file because each names the other
+//! ([`PeerRuntime::as_device`]); `runtimes` re-exports the first.
 
 use std::os::fd::{OwnedFd, RawFd};
 use std::rc::Rc;
@@ -8,10 +10,57 @@ use std::rc::Rc;
 use num_complex::Complex32;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ApiError, CaseError};
+use crate::model::{ApiError, CaseError, Peer};
 use crate::model::{Transpose, Uplo};
 use crate::runtimes::vulkan::Broker;
-use crate::runtimes::{PeerPtr, PeerRuntime};
+
+/// An address the peer can dereference: a host virtual address for the host, a device (or
+/// unified) address for a GPU runtime. `len` counts complex f32 elements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PeerPtr {
+    pub addr: usize,
+    pub len: usize,
+}
+
+/// What the peer's pattern check found (bit-exact): how many words differ, and the first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PatternCheck {
+    pub mismatches: usize,
+    pub first: Option<(usize, u32)>,
+}
+
+/// The peer side of a pair. Every method acts on memory that a path made reachable; the caller
+/// has already passed ownership with the case's sync mode. Work may be asynchronous on a device
+/// peer; `synchronize` waits for all of it.
+pub trait PeerRuntime {
+    fn peer(&self) -> Peer;
+
+    /// The device-runtime half of a GPU peer; `None` for the host.
+    fn as_device(&mut self) -> Option<&mut dyn DeviceRuntime> {
+        None
+    }
+
+    /// Memory the peer owns and OpenCL may wrap with CL_MEM_USE_HOST_PTR.
+    fn alloc_host(&mut self, len: usize) -> Result<PeerPtr, CaseError>;
+    fn free_host(&mut self, ptr: PeerPtr);
+
+    /// Write the handoff pattern for `seed` over `2 * ptr.len` 32-bit words.
+    fn fill_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<(), CaseError>;
+    fn check_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<PatternCheck, CaseError>;
+
+    fn upload(&mut self, ptr: PeerPtr, data: &[Complex32]) -> Result<(), CaseError>;
+    fn download(&mut self, ptr: PeerPtr) -> Result<Vec<Complex32>, CaseError>;
+
+    /// x *= s, elementwise.
+    fn scale(&mut self, ptr: PeerPtr, s: f32) -> Result<(), CaseError>;
+    /// x = (|x|, 0), elementwise.
+    fn magnitude(&mut self, ptr: PeerPtr) -> Result<(), CaseError>;
+
+    /// XOR `bit` into 32-bit word `word` (tests plant errors with it).
+    fn flip_bit(&mut self, ptr: PeerPtr, word: usize, bit: u32) -> Result<(), CaseError>;
+
+    fn synchronize(&mut self) -> Result<(), CaseError>;
+}
 
 /// How the peer allocates memory that a path shares with OpenCL.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

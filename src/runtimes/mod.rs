@@ -2,10 +2,16 @@
 //! [`PeerRuntime`], the interface every path and op uses to act on the peer's side. The host
 //! implements it now; the cuda and hip device runtimes implement it with kernels compiled from
 //! `kernels/*.hip`.
+//!
+//! The files form layers: each imports only files below it, so that none reaches itself. At
+//! the bottom, `locate` (opening libraries), `text` and `kernel_cache`, the only one `opencl`
+//! needs; then `vulkan/` (the broker), `device` (the peer interfaces, re-exported here),
+//! `runtime_status` (what the probe records of a runtime), `host`, `gpu` and `gpu/`; then
+//! `cuda/` and `hip/`. In those two, `mod.rs` holds the peer: what it holds (`handles`) and how
+//! it is made (`load`, `discover`, `kernels`, and hip's `ffi/`) sit below it, and the files that
+//! implement its calls (`memory`, `blas`, `interop`) above it.
 
-use num_complex::Complex32;
-
-use crate::model::{CaseError, Peer};
+use crate::model::CaseError;
 
 pub mod cuda;
 pub mod device;
@@ -15,23 +21,11 @@ pub mod host;
 pub mod kernel_cache;
 pub mod locate;
 pub mod opencl;
+pub mod runtime_status;
 pub mod text;
 pub mod vulkan;
 
-/// An address the peer can dereference: a host virtual address for the host, a device (or
-/// unified) address for a GPU runtime. `len` counts complex f32 elements.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PeerPtr {
-    pub addr: usize,
-    pub len: usize,
-}
-
-/// What the peer's pattern check found (bit-exact): how many words differ, and the first.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct PatternCheck {
-    pub mismatches: usize,
-    pub first: Option<(usize, u32)>,
-}
+pub use device::{PatternCheck, PeerPtr, PeerRuntime};
 
 /// Reads a pattern check kernel's result words (`count`, `first`, `ran`, with `none` the
 /// "no index" value the host initialised `first` to) for what they can prove: a kernel that
@@ -101,39 +95,6 @@ pub(crate) fn run_test_in_child(path: &str, env: &str) -> (std::process::ExitSta
     let text =
         String::from_utf8_lossy(&out.stderr).into_owned() + &String::from_utf8_lossy(&out.stdout);
     (out.status, text)
-}
-
-/// The peer side of a pair. Every method acts on memory that a path made reachable; the caller
-/// has already passed ownership with the case's sync mode. Work may be asynchronous on a device
-/// peer; `synchronize` waits for all of it.
-pub trait PeerRuntime {
-    fn peer(&self) -> Peer;
-
-    /// The device-runtime half of a GPU peer; `None` for the host.
-    fn as_device(&mut self) -> Option<&mut dyn device::DeviceRuntime> {
-        None
-    }
-
-    /// Memory the peer owns and OpenCL may wrap with CL_MEM_USE_HOST_PTR.
-    fn alloc_host(&mut self, len: usize) -> Result<PeerPtr, CaseError>;
-    fn free_host(&mut self, ptr: PeerPtr);
-
-    /// Write the handoff pattern for `seed` over `2 * ptr.len` 32-bit words.
-    fn fill_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<(), CaseError>;
-    fn check_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<PatternCheck, CaseError>;
-
-    fn upload(&mut self, ptr: PeerPtr, data: &[Complex32]) -> Result<(), CaseError>;
-    fn download(&mut self, ptr: PeerPtr) -> Result<Vec<Complex32>, CaseError>;
-
-    /// x *= s, elementwise.
-    fn scale(&mut self, ptr: PeerPtr, s: f32) -> Result<(), CaseError>;
-    /// x = (|x|, 0), elementwise.
-    fn magnitude(&mut self, ptr: PeerPtr) -> Result<(), CaseError>;
-
-    /// XOR `bit` into 32-bit word `word` (tests plant errors with it).
-    fn flip_bit(&mut self, ptr: PeerPtr, word: usize, bit: u32) -> Result<(), CaseError>;
-
-    fn synchronize(&mut self) -> Result<(), CaseError>;
 }
 
 #[cfg(test)]

@@ -14,6 +14,20 @@ pub fn c_buf_string(buf: &[c_char]) -> String {
     String::from_utf8_lossy(&bytes).into_owned()
 }
 
+/// # Safety
+/// `p` is null or a NUL-terminated string that stays valid for the call.
+pub unsafe fn c_string(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: runtimes return NUL-terminated strings.
+    Some(
+        unsafe { std::ffi::CStr::from_ptr(p) }
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
+
 /// `0000:3B:00.0` or `00000000:3b:00.0`, as cuDeviceGetPCIBusId or hipDeviceGetPCIBusId may
 /// write it, -> `0000:3b:00.0`, the form the probe prints OpenCL's PCI queries in.
 pub fn normalise_pci_bus_id(s: &str) -> Option<String> {

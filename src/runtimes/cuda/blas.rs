@@ -1,82 +1,21 @@
-//! cuBLAS and cuSOLVER: their handles, created on first use, and the peer's cgemm and cpotrf.
+//! cuBLAS and cuSOLVER: the peer's cgemm and cpotrf, through handles (`handles`) created on
+//! first use.
 
 use std::ffi::c_int;
-use std::ptr::null_mut;
 
 use cudarc::cublas::sys as blas;
 use cudarc::cusolver::sys as solver;
-use cudarc::driver::sys as cu;
 use num_complex::Complex32;
 
 use super::CudaPeer;
 use super::error::call;
-use super::load::{LIBCUBLAS, LIBCUSOLVER, VendorLib};
-use super::memory::DeviceBuffer;
+use super::handles::{BlasHandle, DeviceBuffer, SolverHandle};
 use crate::model::{CaseError, Phase};
 use crate::model::{Transpose, Uplo};
 use crate::runtimes::gpu::blas::{Cgemm, Cpotrf, GpuBlas, read_info};
 
 fn cu_complex(z: Complex32) -> blas::cuComplex {
     blas::cuComplex { x: z.re, y: z.im }
-}
-
-/// A cuBLAS handle on the peer's stream. Created on the first cgemm: a machine without cuBLAS
-/// loses gemm, not the participant.
-pub(super) struct BlasHandle {
-    handle: blas::cublasHandle_t,
-    _lib: VendorLib,
-}
-
-impl BlasHandle {
-    fn create(stream: cu::CUstream) -> Result<BlasHandle, CaseError> {
-        let lib = VendorLib::open(&LIBCUBLAS)?;
-        let mut handle: blas::cublasHandle_t = null_mut();
-        // SAFETY: live out-parameter; the primary context is current on this thread.
-        unsafe { call!(blas::cublasCreate_v2(&mut handle)) }.refused("cuBLAS initialisation")?;
-        let h = BlasHandle { handle, _lib: lib };
-        // SAFETY: live handle; cuBLAS's cudaStream_t is the driver's CUstream_st*. Host pointer
-        // mode: alpha and beta are read from host memory during the call.
-        unsafe {
-            call!(blas::cublasSetStream_v2(h.handle, stream.cast())).running()?;
-            let host = blas::cublasPointerMode_t::CUBLAS_POINTER_MODE_HOST;
-            call!(blas::cublasSetPointerMode_v2(h.handle, host)).running()?;
-        }
-        Ok(h)
-    }
-}
-
-impl Drop for BlasHandle {
-    fn drop(&mut self) {
-        // SAFETY: created by cublasCreate_v2, destroyed once, before the library is released.
-        unsafe { blas::cublasDestroy_v2(self.handle) };
-    }
-}
-
-/// A cuSOLVER dense handle on the peer's stream, created on the first cpotrf.
-pub(super) struct SolverHandle {
-    handle: solver::cusolverDnHandle_t,
-    _lib: VendorLib,
-}
-
-impl SolverHandle {
-    fn create(stream: cu::CUstream) -> Result<SolverHandle, CaseError> {
-        let lib = VendorLib::open(&LIBCUSOLVER)?;
-        let mut handle: solver::cusolverDnHandle_t = null_mut();
-        // SAFETY: live out-parameter; the primary context is current on this thread.
-        unsafe { call!(solver::cusolverDnCreate(&mut handle)) }
-            .refused("cuSOLVER initialisation")?;
-        let h = SolverHandle { handle, _lib: lib };
-        // SAFETY: live handle; the same CUstream_st* as the driver's.
-        unsafe { call!(solver::cusolverDnSetStream(h.handle, stream.cast())) }.running()?;
-        Ok(h)
-    }
-}
-
-impl Drop for SolverHandle {
-    fn drop(&mut self) {
-        // SAFETY: created by cusolverDnCreate, destroyed once.
-        unsafe { solver::cusolverDnDestroy(self.handle) };
-    }
 }
 
 impl CudaPeer {

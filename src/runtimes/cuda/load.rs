@@ -273,6 +273,8 @@ mod tests {
             ("kernels.rs", include_str!("kernels.rs")),
             ("blas.rs", include_str!("blas.rs")),
             ("memory.rs", include_str!("memory.rs")),
+            ("handles.rs", include_str!("handles.rs")),
+            ("probe.rs", include_str!("probe.rs")),
         ];
         let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/src/runtimes/cuda");
         if let Ok(entries) = std::fs::read_dir(dir) {

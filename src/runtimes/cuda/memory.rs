@@ -15,25 +15,6 @@ use crate::model::{ApiError, CaseError, Phase};
 use crate::runtimes::device::{DeviceAlloc, ExportHandle, IpcHandle};
 use crate::runtimes::gpu::memory::{GpuMemory, map_exportable};
 
-/// A temporary device allocation, freed on every path out of the scope that made it.
-pub(super) struct DeviceBuffer(pub(super) cu::CUdeviceptr);
-
-impl DeviceBuffer {
-    pub(super) fn new(bytes: usize, what: &str) -> Result<DeviceBuffer, CaseError> {
-        let mut p: cu::CUdeviceptr = 0;
-        // SAFETY: live out-parameter.
-        unsafe { call!(cu::cuMemAlloc_v2(&mut p, bytes.max(1)), "{bytes} bytes") }.refused(what)?;
-        Ok(DeviceBuffer(p))
-    }
-}
-
-impl Drop for DeviceBuffer {
-    fn drop(&mut self) {
-        // SAFETY: allocated by cuMemAlloc_v2 in the current context, freed once.
-        unsafe { cu::cuMemFree_v2(self.0) };
-    }
-}
-
 impl CudaPeer {
     /// This device, for VMM allocation properties and access descriptors.
     fn location(&self) -> cu::CUmemLocation {

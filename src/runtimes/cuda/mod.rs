@@ -14,10 +14,12 @@
 //! `sm_XY`, so the driver never has to JIT PTX that may be newer than itself.
 //!
 //! One file per concern: `load` (the libraries and their preflight), `error` (statuses and the
-//! `call!` macro), `discover` (devices and versions), `kernels` (NVRTC), `blas` (cuBLAS and
-//! cuSOLVER) and `memory` (allocation kinds, export, IPC, semaphores). This file holds the peer
-//! itself. What a GPU participant does around these calls is written once, in `runtimes/gpu`;
-//! the files here implement its traits with the driver's calls.
+//! `call!` macro), `discover` (devices and versions), `probe` (the probe's look at libcuda),
+//! `kernels` (NVRTC), `handles` (the buffer and library handles the peer holds), `blas` (cuBLAS
+//! and cuSOLVER) and `memory` (allocation kinds, export, IPC, semaphores). This file holds the
+//! peer itself; `blas` and `memory` implement its calls and import it, so nothing they define is
+//! imported here. What a GPU participant does around these calls is written once, in
+//! `runtimes/gpu`; the files here implement its traits with the driver's calls.
 
 use std::ffi::{CStr, c_void};
 use std::ptr::null_mut;
@@ -35,18 +37,20 @@ use crate::runtimes::vulkan::Broker;
 mod blas;
 mod discover;
 mod error;
+mod handles;
 mod kernels;
 mod load;
 mod memory;
+mod probe;
 
 pub use discover::discover;
+pub use probe::probe;
 
-use blas::{BlasHandle, SolverHandle};
 use discover::{Versions, describe, init_driver};
 use error::call;
+use handles::{BlasHandle, DeviceBuffer, SolverHandle};
 use kernels::compile;
 use load::{LIBCUDA, LIBNVRTC, VendorLib};
-use memory::DeviceBuffer;
 
 /// The arguments that open CUDA device `ordinal` in another clhip process (the IPC exporter).
 fn reopen_args(ordinal: usize) -> Vec<String> {

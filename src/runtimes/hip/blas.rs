@@ -1,38 +1,17 @@
 //! rocBLAS cgemm and rocSOLVER cpotrf, through one rocBLAS handle on the peer's stream, created
 //! on first use.
 
-use std::ptr::null_mut;
-
 use num_complex::Complex32;
 
-use crate::model::{Api, ApiError, CaseError, Phase};
+use crate::model::{CaseError, Phase};
 use crate::model::{Transpose, Uplo};
 use crate::runtimes::gpu::blas::{Cgemm, Cpotrf, GpuBlas, read_info};
 
 use super::HipPeer;
-use super::ffi::{
-    self, BlasFns, Hip, OptLib, hipStream_t, rocblas_float_complex, rocblas_handle, rocblas_status,
-};
-use super::load::{open_blas, open_solver};
+use super::ffi::{self, rocblas_float_complex, rocblas_handle, rocblas_status};
+use super::handles::{BlasHandle, blas_check};
+use super::load::open_solver;
 use super::status::need;
-
-/// A rocBLAS / rocSOLVER status (rocSOLVER returns rocblas_status) as an [`ApiError`].
-fn blas_check(
-    call: &str,
-    s: rocblas_status,
-    detail: impl FnOnce() -> String,
-) -> Result<(), ApiError> {
-    if s == ffi::rocblas_status_success {
-        return Ok(());
-    }
-    Err(ApiError {
-        api: Api::Hip,
-        call: call.to_string(),
-        code: s as i64,
-        name: ffi::rocblas_status_name(s).to_string(),
-        detail: detail(),
-    })
-}
 
 /// The status of a rocBLAS / rocSOLVER operation as the case's outcome. Two statuses of
 /// ROCm/rocBLAS rocm-5.7.0 and later are refusals with a reason of their own:
@@ -67,72 +46,6 @@ fn blas_outcome(
 
 fn roc_complex(z: Complex32) -> rocblas_float_complex {
     rocblas_float_complex { x: z.re, y: z.im }
-}
-
-/// A rocBLAS handle on the peer's stream. Created on the first cgemm or cpotrf (rocSOLVER works
-/// through a rocBLAS handle): a machine without rocBLAS loses gemm and cholesky, not the
-/// participant.
-pub(super) struct BlasHandle {
-    handle: rocblas_handle,
-    lib: OptLib<BlasFns>,
-}
-
-impl BlasHandle {
-    fn create(hip: &Hip, stream: hipStream_t) -> Result<BlasHandle, CaseError> {
-        let lib = open_blas(hip)?;
-        let create = need(
-            lib.fns.rocblas_create_handle,
-            &lib.path,
-            "rocblas_create_handle",
-        )?;
-        let mut handle: rocblas_handle = null_mut();
-        // SAFETY: live out-parameter; the peer's device is current on this thread.
-        blas_check(
-            "rocblas_create_handle",
-            unsafe { create(&mut handle) },
-            String::new,
-        )
-        .refused("rocBLAS initialisation")?;
-        let h = BlasHandle { handle, lib };
-        let set_stream = need(
-            h.lib.fns.rocblas_set_stream,
-            &h.lib.path,
-            "rocblas_set_stream",
-        )?;
-        let set_mode = need(
-            h.lib.fns.rocblas_set_pointer_mode,
-            &h.lib.path,
-            "rocblas_set_pointer_mode",
-        )?;
-        // SAFETY: live handle and stream. Host pointer mode: alpha and beta are read from host
-        // memory during the call.
-        unsafe {
-            blas_check(
-                "rocblas_set_stream",
-                set_stream(h.handle, stream),
-                String::new,
-            )
-            .running()?;
-            let host = ffi::rocblas_pointer_mode_host;
-            blas_check(
-                "rocblas_set_pointer_mode",
-                set_mode(h.handle, host),
-                String::new,
-            )
-            .running()?;
-        }
-        Ok(h)
-    }
-}
-
-impl Drop for BlasHandle {
-    fn drop(&mut self) {
-        if let Some(destroy) = self.lib.fns.rocblas_destroy_handle {
-            // SAFETY: created by rocblas_create_handle, destroyed once, before the library is
-            // released.
-            unsafe { destroy(self.handle) };
-        }
-    }
 }
 
 impl HipPeer {

@@ -4,85 +4,13 @@
 use std::ffi::{c_int, c_uint, c_void};
 use std::ptr::null_mut;
 
-use crate::model::{Api, ApiError, CaseError, Phase};
+use crate::model::{CaseError, Phase};
 use crate::runtimes::gpu::GpuCore;
 
 use super::HipPeer;
-use super::ffi::{self, Group, Hip, HsaFns, OptLib, hsa_status_t};
+use super::ffi::{self, Group, HsaFns};
+use super::handles::{HsaRuntime, hsa_check};
 use super::status::{hip_call, lacks, need};
-
-// ---------------------------------------------------------------------------------------------
-// The HSA runtime, opened on the first import_cl_memory
-
-/// An HSA status as an [`ApiError`] (api `Hip`: HSA is ROCm's layer under HIP), named after
-/// hsa.h / hsa_ext_amd.h.
-fn hsa_check(call: &str, s: hsa_status_t, detail: impl FnOnce() -> String) -> Result<(), ApiError> {
-    if s == 0 {
-        return Ok(());
-    }
-    Err(ApiError {
-        api: Api::Hip,
-        call: call.to_string(),
-        code: s as i64,
-        name: ffi::hsa_status_name(s),
-        detail: detail(),
-    })
-}
-
-/// The HSA symbols import_cl_memory calls; hsa_shut_down is used where present.
-const HSA_EXPORT_SYMBOLS: [&str; 3] = [
-    "hsa_init",
-    "hsa_amd_portable_export_dmabuf",
-    "hsa_amd_portable_close_dmabuf",
-];
-
-/// libhsa-runtime64 with the dma-buf export, or `unsupported` naming the library and what it
-/// lacks: the export pair is in ROCR-Runtime's hsa_ext_amd.h from rocm-5.6.0 (Debian's HSA of
-/// ROCm 5.2 has neither). Needs no device: nothing is called.
-fn open_hsa_export(hip: &Hip) -> Result<OptLib<HsaFns>, CaseError> {
-    let lib = ffi::open_hsa(hip).map_err(CaseError::unsupported)?;
-    let lacking: Vec<&str> = HSA_EXPORT_SYMBOLS
-        .into_iter()
-        .filter(|n| !lib.fns.has(n))
-        .collect();
-    if !lacking.is_empty() {
-        return Err(CaseError::unsupported(format!(
-            "{} lacks {} (the dma-buf export of ROCm 5.6 and later)",
-            lib.path,
-            lacking.join(", ")
-        )));
-    }
-    Ok(lib)
-}
-
-/// The HSA runtime with one hsa_init of this peer's own. hsa_init "increases the reference
-/// counter associated with the HSA runtime for the current process" and hsa_shut_down decreases
-/// it (ROCR-Runtime hsa.h); HIP already holds one, so this only takes another reference, which
-/// Drop gives back.
-pub(super) struct HsaRuntime {
-    lib: OptLib<HsaFns>,
-}
-
-impl HsaRuntime {
-    fn open(hip: &Hip) -> Result<HsaRuntime, CaseError> {
-        let lib = open_hsa_export(hip)?;
-        let init = need(lib.fns.hsa_init, &lib.path, "hsa_init")?;
-        // SAFETY: `hsa_status_t hsa_init(void)`; reference-counted, safe to call again.
-        let s = unsafe { init() };
-        hsa_check("hsa_init", s, || lib.path.clone()).refused("initialising the HSA runtime")?;
-        Ok(HsaRuntime { lib })
-    }
-}
-
-impl Drop for HsaRuntime {
-    fn drop(&mut self) {
-        if let Some(shut_down) = self.lib.fns.hsa_shut_down {
-            // SAFETY: balances the one successful hsa_init of `open`; HIP's own reference keeps
-            // the runtime up.
-            unsafe { shut_down() };
-        }
-    }
-}
 
 impl HipPeer {
     /// The HSA table, its library opened and initialised on first use (a failure is kept
@@ -253,67 +181,5 @@ impl HipPeer {
         }
         let (mapped, ext) = imported?;
         Ok((mapped, ext as u64))
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn hsa_errors_carry_the_call_and_the_header_name() {
-        assert!(hsa_check("hsa_init", 0, String::new).is_ok());
-        let e = hsa_check("hsa_amd_portable_export_dmabuf", 0x1003, || "8 B".into()).unwrap_err();
-        assert_eq!(e.api, Api::Hip);
-        assert_eq!(e.call, "hsa_amd_portable_export_dmabuf");
-        assert_eq!(e.code, 0x1003);
-        assert_eq!(e.name, "HSA_STATUS_ERROR_INVALID_ALLOCATION");
-        assert!(!e.is_device_fault());
-        match Err::<(), _>(e).refused("exporting") {
-            Err(CaseError::Unsupported {
-                error: Some(e),
-                reason,
-            }) => assert_eq!((reason.as_str(), e.code), ("exporting", 0x1003)),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    /// import_cl_memory's first step without a device: an HSA runtime older than ROCm 5.6
-    /// (Debian's, of ROCm 5.2) is `unsupported` naming the library and the missing export,
-    /// before anything is called. Skipped where no HSA loads or it has the export.
-    #[test]
-    fn import_cl_memory_names_a_missing_dmabuf_export() {
-        let Ok(hip) = Hip::load(None) else {
-            eprintln!("no libamdhip64: skipped");
-            return;
-        };
-        let lib = match ffi::open_hsa(&hip) {
-            Ok(l) => l,
-            Err(e) => {
-                eprintln!("no libhsa-runtime64: skipped ({e})");
-                return;
-            }
-        };
-        if lib.fns.hsa_amd_portable_export_dmabuf.is_some() {
-            eprintln!("{} has the dma-buf export: skipped", lib.path);
-            return;
-        }
-        let path = lib.path.clone();
-        drop(lib);
-        match open_hsa_export(&hip) {
-            Err(CaseError::Unsupported {
-                reason,
-                error: None,
-            }) => {
-                eprintln!("{reason}");
-                assert!(reason.starts_with(&format!("{path} lacks ")), "{reason}");
-                assert!(
-                    reason.contains("hsa_amd_portable_export_dmabuf"),
-                    "{reason}"
-                );
-            }
-            Err(other) => panic!("expected Unsupported naming the symbol, got {other:?}"),
-            Ok(_) => panic!("{path} lacks the export, yet it opened"),
-        }
     }
 }

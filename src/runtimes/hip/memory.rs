@@ -11,33 +11,8 @@ use crate::runtimes::device::{DeviceAlloc, ExportHandle, IpcHandle};
 use crate::runtimes::gpu::memory::{GpuMemory, Optional, map_exportable};
 
 use super::HipPeer;
-use super::ffi::{self, Group, Hip, hipError_t};
-use super::status::{hip_call, lacks, need};
-
-/// A temporary hipMalloc allocation, freed on every path out of the scope that made it.
-pub(super) struct DeviceBuffer {
-    pub(super) ptr: *mut c_void,
-    free: unsafe extern "C" fn(*mut c_void) -> hipError_t,
-}
-
-impl DeviceBuffer {
-    pub(super) fn new(hip: &Hip, bytes: usize, what: &str) -> Result<DeviceBuffer, CaseError> {
-        let mut ptr: *mut c_void = null_mut();
-        // SAFETY: live out-parameter.
-        unsafe { hip_call!(hip, hipMalloc(&mut ptr, bytes.max(1)), "{bytes} bytes") }
-            .refused(what)?;
-        let free = need(hip.fns.hipFree, &hip.path, "hipFree")?;
-        Ok(DeviceBuffer { ptr, free })
-    }
-}
-
-impl Drop for DeviceBuffer {
-    fn drop(&mut self) {
-        // SAFETY: allocated by hipMalloc on the current device, freed once; the peer that made
-        // it (and its library) outlives this scope.
-        unsafe { (self.free)(self.ptr) };
-    }
-}
+use super::ffi::{self, Group};
+use super::status::{hip_call, lacks};
 
 impl HipPeer {
     /// `Unsupported` naming what this libamdhip64 lacks of `group`, if anything.

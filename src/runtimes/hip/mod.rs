@@ -22,10 +22,12 @@ pub mod install;
 
 mod blas;
 mod discover;
+mod handles;
 mod interop;
 mod kernels;
 mod load;
 mod memory;
+mod probe;
 mod status;
 
 use std::ffi::{CStr, c_int, c_uint, c_void};
@@ -40,16 +42,15 @@ use crate::runtimes::gpu::{self, BLOCK, GpuCore, Kernels, Launch, kernel_source}
 use crate::runtimes::kernel_cache::{CompileKey, KernelCache};
 use crate::runtimes::vulkan::Broker;
 
-use blas::BlasHandle;
 use discover::{describe, device_count};
 use ffi::{Hip, OptLib, RtcFns, SolverFns, hipEvent_t, hipFunction_t, hipModule_t, hipStream_t};
-use interop::HsaRuntime;
+use handles::{BlasHandle, DeviceBuffer, HsaRuntime};
 use kernels::compile;
-use memory::DeviceBuffer;
 use status::hip_call;
 
 pub use discover::discover;
 pub use load::{install_libraries, library_versions, load, open_blas, open_rtc, open_solver};
+pub use probe::probe;
 
 /// Arguments that open device `ordinal` again in another clhip process, with the same ROCm
 /// root when this one was given one.

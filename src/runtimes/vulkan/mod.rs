@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use crate::model::CaseError;
 use crate::runtimes::locate::Attempt;
 
-pub use survey::{DeviceSurvey, Exports};
+pub use survey::{DeviceSurvey, Exports, version_string, vk_error};
 
 /// The names the loader is opened under, in order: the soname every distribution ships, then
 /// the development symlink.
@@ -35,22 +35,6 @@ pub const DRIVER_ENV: [&str; 3] = ["VK_DRIVER_FILES", "VK_ICD_FILENAMES", "VK_AD
 /// The Vulkan version the broker asks for: 1.1 made external memory and semaphore capability
 /// queries core; 1.2 made timeline semaphores core. A newer instance is not needed.
 const API_VERSION: u32 = vk::make_api_version(0, 1, 2, 0);
-
-/// A `VkResult` error as `call returned VK_ERROR_... (code)`, the form every other API's refusal
-/// takes in clhip's reports.
-pub fn vk_error(call: &str, r: vk::Result) -> String {
-    format!("{call} returned VK_{r:?} ({})", r.as_raw())
-}
-
-/// `1.3.239` from a packed Vulkan version.
-pub fn version_string(v: u32) -> String {
-    format!(
-        "{}.{}.{}",
-        vk::api_version_major(v),
-        vk::api_version_minor(v),
-        vk::api_version_patch(v)
-    )
-}
 
 /// The driver environment as set, `NAME=value` each, for messages.
 pub fn driver_env() -> Vec<String> {

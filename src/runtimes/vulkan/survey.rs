@@ -1,14 +1,31 @@
 //! What a physical device offers the broker, read without creating a device: its UUID, the two
 //! external-fd extensions, timeline semaphores, and whether semaphores and buffer memory can be
 //! exported as opaque fds at all. The probe shows it; the broker refuses a device by it.
+//! Also the two ways every Vulkan message words a result and a version ([`vk_error`],
+//! [`version_string`]), which the broker above shares.
 
 use std::ffi::CStr;
 
 use ash::vk;
 use serde::{Deserialize, Serialize};
 
-use super::{version_string, vk_error};
 use crate::runtimes::text::uuid_string;
+
+/// A `VkResult` error as `call returned VK_ERROR_... (code)`, the form every other API's refusal
+/// takes in clhip's reports.
+pub fn vk_error(call: &str, r: vk::Result) -> String {
+    format!("{call} returned VK_{r:?} ({})", r.as_raw())
+}
+
+/// `1.3.239` from a packed Vulkan version.
+pub fn version_string(v: u32) -> String {
+    format!(
+        "{}.{}.{}",
+        vk::api_version_major(v),
+        vk::api_version_minor(v),
+        vk::api_version_patch(v)
+    )
+}
 
 /// What the broker's buffers are for: kernels of both importers read and write them, and the
 /// copy engines may move them.

@@ -32,7 +32,7 @@ use libloading::Library;
 
 use crate::runtimes::locate::hip_version;
 
-use super::{Cvp, Group, Vp};
+use super::table::{Cvp, Group, Vp};
 
 // ---------------------------------------------------------------------------------------------
 // Scalar types and enum values

@@ -15,9 +15,8 @@ use std::ffi::{c_char, c_int, c_void};
 
 use libloading::Library;
 
-use super::loader::open_opt;
-
-use super::{Group, Hip, OptLib, install_candidates};
+use super::loader::{Hip, OptLib, install_candidates, open_opt};
+use super::table::Group;
 
 pub type hiprtcProgram = *mut c_void;
 pub type hiprtcResult = c_int;

@@ -5,9 +5,8 @@ use std::ffi::c_int;
 
 use libloading::Library;
 
-use super::loader::open_opt;
-
-use super::{Cvp, Group, Hip, OptLib, install_candidates};
+use super::loader::{Hip, OptLib, install_candidates, open_opt};
+use super::table::{Cvp, Group};
 use crate::runtimes::hip::install;
 
 /// hsa.h `typedef enum { .. } hsa_status_t`: an int-sized enum.

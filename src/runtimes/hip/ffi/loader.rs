@@ -8,11 +8,13 @@ use libloading::Library;
 
 use crate::runtimes::hip::install;
 use crate::runtimes::locate::{Attempt, hip_candidates, open_first};
+use crate::runtimes::text::c_string;
 
-use super::{
-    Abi, Group, HIP_SYMBOLS, HipFns, HipVersion, SymbolState, c_string, hipError_t,
-    hipErrorNotSupported, hipSuccess, symbol_state,
+use super::hip::{
+    Abi, HIP_SYMBOLS, HipFns, HipVersion, SymbolState, hipError_t, hipErrorNotSupported,
+    hipSuccess, symbol_state,
 };
+use super::table::Group;
 
 /// The HIP runtime: where it was loaded from, its version and ABI, and every symbol.
 pub struct Hip {

@@ -17,72 +17,10 @@
     dead_code
 )]
 
-use std::ffi::{c_char, c_void};
+// The symbol tables' shared parts; first, so that `fn_table!` is defined for the files after.
+#[macro_use]
+mod table;
 
-// ---------------------------------------------------------------------------------------------
-// Symbol tables
-
-/// What a missing symbol takes away: only `Core` takes the participant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
-pub enum Group {
-    /// Device discovery, memory, streams, events, modules, launches.
-    Core,
-    /// `hipGetDeviceProperties` (5.x) / `hipGetDevicePropertiesR0600` (6.0+): gcnArchName.
-    Props,
-    /// hipHostMalloc (all), hipExtHostAlloc (6.3+): pinned host allocations.
-    Pinned,
-    /// hipMemCreate & co: the Exportable allocation kind.
-    Vmm,
-    /// hipImportExternalMemory & co: the cl-dmabuf -> hip-import path.
-    ExternalMemory,
-    ExternalSemaphore,
-    Ipc,
-    /// hiprtc inside libamdhip64 (ROCm 5.2 and older): used when no libhiprtc loads.
-    EmbeddedRtc,
-}
-
-/// Declares a table of function pointers resolved at load, each `Option` (None = absent), with
-/// the list of (group, name) the symbol check walks.
-macro_rules! fn_table {
-    ($table:ident, $list:ident { $( $group:ident $name:ident : fn($($arg:ty),* $(,)?) $(-> $ret:ty)? ; )* }) => {
-        #[derive(Clone, Copy)]
-        pub struct $table {
-            $( pub $name: Option<unsafe extern "C" fn($($arg),*) $(-> $ret)?>, )*
-        }
-
-        pub const $list: &[(Group, &str)] = &[ $( (Group::$group, stringify!($name)), )* ];
-
-        impl $table {
-            pub(super) fn resolve(lib: &Library) -> $table {
-                $table {
-                    $( $name: {
-                        // SAFETY: the type is the header's prototype for this very name.
-                        unsafe {
-                            lib.get::<unsafe extern "C" fn($($arg),*) $(-> $ret)?>(
-                                concat!(stringify!($name), "\0").as_bytes(),
-                            )
-                        }
-                        .ok()
-                        .map(|s| *s)
-                    }, )*
-                }
-            }
-
-            /// Whether `name` resolved.
-            pub fn has(&self, name: &str) -> bool {
-                match name {
-                    $( stringify!($name) => self.$name.is_some(), )*
-                    _ => false,
-                }
-            }
-        }
-    };
-}
-
-type Vp = *mut c_void;
-type Cvp = *const c_void;
-
-// After fn_table!, which they use.
 mod hip;
 mod hiprtc;
 mod hsa;
@@ -96,22 +34,9 @@ pub use self::hsa::*;
 pub use self::loader::*;
 pub use self::rocblas::*;
 pub use self::rocsolver::*;
+pub use self::table::Group;
 
-/// # Safety
-/// `p` is null or a NUL-terminated string that stays valid for the call.
-pub unsafe fn c_string(p: *const c_char) -> Option<String> {
-    if p.is_null() {
-        return None;
-    }
-    // SAFETY: runtimes return NUL-terminated strings.
-    Some(
-        unsafe { std::ffi::CStr::from_ptr(p) }
-            .to_string_lossy()
-            .into_owned(),
-    )
-}
-
-pub use crate::runtimes::text::c_buf_string;
+pub use crate::runtimes::text::{c_buf_string, c_string};
 
 #[cfg(test)]
 mod tests {

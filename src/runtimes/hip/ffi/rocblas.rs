@@ -5,9 +5,10 @@ use std::ffi::{c_char, c_int, c_void};
 
 use libloading::Library;
 
-use super::loader::open_opt;
-
-use super::{Group, Hip, OptLib, c_buf_string, hipStream_t, install_candidates};
+use super::hip::hipStream_t;
+use super::loader::{Hip, OptLib, install_candidates, open_opt};
+use super::table::Group;
+use crate::runtimes::text::c_buf_string;
 
 pub type rocblas_handle = *mut c_void;
 pub type rocblas_status = c_int;

@@ -5,12 +5,9 @@ use std::ffi::{c_char, c_int};
 
 use libloading::Library;
 
-use super::loader::open_opt;
-
-use super::{
-    Group, Hip, OptLib, install_candidates, rocblas_float_complex, rocblas_handle, rocblas_int,
-    rocblas_status,
-};
+use super::loader::{Hip, OptLib, install_candidates, open_opt};
+use super::rocblas::{rocblas_float_complex, rocblas_handle, rocblas_int, rocblas_status};
+use super::table::Group;
 
 // ROCm/rocSOLVER library/include/rocsolver/rocsolver-functions.h.
 fn_table!(SolverFns, SOLVER_SYMBOLS {
