@@ -23,146 +23,13 @@ use anyhow::{Context, bail};
 use nix::sys::signal::{Signal, killpg};
 use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
-use serde::{Deserialize, Serialize};
 
 use crate::fault::BufferSpan;
 use crate::kmsg::KernelLog;
-use crate::mock::MockAction;
-use crate::model::{Api, ApiError, Case, Expectation, Outcome};
+use crate::model::{Api, ApiError, Outcome};
 use crate::process::{describe, signal_name};
-use crate::worker::{WorkItem, WorkerEvent};
-
-/// What a worker runs: a real case, or a mock that misbehaves on purpose (tests only).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Work {
-    Case(Case),
-    Mock(MockAction),
-}
-
-impl Work {
-    pub fn case(&self) -> Option<&Case> {
-        match self {
-            Work::Case(case) => Some(case),
-            Work::Mock(_) => None,
-        }
-    }
-}
-
-/// One item of a run's plan.
-#[derive(Debug, Clone)]
-pub struct Planned {
-    /// `Case::id()`, or `mock/<action>/<k>`.
-    pub id: String,
-    pub work: Work,
-    pub expectation: Expectation,
-    /// Environment the worker running it needs (the one OpenCL vendor library its pair
-    /// uses). A batch holds items of one environment only.
-    pub env: Vec<(String, String)>,
-    /// The GPU it runs on (`cuda1`, `nvidia0`; empty for none of its own). Each GPU gets its
-    /// own `--jobs` workers, so that GPUs of one host work at the same time.
-    pub gpu: String,
-    /// The case's data: the seeded draw, except where `clhip repro` tries simpler inputs.
-    pub data: crate::generate::DataKind,
-}
-
-impl Planned {
-    pub fn case(case: Case, expectation: Expectation) -> Self {
-        Planned {
-            id: case.id(),
-            work: Work::Case(case),
-            expectation,
-            env: Vec::new(),
-            gpu: String::new(),
-            data: crate::generate::DataKind::Seeded,
-        }
-    }
-}
-
-/// The verdict on one planned item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CaseResult {
-    pub id: String,
-    pub work: Work,
-    pub outcome: Outcome,
-    pub expectation: Expectation,
-    /// As measured by the worker, or by the parent for a crash or timeout.
-    pub duration_s: f64,
-    /// Kernel log lines (amdgpu/KFD VM faults, NVRM Xid) that appeared while a case that
-    /// crashed, faulted or timed out ran, or that the log was unreadable.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kernel_log: Vec<String>,
-    /// Outcomes of the case run again alone (`--retries`), in order. One that differs from
-    /// `outcome` makes the case flaky; both are kept.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reruns: Vec<Outcome>,
-    /// For a case that failed in its batch but passed alone: the earlier case of that batch
-    /// after which it fails, found by bisection.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fails_only_after: Option<String>,
-    /// The items that ran before this one in its worker, for that bisection; not saved.
-    #[serde(skip)]
-    pub predecessors: Vec<String>,
-}
-
-impl CaseResult {
-    pub fn new(
-        id: String,
-        work: Work,
-        outcome: Outcome,
-        expectation: Expectation,
-        duration_s: f64,
-    ) -> Self {
-        CaseResult {
-            id,
-            work,
-            outcome,
-            expectation,
-            duration_s,
-            kernel_log: Vec::new(),
-            reruns: Vec::new(),
-            fails_only_after: None,
-            predecessors: Vec::new(),
-        }
-    }
-
-    /// How the outcome reads against the expectation: flaky if a rerun came out otherwise.
-    pub fn verdict(&self) -> crate::model::Verdict {
-        let kind = self.outcome.kind();
-        if self.reruns.iter().any(|o| o.kind() != kind) {
-            return crate::model::Verdict::Flaky;
-        }
-        self.expectation.verdict(kind)
-    }
-
-    /// Whether this result should fail the run (non-zero exit).
-    pub fn unexpected(&self) -> bool {
-        self.verdict().fails_run()
-    }
-}
-
-/// What the runner reports as it goes; `pid` is the worker's, which is also its process group.
-#[derive(Debug, Clone)]
-pub enum Event {
-    Started {
-        id: String,
-        pid: u32,
-    },
-    Finished(Box<CaseResult>),
-    /// A spare worker was started: it makes its runtimes now, and takes over when its runner
-    /// thread's worker ends.
-    SpareStarted {
-        pid: u32,
-    },
-    /// A worker ended badly outside any case (between cases, or while exiting after its last
-    /// one, e.g. a crash in a runtime's teardown). No case is charged; `after` is the last case
-    /// it finished.
-    WorkerLost {
-        pid: u32,
-        after: Option<String>,
-        why: String,
-    },
-}
+use crate::protocol::{HARNESS_ERROR_EXIT, PANIC_EXIT, PREPARE_ENV, WorkItem, WorkerEvent};
+pub use crate::results::{CaseResult, Event, Planned, Work};
 
 /// What the runner shares with whoever handles signals: a stop request (Ctrl-C), the live
 /// worker process groups (to stop, continue or kill them), and the time the run spent stopped
@@ -717,7 +584,7 @@ fn run_batch<'q>(
 }
 
 /// A worker started before it is needed: it makes its runtimes and inputs for its runner
-/// thread's next case (`worker::PREPARE_ENV`), then waits for work.
+/// thread's next case (`protocol::PREPARE_ENV`), then waits for work.
 struct Spare {
     worker: WorkerProcess,
     stdin: ChildStdin,
@@ -1378,10 +1245,6 @@ const KERNEL_FAULT_GRACE: Duration = Duration::from_secs(2);
 /// How often the runner reads the kernel log while a case runs.
 const KERNEL_LOG_LOOK: Duration = Duration::from_millis(250);
 
-/// Status of `clhip` ending on an error of its own (main's error path).
-pub const HARNESS_ERROR_EXIT: i32 = 2;
-/// Status of a Rust panic.
-const PANIC_EXIT: i32 = 101;
 
 fn crash_outcome(status: ExitStatus, stderr_tail: String) -> Outcome {
     let (signal, signal_name) = match status.signal() {
@@ -1459,7 +1322,7 @@ impl WorkerProcess {
             .map(serde_json::to_string)
             .transpose()
             .context("encoding a spare worker's case")?
-            .map(|json| (crate::worker::PREPARE_ENV.to_string(), json));
+            .map(|json| (PREPARE_ENV.to_string(), json));
         let child = Command::new(&opts.worker_exe)
             .args(&opts.worker_args)
             .envs(opts.worker_env.iter().map(|(k, v)| (k, v)))

@@ -44,8 +44,6 @@ const FORBIDDEN: &[(&[&str], &[&str], &str)] = &[
 
 /// Modules of one concern, which may import each other in a circle.
 const CONCERNS: &[&[&str]] = &[
-    // Isolated execution: the parent, the worker loop, the misbehaving mocks.
-    &["runner", "worker", "mock"],
     // How memory crosses and how ownership passes.
     &["paths", "sync"],
 ];

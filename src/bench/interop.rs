@@ -317,13 +317,13 @@ fn death(
             },
         });
     }
-    if let (None, Some(code @ (crate::runner::HARNESS_ERROR_EXIT | 101))) =
+    if let (None, Some(code @ (crate::protocol::HARNESS_ERROR_EXIT | crate::protocol::PANIC_EXIT))) =
         (status.signal(), status.code())
     {
         return Some(Outcome::Error {
             reason: format!(
                 "the bench child exited with status {code} ({}): {}",
-                if code == 101 {
+                if code == crate::protocol::PANIC_EXIT {
                     "a panic"
                 } else {
                     "an internal error"

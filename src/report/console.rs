@@ -5,7 +5,7 @@ use std::io::IsTerminal;
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::model::{OutcomeKind, Verdict};
-use crate::runner::Event;
+use crate::results::Event;
 
 use super::matrix::outcome_line_from;
 

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::model::Verdict;
-use crate::runner::CaseResult;
+use crate::results::CaseResult;
 
 use super::json::RunReport;
 use super::markdown::{code, md_table};

@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::fingerprint::Fingerprint;
 use crate::model::{OutcomeKind, Verdict};
-use crate::runner::CaseResult;
+use crate::results::CaseResult;
 
 /// The results file format this build writes and reads.
 pub const SCHEMA: &str = "clhip-results/1";

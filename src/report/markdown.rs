@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 
 use crate::fingerprint::Fingerprint;
 use crate::model::{Op, OutcomeKind, PathKind};
-use crate::runner::CaseResult;
+use crate::results::CaseResult;
 
 use super::json::{RunReport, closing_line};
 use super::matrix::{

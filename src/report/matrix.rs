@@ -7,7 +7,7 @@ use std::fmt::Write as _;
 use crate::model::{
     Api, Expectation, Op, OutcomeKind, PathKind, SyncMode, Verdict, is_negative_control,
 };
-use crate::runner::{CaseResult, Work};
+use crate::results::{CaseResult, Work};
 
 /// The support matrices (one per pair, then mocks) and the list of every non-pass case.
 pub fn render_matrix(results: &[CaseResult]) -> String {
