@@ -290,8 +290,8 @@ impl Drop for Exporter {
 
 fn crashed(status: std::process::ExitStatus, stderr_tail: String) -> CaseError {
     let (signal, signal_name) = match status.signal() {
-        Some(sig) => (sig, crate::process::signal_name(sig)),
-        None => (0, crate::process::describe(status)),
+        Some(sig) => (sig, crate::child::signal_name(sig)),
+        None => (0, crate::child::describe(status)),
     };
     CaseError::Crashed {
         process: "IPC exporter process".into(),
@@ -321,7 +321,7 @@ fn from_exporter_outcome(outcome: Outcome) -> CaseError {
 /// The exporter's side (`clhip __ipc-export`): open the device once, then allocate and free
 /// as the worker asks, one allocation at a time, until stdin closes.
 pub fn serve(api: Api, ordinal: usize, rocm_path: Option<PathBuf>) -> anyhow::Result<()> {
-    crate::process::die_with_parent("IPC exporter");
+    crate::child::die_with_parent("IPC exporter");
     let mut stdout = std::io::stdout().lock();
     let say = |out: &mut dyn Write, line: &ExporterLine| -> anyhow::Result<()> {
         writeln!(out, "{PREFIX}{}", serde_json::to_string(line)?)?;

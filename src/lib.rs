@@ -8,6 +8,7 @@
 pub mod bench;
 pub mod blocking;
 pub mod cases;
+pub mod child;
 pub mod consistency;
 pub mod expectations;
 pub mod fault;
@@ -28,7 +29,6 @@ pub mod partition;
 pub mod paths;
 pub mod peer;
 pub mod probe;
-pub mod process;
 pub mod protocol;
 pub mod reference;
 pub mod report;

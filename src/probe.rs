@@ -606,7 +606,7 @@ fn run_install_child(exe: &Path, root: &Path, limit: Duration) -> RuntimeStatus 
                 .unwrap_or_default();
             let ended = match (&status, timed_out) {
                 (_, true) => format!("hung (no exit within {} s)", limit.as_secs_f64()),
-                (Ok(st), false) => crate::process::describe(*st),
+                (Ok(st), false) => crate::child::describe(*st),
                 (Err(e), false) => format!("{e:#}"),
             };
             match answer {
@@ -629,8 +629,8 @@ fn run_install_child(exe: &Path, root: &Path, limit: Duration) -> RuntimeStatus 
 /// The hidden `clhip __probe-rocm-install --rocm-path ROOT` subcommand: probes that install's
 /// HIP alone and answers with one protocol line.
 pub fn install_child_main(root: &Path) -> anyhow::Result<()> {
-    crate::process::die_with_parent("probe");
-    let mut protocol = crate::process::take_stdout_for_protocol()?;
+    crate::child::die_with_parent("probe");
+    let mut protocol = crate::child::take_stdout_for_protocol()?;
     let mut send = |line: &VendorLine| -> anyhow::Result<()> {
         let json = serde_json::to_string(line).context("encoding a protocol line")?;
         protocol
@@ -852,8 +852,8 @@ fn vendor_timeout() -> Duration {
 /// environment lets the loader see (the parent sets [`opencl::single_vendor_env`]) and answers
 /// on stdout with protocol lines: the call about to be made, then the platforms.
 pub fn vendor_child_main() -> anyhow::Result<()> {
-    crate::process::die_with_parent("probe");
-    let mut protocol = crate::process::take_stdout_for_protocol()?;
+    crate::child::die_with_parent("probe");
+    let mut protocol = crate::child::take_stdout_for_protocol()?;
     let mut send = |line: &VendorLine| -> anyhow::Result<()> {
         let json = serde_json::to_string(line).context("encoding a protocol line")?;
         protocol
@@ -989,7 +989,7 @@ enum Msg {
 }
 
 fn forward_lines(pipe: impl Read + Send + 'static, tx: Sender<Msg>, wrap: fn(String) -> Msg) {
-    let reader = crate::process::read_lines("clhip-probe-reader", pipe, move |line| {
+    let reader = crate::child::read_lines("clhip-probe-reader", pipe, move |line| {
         tx.send(line.map_or(Msg::Eof, wrap)).is_ok()
     });
     if let Err(e) = reader {

@@ -95,11 +95,6 @@ pub fn send(protocol: &Mutex<File>, event: &WorkerEvent) -> anyhow::Result<()> {
         .context("writing a protocol line to the parent")
 }
 
-/// Status of `clhip` ending on an error of its own (main's error path).
-pub const HARNESS_ERROR_EXIT: i32 = 2;
-/// Status of a Rust panic.
-pub const PANIC_EXIT: i32 = 101;
-
 /// A protocol line: [`PROTOCOL_PREFIX`], `record` as JSON, a newline.
 pub fn line_of(record: &impl Serialize) -> anyhow::Result<String> {
     let json = serde_json::to_string(record).context("encoding a protocol line")?;

@@ -10,10 +10,10 @@
 //! panics (a drop guard).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::{Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -21,14 +21,13 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use nix::sys::signal::{Signal, killpg};
-use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
 
 use crate::fault::BufferSpan;
 use crate::kmsg::KernelLog;
 use crate::model::{Api, ApiError, Outcome};
-use crate::process::{describe, signal_name};
-use crate::protocol::{HARNESS_ERROR_EXIT, PANIC_EXIT, PREPARE_ENV, WorkItem, WorkerEvent};
+use crate::child::{GroupChild, Line, Tail, crash_signal, describe, harness_exit};
+use crate::protocol::{PREPARE_ENV, WorkItem, WorkerEvent};
 pub use crate::results::{CaseResult, Event, Planned, Work};
 
 /// What the runner shares with whoever handles signals: a stop request (Ctrl-C), the live
@@ -588,7 +587,7 @@ fn run_batch<'q>(
 struct Spare {
     worker: WorkerProcess,
     stdin: ChildStdin,
-    rx: Receiver<Msg>,
+    rx: Receiver<Line>,
     env: Vec<(String, String)>,
 }
 
@@ -642,7 +641,7 @@ struct Session<'s, 'q> {
     /// Closed (None) once the worker is to get no more cases: it then exits at EOF.
     stdin: Option<ChildStdin>,
     worker: WorkerProcess,
-    rx: Receiver<Msg>,
+    rx: Receiver<Line>,
     tail: Tail,
     /// Index of the next item to start; everything before it has a result.
     next: usize,
@@ -694,7 +693,7 @@ impl<'s, 'q> Session<'s, 'q> {
             stdin,
             worker,
             rx,
-            tail: Tail::default(),
+            tail: Tail::new(TAIL_LINES),
             next: 0,
             running: false,
             clock: (Instant::now(), opts.control.paused()),
@@ -784,12 +783,12 @@ impl<'s, 'q> Session<'s, 'q> {
         results: &mut Vec<CaseResult>,
     ) -> anyhow::Result<()> {
         match self.rx.recv_timeout(wait) {
-            Ok(Msg::Protocol(line)) => self.on_protocol(line, opts, on_event, results),
-            Ok(Msg::Output(line)) => {
+            Ok(Line::Protocol(line)) => self.on_protocol(line, opts, on_event, results),
+            Ok(Line::Output(line)) => {
                 self.tail.push(line);
                 Ok(())
             }
-            Ok(Msg::Eof) => {
+            Ok(Line::Eof) => {
                 self.streams_open -= 1;
                 Ok(())
             }
@@ -1010,7 +1009,7 @@ impl<'s, 'q> Session<'s, 'q> {
         on_event: &mut dyn FnMut(&Event),
         results: &mut Vec<CaseResult>,
     ) -> anyhow::Result<()> {
-        self.worker.kill_and_reap(&opts.control)?;
+        self.worker.kill_and_reap()?;
         if opts.control.is_interrupted() {
             return Ok(());
         }
@@ -1059,7 +1058,7 @@ impl<'s, 'q> Session<'s, 'q> {
             let left = until.saturating_duration_since(Instant::now());
             self.receive(left, opts, on_event, results)?;
         }
-        let status = self.worker.kill_and_reap(&opts.control)?;
+        let status = self.worker.kill_and_reap()?;
         // Killed by the interrupt: the case did not run to any end, so it has no outcome.
         if opts.control.is_interrupted() && status.signal() == Some(Signal::SIGKILL as i32) {
             return Ok(());
@@ -1103,7 +1102,7 @@ impl<'s, 'q> Session<'s, 'q> {
     }
 
     fn could_not_start(&self, stop: Stop, opts: &RunOptions) -> String {
-        let how = match (stop, self.worker.status) {
+        let how = match (stop, self.worker.group.status()) {
             (Stop::Stalled, _) => format!(
                 "did not start within {:.1} s",
                 opts.startup_timeout.as_secs_f64()
@@ -1167,19 +1166,10 @@ fn death_outcome(
             },
         };
     }
-    if status.signal().is_none()
-        && let Some(code @ (HARNESS_ERROR_EXIT | PANIC_EXIT)) = status.code()
-    {
+    if let Some((code, which)) = harness_exit(status) {
         let last = stderr_tail.lines().last().unwrap_or("no output");
         return Outcome::Error {
-            reason: format!(
-                "the worker exited with status {code} ({}): {last}",
-                if code == PANIC_EXIT {
-                    "a panic"
-                } else {
-                    "an internal error"
-                }
-            ),
+            reason: format!("the worker exited with status {code} ({which}): {last}"),
         };
     }
     crash_outcome(status, stderr_tail)
@@ -1247,10 +1237,7 @@ const KERNEL_LOG_LOOK: Duration = Duration::from_millis(250);
 
 
 fn crash_outcome(status: ExitStatus, stderr_tail: String) -> Outcome {
-    let (signal, signal_name) = match status.signal() {
-        Some(sig) => (sig, signal_name(sig)),
-        None => (0, describe(status)),
-    };
+    let (signal, signal_name) = crash_signal(status);
     Outcome::Crash {
         signal,
         signal_name,
@@ -1279,35 +1266,10 @@ fn write_item(stdin: &mut ChildStdin, p: &Planned) -> anyhow::Result<()> {
         .context("writing a work item to the worker")
 }
 
-/// A line from a worker, by stream, or the end of one stream.
-enum Msg {
-    /// The protocol stream (the worker's original stdout).
-    Protocol(String),
-    /// Driver and runtime output (the worker's stderr, where its fd 1 points too).
-    Output(String),
-    Eof,
-}
-
-/// Forwards each line of `pipe` to `tx`, wrapped by `wrap`, then [`Msg::Eof`]; the reader
-/// ends at the next line once the session is gone.
-fn forward_lines(
-    pipe: impl Read + Send + 'static,
-    tx: Sender<Msg>,
-    wrap: fn(String) -> Msg,
-) -> anyhow::Result<()> {
-    crate::process::read_lines("clhip-reader", pipe, move |line| {
-        tx.send(line.map_or(Msg::Eof, wrap)).is_ok()
-    })
-    .context("starting a worker output reader")
-}
-
-/// A worker process leading its own process group; killed and reaped on drop at the latest.
+/// A worker process leading its own process group, registered with the run's control while
+/// it lives; killed and reaped on drop at the latest.
 struct WorkerProcess {
-    child: Child,
-    pgid: Pid,
-    /// Set once reaped.
-    status: Option<ExitStatus>,
-    control: Arc<RunControl>,
+    group: GroupChild,
 }
 
 impl WorkerProcess {
@@ -1317,120 +1279,47 @@ impl WorkerProcess {
         opts: &RunOptions,
         env: &[(String, String)],
         prepare: Option<&crate::model::Case>,
-    ) -> anyhow::Result<(Self, ChildStdin, Receiver<Msg>)> {
+    ) -> anyhow::Result<(Self, ChildStdin, Receiver<Line>)> {
         let prepare = prepare
             .map(serde_json::to_string)
             .transpose()
             .context("encoding a spare worker's case")?
             .map(|json| (PREPARE_ENV.to_string(), json));
-        let child = Command::new(&opts.worker_exe)
-            .args(&opts.worker_args)
-            .envs(opts.worker_env.iter().map(|(k, v)| (k, v)))
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .envs(prepare.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("starting worker {}", opts.worker_exe.display()))?;
-        let pgid = Pid::from_raw(i32::try_from(child.id()).context("worker pid out of range")?);
+        let mut group = GroupChild::spawn(
+            Command::new(&opts.worker_exe)
+                .args(&opts.worker_args)
+                .envs(opts.worker_env.iter().map(|(k, v)| (k, v)))
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .envs(prepare.iter().map(|(k, v)| (k, v)))
+                .stdin(Stdio::piped()),
+        )
+        .with_context(|| format!("starting worker {}", opts.worker_exe.display()))?;
+        let pgid = group.pgid();
         crate::trace::mark(&format!("spawned worker {pgid}"));
         opts.control.register(pgid.as_raw());
-        // From here on the guard owns the child, so an error below still kills and reaps it.
-        let mut worker = WorkerProcess {
-            child,
-            pgid,
-            status: None,
-            control: opts.control.clone(),
-        };
-        let (tx, rx) = mpsc::channel();
-        let (stdin, stdout, stderr) = (
-            worker.child.stdin.take(),
-            worker.child.stdout.take(),
-            worker.child.stderr.take(),
-        );
-        let (Some(stdin), Some(stdout), Some(stderr)) = (stdin, stdout, stderr) else {
-            bail!("worker spawned without its pipes");
-        };
-        forward_lines(stdout, tx.clone(), Msg::Protocol)?;
-        forward_lines(stderr, tx, Msg::Output)?;
-        Ok((worker, stdin, rx))
+        // The group leaves the run's registry before the reap, so no signal can reach a
+        // reused id. From here on the guard owns the child: an error below still reaps it.
+        let control = opts.control.clone();
+        group.on_kill(move |pgid| control.unregister(pgid));
+        let (stdin, rx) = group.lines("clhip-reader")?;
+        let stdin = stdin.context("worker spawned without its pipes")?;
+        Ok((WorkerProcess { group }, stdin, rx))
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.group.pid()
     }
 
-    /// Whether the leader has exited, without reaping it: while it is an unreaped zombie its
-    /// pid, and so the group id, cannot be reused, and `kill_group` cannot hit a stranger.
     fn has_exited(&self) -> anyhow::Result<bool> {
-        if self.status.is_some() {
-            return Ok(true);
-        }
-        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-        let status = waitid(Id::Pid(self.pgid), flags)
-            .with_context(|| format!("checking on worker {}", self.pgid))?;
-        Ok(!matches!(status, WaitStatus::StillAlive))
+        self.group.has_exited()
     }
 
-    /// SIGKILL to every process in the group. No-op once reaped (the id may be reused then).
     fn kill_group(&self) {
-        if self.status.is_none() {
-            // ESRCH: nobody left in the group, which is the goal.
-            let _ = killpg(self.pgid, Signal::SIGKILL);
-        }
+        self.group.kill_group();
     }
 
-    /// Kills the group and reaps the leader; the status is the leader's own if it had already
-    /// exited, SIGKILL otherwise. The group leaves the run's registry before the reap, so no
-    /// signal can reach a reused id.
-    fn kill_and_reap(&mut self, control: &RunControl) -> anyhow::Result<ExitStatus> {
-        if let Some(status) = self.status {
-            return Ok(status);
-        }
-        self.kill_group();
-        control.unregister(self.pgid.as_raw());
-        let status = self
-            .child
-            .wait()
-            .with_context(|| format!("reaping worker {}", self.pgid))?;
-        self.status = Some(status);
-        Ok(status)
-    }
-}
-
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        let control = self.control.clone();
-        let _ = self.kill_and_reap(&control);
-    }
-}
-
-/// The last lines a worker printed on either stream, for crash reports.
-#[derive(Default)]
-struct Tail {
-    lines: VecDeque<String>,
-}
-
-impl Tail {
-    fn push(&mut self, line: String) {
-        if self.lines.len() == TAIL_LINES {
-            self.lines.pop_front();
-        }
-        self.lines.push_back(line);
-    }
-
-    fn text(&self) -> String {
-        Vec::from_iter(self.lines.iter().map(String::as_str)).join("\n")
-    }
-
-    fn last(&self) -> Option<&str> {
-        self.lines.back().map(String::as_str)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.lines.is_empty()
+    fn kill_and_reap(&mut self) -> anyhow::Result<ExitStatus> {
+        self.group.kill_and_reap()
     }
 }
 
@@ -1467,16 +1356,5 @@ mod tests {
             panic!("not a crash");
         };
         assert_eq!((signal, signal_name.as_str()), (0, "exit status 3"));
-    }
-
-    #[test]
-    fn tail_keeps_the_last_lines() {
-        let mut tail = Tail::default();
-        for i in 0..(TAIL_LINES + 5) {
-            tail.push(format!("line {i}"));
-        }
-        assert_eq!(tail.lines.len(), TAIL_LINES);
-        assert_eq!(tail.lines.front().map(String::as_str), Some("line 5"));
-        assert_eq!(tail.last(), Some("line 24"));
     }
 }

@@ -41,9 +41,9 @@ pub fn worker_main(
     planting: Planting,
     rocm_path: Option<std::path::PathBuf>,
 ) -> anyhow::Result<()> {
-    crate::process::die_with_parent("worker");
+    crate::child::die_with_parent("worker");
     crate::trace::mark("worker start");
-    let protocol = Arc::new(Mutex::new(crate::process::take_stdout_for_protocol()?));
+    let protocol = Arc::new(Mutex::new(crate::child::take_stdout_for_protocol()?));
     report_panics_as_harness_errors(protocol.clone());
     let announce_to = protocol.clone();
     crate::fault::set_announcer(Box::new(move |span| {

@@ -19,7 +19,7 @@ use nix::unistd::Pid;
 
 use crate::model::{Api, ApiError, Outcome, OutcomeKind, Pair, PathKind, SyncMode};
 use crate::ops::Plant;
-use crate::process::{describe, signal_name};
+use crate::child::{describe, signal_name};
 
 use super::measure::{ChildLine, Job};
 use super::results::{PairBench, Problem, Row, Settings, Target, TargetBench};
@@ -317,13 +317,13 @@ fn death(
             },
         });
     }
-    if let (None, Some(code @ (crate::protocol::HARNESS_ERROR_EXIT | crate::protocol::PANIC_EXIT))) =
+    if let (None, Some(code @ (crate::child::HARNESS_ERROR_EXIT | crate::child::PANIC_EXIT))) =
         (status.signal(), status.code())
     {
         return Some(Outcome::Error {
             reason: format!(
                 "the bench child exited with status {code} ({}): {}",
-                if code == crate::protocol::PANIC_EXIT {
+                if code == crate::child::PANIC_EXIT {
                     "a panic"
                 } else {
                     "an internal error"
@@ -401,11 +401,11 @@ fn read_child(child: &mut Child, pgid: Pid, timeout: Duration) -> anyhow::Result
         bail!("bench child started without its pipes");
     };
     let out_tx = tx.clone();
-    crate::process::read_lines("clhip-bench-out", stdout, move |l| {
+    crate::child::read_lines("clhip-bench-out", stdout, move |l| {
         out_tx.send(l.map_or(Msg::Eof, Msg::Protocol)).is_ok()
     })
     .context("starting a bench child reader")?;
-    crate::process::read_lines("clhip-bench-err", stderr, move |l| {
+    crate::child::read_lines("clhip-bench-err", stderr, move |l| {
         tx.send(l.map_or(Msg::Eof, Msg::Output)).is_ok()
     })
     .context("starting a bench child reader")?;
