@@ -53,6 +53,17 @@ pub fn die_with_parent(who: &str) {
     }
 }
 
+/// Has the kernel send `signal` to the child `cmd` starts when this process dies: the parent's
+/// side of [`die_with_parent`], for a child that is not clhip's own code or that must be told
+/// before it starts.
+pub fn dies_with_parent(cmd: &mut Command, signal: Signal) {
+    // SAFETY: the closure runs between fork and exec and makes one system call (prctl), which
+    // is async-signal-safe; it allocates nothing.
+    unsafe {
+        cmd.pre_exec(move || nix::sys::prctl::set_pdeathsig(signal).map_err(std::io::Error::from));
+    }
+}
+
 /// `SIGSEGV`, or the number for a signal nix does not know.
 pub fn signal_name(sig: i32) -> String {
     Signal::try_from(sig)
