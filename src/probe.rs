@@ -23,8 +23,8 @@ use nix::unistd::Pid;
 
 use serde::{Deserialize, Serialize};
 
-use crate::fingerprint::{ClDeviceFingerprint, DeviceFingerprint, Fingerprint, RuntimeFingerprint};
 use crate::child::{GroupChild, Line};
+use crate::fingerprint::{ClDeviceFingerprint, DeviceFingerprint, Fingerprint, RuntimeFingerprint};
 use crate::model::{Api, ApiError};
 use crate::runtimes::device::DeviceInfo;
 use crate::runtimes::locate::{self, RuntimeStatus};
@@ -971,9 +971,7 @@ fn run_child(mut cmd: Command, limit: Duration) -> Result<ChildRun, String> {
             break true;
         }
     };
-    let status = child
-        .kill_and_reap()
-        .context("reaping vendor probe");
+    let status = child.kill_and_reap().context("reaping vendor probe");
     // The group is dead, so the pipes close; what was still in them is read now. Bounded, in
     // case something outside the group (a daemon that called setsid) holds them open.
     let drain_until = Instant::now() + Duration::from_secs(1);

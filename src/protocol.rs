@@ -110,7 +110,6 @@ pub fn parse_line<T: serde::de::DeserializeOwned>(
     Some(serde_json::from_str(json))
 }
 
-
 #[cfg(test)]
 mod tests {
     use super::*;

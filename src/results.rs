@@ -287,4 +287,3 @@ impl fmt::Display for MockAction {
         f.write_str(self.name())
     }
 }
-

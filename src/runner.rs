@@ -23,10 +23,10 @@ use anyhow::{Context, bail};
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
+use crate::child::{GroupChild, Line, Tail, crash_signal, describe, harness_exit};
 use crate::fault::BufferSpan;
 use crate::kmsg::KernelLog;
 use crate::model::{Api, ApiError, Outcome};
-use crate::child::{GroupChild, Line, Tail, crash_signal, describe, harness_exit};
 use crate::protocol::{PREPARE_ENV, WorkItem, WorkerEvent};
 pub use crate::results::{CaseResult, Event, Planned, Work};
 
@@ -1234,7 +1234,6 @@ const KERNEL_FAULT_GRACE: Duration = Duration::from_secs(2);
 
 /// How often the runner reads the kernel log while a case runs.
 const KERNEL_LOG_LOOK: Duration = Duration::from_millis(250);
-
 
 fn crash_outcome(status: ExitStatus, stderr_tail: String) -> Outcome {
     let (signal, signal_name) = crash_signal(status);

@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 
+use crate::child::{GroupChild, Line, Tail, crash_signal, harness_exit};
 use crate::model::{Api, ApiError, Outcome, OutcomeKind, Pair, PathKind, SyncMode};
 use crate::ops::Plant;
-use crate::child::{GroupChild, Line, Tail, crash_signal, harness_exit};
 
 use super::measure::{ChildLine, Job};
 use super::results::{PairBench, Problem, Row, Settings, Target, TargetBench};
