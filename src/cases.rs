@@ -654,7 +654,7 @@ impl Baseline {
     /// header naming the source. A case the baseline does not list passed on that driver, so
     /// a later run that cannot do it any more (pass -> unsupported) is a regression. Harness
     /// errors are never a driver's known behaviour and are left out.
-    pub fn from_results(results: &[crate::runner::CaseResult], source: &str) -> String {
+    pub fn from_results(results: &[crate::results::CaseResult], source: &str) -> String {
         let mut out = format!("# known outcomes, from {source}\n");
         for r in results {
             let kind = r.outcome.kind();

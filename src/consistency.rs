@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use crate::runner::CaseResult;
+use crate::results::CaseResult;
 
 /// One case that came out differently on GPUs that should behave the same.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -133,7 +133,7 @@ mod tests {
     use crate::model::{
         Api, Case, ClDeviceRef, Expectation, Op, Outcome, Pair, PathKind, Peer, SyncMode,
     };
-    use crate::runner::Work;
+    use crate::results::Work;
 
     fn on(gpu: usize, path: PathKind, sync: SyncMode, outcome: Outcome) -> CaseResult {
         let case = Case {

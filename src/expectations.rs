@@ -418,7 +418,7 @@ impl Expectations {
     /// A starting expectation file from a run: one rule per non-pass (negative controls'
     /// stale reads and harness errors aside), its source the run.
     pub fn starting_file(
-        results: &[crate::runner::CaseResult],
+        results: &[crate::results::CaseResult],
         fingerprint: &Fingerprint,
         source: &str,
     ) -> String {
@@ -562,9 +562,9 @@ source = "clr: no cl_khr_external_memory"
         assert_eq!(any_device("pocl0+host/x"), "pocl*+host/x");
         use crate::model::{Expectation, Outcome};
         let on = |id: &str| {
-            crate::runner::CaseResult::new(
+            crate::results::CaseResult::new(
                 id.into(),
-                crate::runner::Work::Mock(crate::mock::MockAction::Pass),
+                crate::results::Work::Mock(crate::results::MockAction::Pass),
                 Outcome::unsupported("no cl_khr_external_memory"),
                 Expectation::Pass,
                 0.1,

@@ -11,7 +11,7 @@
 //! on its stdin means "free what you hold and exit".
 
 use std::collections::VecDeque;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead, Write};
 use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, Stdio};
@@ -75,8 +75,8 @@ struct Process {
     stdin: Option<ChildStdin>,
     lines: Receiver<String>,
     stderr: Arc<Mutex<VecDeque<String>>>,
-    /// Ends at the exporter's EOF on stderr: joined once it is dead, for the last lines.
-    stderr_reader: Option<std::thread::JoinHandle<()>>,
+    /// Answers at the exporter's EOF on stderr: awaited once it is dead, for the last lines.
+    stderr_reader: Option<Receiver<()>>,
 }
 
 /// The worker's exporters between two IPC cases, one per device it has opened.
@@ -98,29 +98,35 @@ impl Process {
         let (tx, lines) = std::sync::mpsc::channel();
         if let Some(out) = child.stdout.take() {
             // Skip driver chatter; the channel closes at the exporter's EOF.
-            std::thread::spawn(move || {
-                for line in BufReader::new(out).lines() {
-                    let Ok(line) = line else { return };
-                    if line.starts_with(PREFIX) && tx.send(line).is_err() {
-                        return;
-                    }
-                }
+            let started = crate::child::read_lines("clhip-ipc-out", out, move |line| match line {
+                Some(line) if line.starts_with(PREFIX) => tx.send(line).is_ok(),
+                Some(_) => true,
+                None => false,
             });
+            if let Err(e) = started {
+                // No reader: the exporter's answer never comes, which the case reports.
+                eprintln!("clhip: cannot start the IPC exporter's reader: {e}");
+            }
         }
         let stderr = Arc::new(Mutex::new(VecDeque::new()));
-        let stderr_reader = child.stderr.take().map(|err| {
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let stderr_reader = child.stderr.take().and_then(|err| {
             // Drained all the time: a long-lived exporter must never block on a full pipe.
             let tail = stderr.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(err).lines() {
-                    let Ok(line) = line else { return };
-                    let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
-                    t.push_back(line);
-                    if t.len() > 10 {
-                        t.pop_front();
-                    }
+            crate::child::read_lines("clhip-ipc-err", err, move |line| {
+                let Some(line) = line else {
+                    let _ = done_tx.send(());
+                    return false;
+                };
+                let mut t = tail.lock().unwrap_or_else(|e| e.into_inner());
+                t.push_back(line);
+                if t.len() > 10 {
+                    t.pop_front();
                 }
+                true
             })
+            .ok()
+            .map(|()| done_rx)
         });
         Ok(Process {
             key,
@@ -160,7 +166,8 @@ impl Process {
         }
         let status = self.child.wait();
         if let Some(reader) = self.stderr_reader.take() {
-            let _ = reader.join();
+            // Disconnected too when the reader is gone: either way the tail is complete.
+            let _ = reader.recv();
         }
         match status {
             Ok(status) if status.signal().is_some() || !status.success() => {
@@ -289,10 +296,7 @@ impl Drop for Exporter {
 }
 
 fn crashed(status: std::process::ExitStatus, stderr_tail: String) -> CaseError {
-    let (signal, signal_name) = match status.signal() {
-        Some(sig) => (sig, crate::process::signal_name(sig)),
-        None => (0, crate::process::describe(status)),
-    };
+    let (signal, signal_name) = crate::child::crash_signal(status);
     CaseError::Crashed {
         process: "IPC exporter process".into(),
         signal,
@@ -321,7 +325,7 @@ fn from_exporter_outcome(outcome: Outcome) -> CaseError {
 /// The exporter's side (`clhip __ipc-export`): open the device once, then allocate and free
 /// as the worker asks, one allocation at a time, until stdin closes.
 pub fn serve(api: Api, ordinal: usize, rocm_path: Option<PathBuf>) -> anyhow::Result<()> {
-    crate::process::die_with_parent("IPC exporter");
+    crate::child::die_with_parent("IPC exporter");
     let mut stdout = std::io::stdout().lock();
     let say = |out: &mut dyn Write, line: &ExporterLine| -> anyhow::Result<()> {
         writeln!(out, "{PREFIX}{}", serde_json::to_string(line)?)?;

@@ -558,7 +558,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
         } => clhip::ipc::serve(api, ordinal, rocm_path).map(|()| ExitCode::SUCCESS),
         Cmd::Probe { json, rocm_path } => {
             // Before any runtime is loaded: what a driver prints must not land in the JSON.
-            let mut out = clhip::process::take_stdout_for_protocol()?;
+            let mut out = clhip::child::take_stdout_for_protocol()?;
             let exe = std::env::current_exe().context("locating the clhip binary")?;
             let p = probe::probe_isolating_vendors(&exe, &rocm_path);
             let text = if json {

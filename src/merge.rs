@@ -192,7 +192,7 @@ mod tests {
     use super::*;
     use crate::fingerprint::Fingerprint;
     use crate::model::{Expectation, Outcome};
-    use crate::runner::{CaseResult, Work};
+    use crate::results::{CaseResult, Work};
 
     /// The plan every shard here is a share of: ids that spread over three shards.
     fn plan() -> Vec<String> {

@@ -9,21 +9,21 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
-use std::io::{Read, Write as _};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::io::Write as _;
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
+use std::process::{Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
+use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use nix::sys::signal::{Signal, killpg};
-use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
 
 use serde::{Deserialize, Serialize};
 
+use crate::child::{GroupChild, Line};
 use crate::fingerprint::{ClDeviceFingerprint, DeviceFingerprint, Fingerprint, RuntimeFingerprint};
 use crate::model::{Api, ApiError};
 use crate::runtimes::device::DeviceInfo;
@@ -45,9 +45,6 @@ pub const VENDOR_CHILD_SUBCOMMAND: &str = "__probe-opencl-vendor";
 
 /// The hidden subcommand that probes the one ROCm install its `--rocm-path` names.
 pub const INSTALL_CHILD_SUBCOMMAND: &str = "__probe-rocm-install";
-
-/// Marks a vendor child's protocol lines (the worker's prefix: one convention for the tool).
-const PROTOCOL_PREFIX: &str = "@@clhip ";
 
 /// Lines of a vendor child's stderr kept for its row, and the length each is cut to.
 const STDERR_TAIL_LINES: usize = 8;
@@ -607,7 +604,7 @@ fn run_install_child(exe: &Path, root: &Path, limit: Duration) -> RuntimeStatus 
                 .unwrap_or_default();
             let ended = match (&status, timed_out) {
                 (_, true) => format!("hung (no exit within {} s)", limit.as_secs_f64()),
-                (Ok(st), false) => crate::process::describe(*st),
+                (Ok(st), false) => crate::child::describe(*st),
                 (Err(e), false) => format!("{e:#}"),
             };
             match answer {
@@ -630,12 +627,11 @@ fn run_install_child(exe: &Path, root: &Path, limit: Duration) -> RuntimeStatus 
 /// The hidden `clhip __probe-rocm-install --rocm-path ROOT` subcommand: probes that install's
 /// HIP alone and answers with one protocol line.
 pub fn install_child_main(root: &Path) -> anyhow::Result<()> {
-    crate::process::die_with_parent("probe");
-    let mut protocol = crate::process::take_stdout_for_protocol()?;
+    crate::child::die_with_parent("probe");
+    let mut protocol = crate::child::take_stdout_for_protocol()?;
     let mut send = |line: &VendorLine| -> anyhow::Result<()> {
-        let json = serde_json::to_string(line).context("encoding a protocol line")?;
         protocol
-            .write_all(format!("{PROTOCOL_PREFIX}{json}\n").as_bytes())
+            .write_all(crate::protocol::line_of(line)?.as_bytes())
             .and_then(|()| protocol.flush())
             .context("writing a protocol line to the parent")
     };
@@ -676,14 +672,9 @@ pub fn probe_in_child(exe: &Path, rocm_paths: &[PathBuf]) -> anyhow::Result<Prob
     for p in rocm_paths {
         cmd.arg("--rocm-path").arg(p);
     }
-    // SAFETY: the closure runs between fork and exec and makes one system call (prctl), which
-    // is async-signal-safe; it allocates nothing. SIGTERM, not SIGKILL: the probe process then
-    // kills its vendor children's process groups before it dies.
-    unsafe {
-        cmd.pre_exec(|| {
-            nix::sys::prctl::set_pdeathsig(Signal::SIGTERM).map_err(std::io::Error::from)
-        });
-    }
+    // SIGTERM, not SIGKILL: the probe process then kills its vendor children's process groups
+    // before it dies.
+    crate::child::dies_with_parent(&mut cmd, Signal::SIGTERM);
     let out = cmd
         .output()
         .with_context(|| format!("starting {} probe", exe.display()))?;
@@ -808,7 +799,7 @@ impl std::fmt::Display for VendorState {
     }
 }
 
-/// One protocol line of a vendor child, after [`PROTOCOL_PREFIX`].
+/// One protocol line of a vendor child, after [`crate::protocol::PROTOCOL_PREFIX`].
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 enum VendorLine {
@@ -851,12 +842,11 @@ fn vendor_timeout() -> Duration {
 /// environment lets the loader see (the parent sets [`opencl::single_vendor_env`]) and answers
 /// on stdout with protocol lines: the call about to be made, then the platforms.
 pub fn vendor_child_main() -> anyhow::Result<()> {
-    crate::process::die_with_parent("probe");
-    let mut protocol = crate::process::take_stdout_for_protocol()?;
+    crate::child::die_with_parent("probe");
+    let mut protocol = crate::child::take_stdout_for_protocol()?;
     let mut send = |line: &VendorLine| -> anyhow::Result<()> {
-        let json = serde_json::to_string(line).context("encoding a protocol line")?;
         protocol
-            .write_all(format!("{PROTOCOL_PREFIX}{json}\n").as_bytes())
+            .write_all(crate::protocol::line_of(line)?.as_bytes())
             .and_then(|()| protocol.flush())
             .context("writing a protocol line to the parent")
     };
@@ -921,80 +911,16 @@ fn install_group_reaper() {
     });
 }
 
-/// A vendor child leading its own process group: registered for the signal handler while it
-/// runs, and killed (the whole group) and reaped on drop at the latest.
-struct VendorChild {
-    child: Child,
-    pgid: Pid,
-    slot: Option<usize>,
-    status: Option<ExitStatus>,
-}
-
-impl VendorChild {
-    fn new(child: Child) -> anyhow::Result<Self> {
-        let raw = i32::try_from(child.id()).context("vendor child pid out of range")?;
-        let slot = LIVE_GROUPS.iter().position(|g| {
-            g.compare_exchange(0, raw, Ordering::SeqCst, Ordering::SeqCst)
-                .is_ok()
-        });
-        Ok(VendorChild {
-            child,
-            pgid: Pid::from_raw(raw),
-            slot,
-            status: None,
-        })
-    }
-
-    /// Whether the leader has exited, without reaping it: while it is an unreaped zombie the
-    /// group id cannot be reused, so killing the group cannot hit a stranger.
-    fn has_exited(&self) -> bool {
-        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-        // An error (ECHILD) means there is nothing left to wait for.
-        !matches!(
-            waitid(Id::Pid(self.pgid), flags),
-            Ok(WaitStatus::StillAlive)
-        )
-    }
-
-    /// SIGKILL to the whole group (a helper the driver forked included), then reap the leader.
-    fn kill_and_reap(&mut self) -> anyhow::Result<ExitStatus> {
-        if let Some(s) = self.status {
-            return Ok(s);
-        }
-        // ESRCH: nobody left in the group, which is the goal.
-        let _ = killpg(self.pgid, Signal::SIGKILL);
-        if let Some(slot) = self.slot.take() {
-            LIVE_GROUPS[slot].store(0, Ordering::SeqCst);
-        }
-        let status = self
-            .child
-            .wait()
-            .with_context(|| format!("reaping vendor probe {}", self.pgid))?;
-        self.status = Some(status);
-        Ok(status)
-    }
-}
-
-impl Drop for VendorChild {
-    fn drop(&mut self) {
-        let _ = self.kill_and_reap();
-    }
-}
-
-enum Msg {
-    Out(String),
-    Err(String),
-    Eof,
-}
-
-fn forward_lines(pipe: impl Read + Send + 'static, tx: Sender<Msg>, wrap: fn(String) -> Msg) {
-    let reader = crate::process::read_lines("clhip-probe-reader", pipe, move |line| {
-        tx.send(line.map_or(Msg::Eof, wrap)).is_ok()
+/// Registers a vendor child's group for the signal handler while it runs; the group lets go of
+/// its slot when it is killed, before its leader is reaped.
+fn register_group(child: &mut GroupChild) {
+    let raw = child.pgid().as_raw();
+    let slot = LIVE_GROUPS.iter().position(|g| {
+        g.compare_exchange(0, raw, Ordering::SeqCst, Ordering::SeqCst)
+            .is_ok()
     });
-    if let Err(e) = reader {
-        // No reader: the pipe is dropped, the child gets EPIPE and its answer is missing,
-        // which its row reports. Threads fail to start only when the system is out of them.
-        eprintln!("clhip probe: cannot start an output reader: {e}");
+    if let Some(slot) = slot {
+        child.on_kill(move |_| LIVE_GROUPS[slot].store(0, Ordering::SeqCst));
     }
 }
 
@@ -1022,38 +948,29 @@ struct ChildRun {
 /// Run a probe child (`cmd`) in a process group of its own until it exits or `limit` passes,
 /// then kill the group and read what it said. Err only when it could not be started.
 fn run_child(mut cmd: Command, limit: Duration) -> Result<ChildRun, String> {
-    let spawned = cmd
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn();
-    let mut child = match spawned {
+    // From here on the guard owns the child: every return below kills and reaps it.
+    let mut child = match GroupChild::spawn(cmd.stdin(Stdio::null())) {
         Ok(c) => c,
         Err(e) => return Err(format!("cannot start {}: {e}", cmd.get_program().display())),
     };
-    let (stdout, stderr) = (child.stdout.take(), child.stderr.take());
-    // From here on the guard owns the child: every return below kills and reaps it.
-    let mut child = VendorChild::new(child).map_err(|e| format!("{e:#}"))?;
-    let (Some(stdout), Some(stderr)) = (stdout, stderr) else {
-        return Err("probe child started without its pipes".into());
-    };
-    let (tx, rx) = mpsc::channel();
-    forward_lines(stdout, tx.clone(), Msg::Out);
-    forward_lines(stderr, tx, Msg::Err);
+    register_group(&mut child);
+    let (_, rx) = child
+        .lines("clhip-probe-reader")
+        .map_err(|e| format!("{e:#}"))?;
 
     let mut seen = Seen::default();
     let deadline = Instant::now() + limit;
     let timed_out = loop {
         seen.take(&rx, Duration::from_millis(20));
-        if child.has_exited() {
+        // An error (ECHILD) means there is nothing left to wait for.
+        if child.has_exited().unwrap_or(true) {
             break false;
         }
         if Instant::now() >= deadline {
             break true;
         }
     };
-    let status = child.kill_and_reap();
+    let status = child.kill_and_reap().context("reaping vendor probe");
     // The group is dead, so the pipes close; what was still in them is read now. Bounded, in
     // case something outside the group (a daemon that called setsid) holds them open.
     let drain_until = Instant::now() + Duration::from_secs(1);
@@ -1083,13 +1000,13 @@ struct Seen {
 
 impl Seen {
     /// Takes what arrives within `wait`; false once both pipes have closed and been read.
-    fn take(&mut self, rx: &Receiver<Msg>, wait: Duration) -> bool {
+    fn take(&mut self, rx: &Receiver<Line>, wait: Duration) -> bool {
         let mut msg = rx.recv_timeout(wait);
         loop {
             match msg {
-                Ok(Msg::Out(line)) => self.protocol(line),
-                Ok(Msg::Err(line)) => self.stderr(line),
-                Ok(Msg::Eof) => self.eofs += 1,
+                Ok(Line::Protocol(line)) => self.protocol(line),
+                Ok(Line::Output(line)) => self.stderr(line),
+                Ok(Line::Eof) => self.eofs += 1,
                 Err(RecvTimeoutError::Timeout) => return true,
                 Err(RecvTimeoutError::Disconnected) => {
                     // Both readers are done: nothing more will come; do not spin.
@@ -1108,10 +1025,10 @@ impl Seen {
     fn protocol(&mut self, line: String) {
         // The child's stdout carries only protocol lines (driver prints go to stderr there);
         // anything else is kept with the driver's output.
-        let Some(json) = line.strip_prefix(PROTOCOL_PREFIX) else {
+        let Some(parsed) = crate::protocol::parse_line::<VendorLine>(&line) else {
             return self.stderr(line);
         };
-        match serde_json::from_str::<VendorLine>(json) {
+        match parsed {
             Ok(VendorLine::Stage(s)) => self.stage = Some(s),
             Ok(VendorLine::Answer {
                 opencl_status,

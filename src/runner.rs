@@ -10,10 +10,10 @@
 //! panics (a drop guard).
 
 use std::collections::{HashMap, HashSet, VecDeque};
-use std::io::{Read, Write};
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::io::Write;
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
+use std::process::{ChildStdin, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError, Sender};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -21,148 +21,14 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use nix::sys::signal::{Signal, killpg};
-use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
 use nix::unistd::Pid;
-use serde::{Deserialize, Serialize};
 
+use crate::child::{GroupChild, Line, Tail, crash_signal, describe, harness_exit};
 use crate::fault::BufferSpan;
 use crate::kmsg::KernelLog;
-use crate::mock::MockAction;
-use crate::model::{Api, ApiError, Case, Expectation, Outcome};
-use crate::process::{describe, signal_name};
-use crate::worker::{WorkItem, WorkerEvent};
-
-/// What a worker runs: a real case, or a mock that misbehaves on purpose (tests only).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Work {
-    Case(Case),
-    Mock(MockAction),
-}
-
-impl Work {
-    pub fn case(&self) -> Option<&Case> {
-        match self {
-            Work::Case(case) => Some(case),
-            Work::Mock(_) => None,
-        }
-    }
-}
-
-/// One item of a run's plan.
-#[derive(Debug, Clone)]
-pub struct Planned {
-    /// `Case::id()`, or `mock/<action>/<k>`.
-    pub id: String,
-    pub work: Work,
-    pub expectation: Expectation,
-    /// Environment the worker running it needs (the one OpenCL vendor library its pair
-    /// uses). A batch holds items of one environment only.
-    pub env: Vec<(String, String)>,
-    /// The GPU it runs on (`cuda1`, `nvidia0`; empty for none of its own). Each GPU gets its
-    /// own `--jobs` workers, so that GPUs of one host work at the same time.
-    pub gpu: String,
-    /// The case's data: the seeded draw, except where `clhip repro` tries simpler inputs.
-    pub data: crate::generate::DataKind,
-}
-
-impl Planned {
-    pub fn case(case: Case, expectation: Expectation) -> Self {
-        Planned {
-            id: case.id(),
-            work: Work::Case(case),
-            expectation,
-            env: Vec::new(),
-            gpu: String::new(),
-            data: crate::generate::DataKind::Seeded,
-        }
-    }
-}
-
-/// The verdict on one planned item.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct CaseResult {
-    pub id: String,
-    pub work: Work,
-    pub outcome: Outcome,
-    pub expectation: Expectation,
-    /// As measured by the worker, or by the parent for a crash or timeout.
-    pub duration_s: f64,
-    /// Kernel log lines (amdgpu/KFD VM faults, NVRM Xid) that appeared while a case that
-    /// crashed, faulted or timed out ran, or that the log was unreadable.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub kernel_log: Vec<String>,
-    /// Outcomes of the case run again alone (`--retries`), in order. One that differs from
-    /// `outcome` makes the case flaky; both are kept.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub reruns: Vec<Outcome>,
-    /// For a case that failed in its batch but passed alone: the earlier case of that batch
-    /// after which it fails, found by bisection.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fails_only_after: Option<String>,
-    /// The items that ran before this one in its worker, for that bisection; not saved.
-    #[serde(skip)]
-    pub predecessors: Vec<String>,
-}
-
-impl CaseResult {
-    pub fn new(
-        id: String,
-        work: Work,
-        outcome: Outcome,
-        expectation: Expectation,
-        duration_s: f64,
-    ) -> Self {
-        CaseResult {
-            id,
-            work,
-            outcome,
-            expectation,
-            duration_s,
-            kernel_log: Vec::new(),
-            reruns: Vec::new(),
-            fails_only_after: None,
-            predecessors: Vec::new(),
-        }
-    }
-
-    /// How the outcome reads against the expectation: flaky if a rerun came out otherwise.
-    pub fn verdict(&self) -> crate::model::Verdict {
-        let kind = self.outcome.kind();
-        if self.reruns.iter().any(|o| o.kind() != kind) {
-            return crate::model::Verdict::Flaky;
-        }
-        self.expectation.verdict_of(&self.outcome)
-    }
-
-    /// Whether this result should fail the run (non-zero exit).
-    pub fn unexpected(&self) -> bool {
-        self.verdict().fails_run()
-    }
-}
-
-/// What the runner reports as it goes; `pid` is the worker's, which is also its process group.
-#[derive(Debug, Clone)]
-pub enum Event {
-    Started {
-        id: String,
-        pid: u32,
-    },
-    Finished(Box<CaseResult>),
-    /// A spare worker was started: it makes its runtimes now, and takes over when its runner
-    /// thread's worker ends.
-    SpareStarted {
-        pid: u32,
-    },
-    /// A worker ended badly outside any case (between cases, or while exiting after its last
-    /// one, e.g. a crash in a runtime's teardown). No case is charged; `after` is the last case
-    /// it finished.
-    WorkerLost {
-        pid: u32,
-        after: Option<String>,
-        why: String,
-    },
-}
+use crate::model::{Api, ApiError, Outcome};
+use crate::protocol::{PREPARE_ENV, WorkItem, WorkerEvent};
+pub use crate::results::{CaseResult, Event, Planned, Work};
 
 /// What the runner shares with whoever handles signals: a stop request (Ctrl-C), the live
 /// worker process groups (to stop, continue or kill them), and the time the run spent stopped
@@ -717,11 +583,11 @@ fn run_batch<'q>(
 }
 
 /// A worker started before it is needed: it makes its runtimes and inputs for its runner
-/// thread's next case (`worker::PREPARE_ENV`), then waits for work.
+/// thread's next case (`protocol::PREPARE_ENV`), then waits for work.
 struct Spare {
     worker: WorkerProcess,
     stdin: ChildStdin,
-    rx: Receiver<Msg>,
+    rx: Receiver<Line>,
     env: Vec<(String, String)>,
 }
 
@@ -775,7 +641,7 @@ struct Session<'s, 'q> {
     /// Closed (None) once the worker is to get no more cases: it then exits at EOF.
     stdin: Option<ChildStdin>,
     worker: WorkerProcess,
-    rx: Receiver<Msg>,
+    rx: Receiver<Line>,
     tail: Tail,
     /// Index of the next item to start; everything before it has a result.
     next: usize,
@@ -827,7 +693,7 @@ impl<'s, 'q> Session<'s, 'q> {
             stdin,
             worker,
             rx,
-            tail: Tail::default(),
+            tail: Tail::new(TAIL_LINES),
             next: 0,
             running: false,
             clock: (Instant::now(), opts.control.paused()),
@@ -917,12 +783,12 @@ impl<'s, 'q> Session<'s, 'q> {
         results: &mut Vec<CaseResult>,
     ) -> anyhow::Result<()> {
         match self.rx.recv_timeout(wait) {
-            Ok(Msg::Protocol(line)) => self.on_protocol(line, opts, on_event, results),
-            Ok(Msg::Output(line)) => {
+            Ok(Line::Protocol(line)) => self.on_protocol(line, opts, on_event, results),
+            Ok(Line::Output(line)) => {
                 self.tail.push(line);
                 Ok(())
             }
-            Ok(Msg::Eof) => {
+            Ok(Line::Eof) => {
                 self.streams_open -= 1;
                 Ok(())
             }
@@ -1143,7 +1009,7 @@ impl<'s, 'q> Session<'s, 'q> {
         on_event: &mut dyn FnMut(&Event),
         results: &mut Vec<CaseResult>,
     ) -> anyhow::Result<()> {
-        self.worker.kill_and_reap(&opts.control)?;
+        self.worker.kill_and_reap()?;
         if opts.control.is_interrupted() {
             return Ok(());
         }
@@ -1192,7 +1058,7 @@ impl<'s, 'q> Session<'s, 'q> {
             let left = until.saturating_duration_since(Instant::now());
             self.receive(left, opts, on_event, results)?;
         }
-        let status = self.worker.kill_and_reap(&opts.control)?;
+        let status = self.worker.kill_and_reap()?;
         // Killed by the interrupt: the case did not run to any end, so it has no outcome.
         if opts.control.is_interrupted() && status.signal() == Some(Signal::SIGKILL as i32) {
             return Ok(());
@@ -1236,7 +1102,7 @@ impl<'s, 'q> Session<'s, 'q> {
     }
 
     fn could_not_start(&self, stop: Stop, opts: &RunOptions) -> String {
-        let how = match (stop, self.worker.status) {
+        let how = match (stop, self.worker.group.status()) {
             (Stop::Stalled, _) => format!(
                 "did not start within {:.1} s",
                 opts.startup_timeout.as_secs_f64()
@@ -1300,19 +1166,10 @@ fn death_outcome(
             },
         };
     }
-    if status.signal().is_none()
-        && let Some(code @ (HARNESS_ERROR_EXIT | PANIC_EXIT)) = status.code()
-    {
+    if let Some((code, which)) = harness_exit(status) {
         let last = stderr_tail.lines().last().unwrap_or("no output");
         return Outcome::Error {
-            reason: format!(
-                "the worker exited with status {code} ({}): {last}",
-                if code == PANIC_EXIT {
-                    "a panic"
-                } else {
-                    "an internal error"
-                }
-            ),
+            reason: format!("the worker exited with status {code} ({which}): {last}"),
         };
     }
     crash_outcome(status, stderr_tail)
@@ -1378,16 +1235,8 @@ const KERNEL_FAULT_GRACE: Duration = Duration::from_secs(2);
 /// How often the runner reads the kernel log while a case runs.
 const KERNEL_LOG_LOOK: Duration = Duration::from_millis(250);
 
-/// Status of `clhip` ending on an error of its own (main's error path).
-pub const HARNESS_ERROR_EXIT: i32 = 2;
-/// Status of a Rust panic.
-const PANIC_EXIT: i32 = 101;
-
 fn crash_outcome(status: ExitStatus, stderr_tail: String) -> Outcome {
-    let (signal, signal_name) = match status.signal() {
-        Some(sig) => (sig, signal_name(sig)),
-        None => (0, describe(status)),
-    };
+    let (signal, signal_name) = crash_signal(status);
     Outcome::Crash {
         signal,
         signal_name,
@@ -1416,35 +1265,10 @@ fn write_item(stdin: &mut ChildStdin, p: &Planned) -> anyhow::Result<()> {
         .context("writing a work item to the worker")
 }
 
-/// A line from a worker, by stream, or the end of one stream.
-enum Msg {
-    /// The protocol stream (the worker's original stdout).
-    Protocol(String),
-    /// Driver and runtime output (the worker's stderr, where its fd 1 points too).
-    Output(String),
-    Eof,
-}
-
-/// Forwards each line of `pipe` to `tx`, wrapped by `wrap`, then [`Msg::Eof`]; the reader
-/// ends at the next line once the session is gone.
-fn forward_lines(
-    pipe: impl Read + Send + 'static,
-    tx: Sender<Msg>,
-    wrap: fn(String) -> Msg,
-) -> anyhow::Result<()> {
-    crate::process::read_lines("clhip-reader", pipe, move |line| {
-        tx.send(line.map_or(Msg::Eof, wrap)).is_ok()
-    })
-    .context("starting a worker output reader")
-}
-
-/// A worker process leading its own process group; killed and reaped on drop at the latest.
+/// A worker process leading its own process group, registered with the run's control while
+/// it lives; killed and reaped on drop at the latest.
 struct WorkerProcess {
-    child: Child,
-    pgid: Pid,
-    /// Set once reaped.
-    status: Option<ExitStatus>,
-    control: Arc<RunControl>,
+    group: GroupChild,
 }
 
 impl WorkerProcess {
@@ -1454,120 +1278,47 @@ impl WorkerProcess {
         opts: &RunOptions,
         env: &[(String, String)],
         prepare: Option<&crate::model::Case>,
-    ) -> anyhow::Result<(Self, ChildStdin, Receiver<Msg>)> {
+    ) -> anyhow::Result<(Self, ChildStdin, Receiver<Line>)> {
         let prepare = prepare
             .map(serde_json::to_string)
             .transpose()
             .context("encoding a spare worker's case")?
-            .map(|json| (crate::worker::PREPARE_ENV.to_string(), json));
-        let child = Command::new(&opts.worker_exe)
-            .args(&opts.worker_args)
-            .envs(opts.worker_env.iter().map(|(k, v)| (k, v)))
-            .envs(env.iter().map(|(k, v)| (k, v)))
-            .envs(prepare.iter().map(|(k, v)| (k, v)))
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .process_group(0)
-            .spawn()
-            .with_context(|| format!("starting worker {}", opts.worker_exe.display()))?;
-        let pgid = Pid::from_raw(i32::try_from(child.id()).context("worker pid out of range")?);
+            .map(|json| (PREPARE_ENV.to_string(), json));
+        let mut group = GroupChild::spawn(
+            Command::new(&opts.worker_exe)
+                .args(&opts.worker_args)
+                .envs(opts.worker_env.iter().map(|(k, v)| (k, v)))
+                .envs(env.iter().map(|(k, v)| (k, v)))
+                .envs(prepare.iter().map(|(k, v)| (k, v)))
+                .stdin(Stdio::piped()),
+        )
+        .with_context(|| format!("starting worker {}", opts.worker_exe.display()))?;
+        let pgid = group.pgid();
         crate::trace::mark(&format!("spawned worker {pgid}"));
         opts.control.register(pgid.as_raw());
-        // From here on the guard owns the child, so an error below still kills and reaps it.
-        let mut worker = WorkerProcess {
-            child,
-            pgid,
-            status: None,
-            control: opts.control.clone(),
-        };
-        let (tx, rx) = mpsc::channel();
-        let (stdin, stdout, stderr) = (
-            worker.child.stdin.take(),
-            worker.child.stdout.take(),
-            worker.child.stderr.take(),
-        );
-        let (Some(stdin), Some(stdout), Some(stderr)) = (stdin, stdout, stderr) else {
-            bail!("worker spawned without its pipes");
-        };
-        forward_lines(stdout, tx.clone(), Msg::Protocol)?;
-        forward_lines(stderr, tx, Msg::Output)?;
-        Ok((worker, stdin, rx))
+        // The group leaves the run's registry before the reap, so no signal can reach a
+        // reused id. From here on the guard owns the child: an error below still reaps it.
+        let control = opts.control.clone();
+        group.on_kill(move |pgid| control.unregister(pgid));
+        let (stdin, rx) = group.lines("clhip-reader")?;
+        let stdin = stdin.context("worker spawned without its pipes")?;
+        Ok((WorkerProcess { group }, stdin, rx))
     }
 
     fn pid(&self) -> u32 {
-        self.child.id()
+        self.group.pid()
     }
 
-    /// Whether the leader has exited, without reaping it: while it is an unreaped zombie its
-    /// pid, and so the group id, cannot be reused, and `kill_group` cannot hit a stranger.
     fn has_exited(&self) -> anyhow::Result<bool> {
-        if self.status.is_some() {
-            return Ok(true);
-        }
-        let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-        let status = waitid(Id::Pid(self.pgid), flags)
-            .with_context(|| format!("checking on worker {}", self.pgid))?;
-        Ok(!matches!(status, WaitStatus::StillAlive))
+        self.group.has_exited()
     }
 
-    /// SIGKILL to every process in the group. No-op once reaped (the id may be reused then).
     fn kill_group(&self) {
-        if self.status.is_none() {
-            // ESRCH: nobody left in the group, which is the goal.
-            let _ = killpg(self.pgid, Signal::SIGKILL);
-        }
+        self.group.kill_group();
     }
 
-    /// Kills the group and reaps the leader; the status is the leader's own if it had already
-    /// exited, SIGKILL otherwise. The group leaves the run's registry before the reap, so no
-    /// signal can reach a reused id.
-    fn kill_and_reap(&mut self, control: &RunControl) -> anyhow::Result<ExitStatus> {
-        if let Some(status) = self.status {
-            return Ok(status);
-        }
-        self.kill_group();
-        control.unregister(self.pgid.as_raw());
-        let status = self
-            .child
-            .wait()
-            .with_context(|| format!("reaping worker {}", self.pgid))?;
-        self.status = Some(status);
-        Ok(status)
-    }
-}
-
-impl Drop for WorkerProcess {
-    fn drop(&mut self) {
-        let control = self.control.clone();
-        let _ = self.kill_and_reap(&control);
-    }
-}
-
-/// The last lines a worker printed on either stream, for crash reports.
-#[derive(Default)]
-struct Tail {
-    lines: VecDeque<String>,
-}
-
-impl Tail {
-    fn push(&mut self, line: String) {
-        if self.lines.len() == TAIL_LINES {
-            self.lines.pop_front();
-        }
-        self.lines.push_back(line);
-    }
-
-    fn text(&self) -> String {
-        Vec::from_iter(self.lines.iter().map(String::as_str)).join("\n")
-    }
-
-    fn last(&self) -> Option<&str> {
-        self.lines.back().map(String::as_str)
-    }
-
-    fn is_empty(&self) -> bool {
-        self.lines.is_empty()
+    fn kill_and_reap(&mut self) -> anyhow::Result<ExitStatus> {
+        self.group.kill_and_reap()
     }
 }
 
@@ -1604,16 +1355,5 @@ mod tests {
             panic!("not a crash");
         };
         assert_eq!((signal, signal_name.as_str()), (0, "exit status 3"));
-    }
-
-    #[test]
-    fn tail_keeps_the_last_lines() {
-        let mut tail = Tail::default();
-        for i in 0..(TAIL_LINES + 5) {
-            tail.push(format!("line {i}"));
-        }
-        assert_eq!(tail.lines.len(), TAIL_LINES);
-        assert_eq!(tail.lines.front().map(String::as_str), Some("line 5"));
-        assert_eq!(tail.last(), Some("line 24"));
     }
 }

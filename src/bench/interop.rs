@@ -5,22 +5,18 @@
 //! it is reported as `crash SIGSEGV` or `timeout`, with whatever it measured before, and the
 //! bench goes on.
 
-use std::collections::VecDeque;
-use std::os::unix::process::{CommandExt, ExitStatusExt};
+use std::os::unix::process::ExitStatusExt;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::mpsc::{self, RecvTimeoutError};
+use std::process::{Command, ExitStatus, Stdio};
+use std::sync::mpsc::RecvTimeoutError;
 use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
-use nix::sys::signal::{Signal, killpg};
-use nix::sys::wait::{Id, WaitPidFlag, WaitStatus, waitid};
-use nix::unistd::Pid;
 
+use crate::child::{GroupChild, Line, Tail, crash_signal, harness_exit};
 use crate::model::{Api, ApiError, Outcome, OutcomeKind, Pair, PathKind, SyncMode};
 use crate::ops::Plant;
 use crate::paths::PathFacts;
-use crate::process::{describe, signal_name};
 
 use super::measure::{ChildLine, Job};
 use super::results::{PairBench, Problem, Row, Settings, Target, TargetBench};
@@ -318,25 +314,15 @@ fn death(
             },
         });
     }
-    if let (None, Some(code @ (crate::runner::HARNESS_ERROR_EXIT | 101))) =
-        (status.signal(), status.code())
-    {
+    if let Some((code, which)) = harness_exit(status) {
         return Some(Outcome::Error {
             reason: format!(
-                "the bench child exited with status {code} ({}): {}",
-                if code == 101 {
-                    "a panic"
-                } else {
-                    "an internal error"
-                },
+                "the bench child exited with status {code} ({which}): {}",
                 tail.last().map_or("no output", String::as_str)
             ),
         });
     }
-    let (signal, signal_name) = match status.signal() {
-        Some(sig) => (sig, signal_name(sig)),
-        None => (0, describe(status)),
-    };
+    let (signal, signal_name) = crash_signal(status);
     Some(Outcome::Crash {
         signal,
         signal_name,
@@ -360,12 +346,6 @@ struct Watched {
     ended: Ended,
 }
 
-enum Msg {
-    Protocol(String),
-    Output(String),
-    Eof,
-}
-
 /// Starts `exe __bench-interop --job JSON` in its own process group and reads it until it
 /// exits or `timeout` passes; then its whole group is killed (a driver's helper processes
 /// with it) and it is reaped.
@@ -375,20 +355,16 @@ fn watch(
     env: &[(String, String)],
     timeout: Duration,
 ) -> anyhow::Result<Watched> {
-    let mut child = Command::new(exe)
-        .args(["__bench-interop", "--job", job])
-        .envs(env.iter().map(|(k, v)| (k, v)))
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .with_context(|| format!("starting a bench child {}", exe.display()))?;
-    let pgid = Pid::from_raw(i32::try_from(child.id()).context("child pid out of range")?);
-    let result = read_child(&mut child, pgid, timeout);
+    let mut child = GroupChild::spawn(
+        Command::new(exe)
+            .args(["__bench-interop", "--job", job])
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .stdin(Stdio::null()),
+    )
+    .with_context(|| format!("starting a bench child {}", exe.display()))?;
+    let result = read_child(&mut child, timeout);
     // Whatever happened above, nothing of the group outlives the target.
-    let _ = killpg(pgid, Signal::SIGKILL);
-    let status = child.wait().context("reaping a bench child")?;
+    let status = child.kill_and_reap().context("reaping a bench child")?;
     let mut watched = result?;
     if let Ended::Exited(s) = &mut watched.ended {
         *s = status;
@@ -396,29 +372,13 @@ fn watch(
     Ok(watched)
 }
 
-fn read_child(child: &mut Child, pgid: Pid, timeout: Duration) -> anyhow::Result<Watched> {
-    let (tx, rx) = mpsc::channel();
-    let (Some(stdout), Some(stderr)) = (child.stdout.take(), child.stderr.take()) else {
-        bail!("bench child started without its pipes");
-    };
-    let out_tx = tx.clone();
-    crate::process::read_lines("clhip-bench-out", stdout, move |l| {
-        out_tx.send(l.map_or(Msg::Eof, Msg::Protocol)).is_ok()
-    })
-    .context("starting a bench child reader")?;
-    crate::process::read_lines("clhip-bench-err", stderr, move |l| {
-        tx.send(l.map_or(Msg::Eof, Msg::Output)).is_ok()
-    })
-    .context("starting a bench child reader")?;
+fn read_child(child: &mut GroupChild, timeout: Duration) -> anyhow::Result<Watched> {
+    let (_, rx) = child
+        .lines("clhip-bench-reader")
+        .context("starting a bench child reader")?;
     let deadline = Instant::now() + timeout;
     let mut lines = Vec::new();
-    let mut tail: VecDeque<String> = VecDeque::new();
-    let keep = |tail: &mut VecDeque<String>, l: String| {
-        if tail.len() == TAIL_LINES {
-            tail.pop_front();
-        }
-        tail.push_back(l);
-    };
+    let mut tail = Tail::new(TAIL_LINES);
     let mut eofs = 0;
     let mut exited_at: Option<Instant> = None;
     let ended = loop {
@@ -433,13 +393,13 @@ fn read_child(child: &mut Child, pgid: Pid, timeout: Duration) -> anyhow::Result
         }
         let wait = Duration::from_millis(100).min(deadline.saturating_duration_since(now));
         match rx.recv_timeout(wait) {
-            Ok(Msg::Protocol(l)) => match ChildLine::parse(&l) {
+            Ok(Line::Protocol(l)) => match ChildLine::parse(&l) {
                 Some(Ok(line)) => lines.push(line),
                 Some(Err(e)) => break Ended::BadLine(format!("{e}: {l}")),
-                None => keep(&mut tail, l),
+                None => tail.push(l),
             },
-            Ok(Msg::Output(l)) => keep(&mut tail, l),
-            Ok(Msg::Eof) => eofs += 1,
+            Ok(Line::Output(l)) => tail.push(l),
+            Ok(Line::Eof) => eofs += 1,
             Err(RecvTimeoutError::Timeout) => {}
             Err(RecvTimeoutError::Disconnected) => {
                 eofs = 2;
@@ -448,23 +408,15 @@ fn read_child(child: &mut Child, pgid: Pid, timeout: Duration) -> anyhow::Result
         }
         // Asked without reaping, so the group id stays the child's until it is reaped. Its
         // pipes closing is not enough: a helper of its group may hold them open.
-        if exited_at.is_none() && has_exited(pgid)? {
+        if exited_at.is_none() && child.has_exited()? {
             exited_at = Some(Instant::now());
         }
     };
     Ok(Watched {
         lines,
-        tail: tail.into(),
+        tail: tail.lines().cloned().collect(),
         ended,
     })
-}
-
-/// Whether the group leader has exited, without reaping it.
-fn has_exited(pid: Pid) -> anyhow::Result<bool> {
-    let flags = WaitPidFlag::WEXITED | WaitPidFlag::WNOHANG | WaitPidFlag::WNOWAIT;
-    let status =
-        waitid(Id::Pid(pid), flags).with_context(|| format!("checking on bench child {pid}"))?;
-    Ok(!matches!(status, WaitStatus::StillAlive))
 }
 
 #[cfg(test)]

@@ -240,8 +240,8 @@ fn open_session(pair: &Pair) -> Result<ClSession, CaseError> {
 /// Returns an error only for the harness's own failures (the parent calls those `error`).
 pub fn child_main(job: &str) -> anyhow::Result<()> {
     let job: Job = serde_json::from_str(job).context("decoding the bench job")?;
-    let mut out = Protocol(crate::process::take_stdout_for_protocol()?);
-    crate::process::die_with_parent("bench child");
+    let mut out = Protocol(crate::child::take_stdout_for_protocol()?);
+    crate::child::die_with_parent("bench child");
     match Sides::open(&job) {
         Ok(mut sides) => measure_all(&mut sides, &job, &mut out)?,
         Err(e) => {

@@ -181,7 +181,12 @@ pub(crate) fn cl_check_pattern(
 
 /// The verdict of an OpenCL pattern check from its result words. Words that make no sense are
 /// the driver's failure, like a wrong pattern: it wrote, ran and read them.
-pub(crate) fn cl_pattern_verdict(what: String, r: &[u32], seed: u32, words: u32) -> Result<(), CaseError> {
+pub(crate) fn cl_pattern_verdict(
+    what: String,
+    r: &[u32],
+    seed: u32,
+    words: u32,
+) -> Result<(), CaseError> {
     crate::runtimes::check_self_consistent(
         "OpenCL",
         r[0].into(),

@@ -6,7 +6,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::escape::terminal_line;
 use crate::model::{OutcomeKind, Verdict};
-use crate::runner::Event;
+use crate::results::Event;
 
 use super::matrix::outcome_line_from;
 

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use crate::model::Verdict;
-use crate::runner::CaseResult;
+use crate::results::CaseResult;
 
 use crate::escape::{terminal_line, terminal_text};
 

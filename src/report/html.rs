@@ -7,7 +7,7 @@
 use std::fmt::Write as _;
 
 use crate::model::{BIT_EXACT, Expectation, FailReason, Outcome, Verdict, is_negative_control};
-use crate::runner::CaseResult;
+use crate::results::CaseResult;
 
 use super::diff::{Movement, RunDiff, grouped, summary_line};
 use super::figure::Figure;
@@ -854,7 +854,7 @@ mod tests {
         report.results[0].kernel_log = vec![format!("Code: 89 4c <8b> 16 {HOSTILE}")];
         // A pair label goes into an attribute (`data-cell`) and a heading.
         let mut hostile = report.results[1].clone();
-        if let crate::runner::Work::Case(case) = &mut hostile.work {
+        if let crate::results::Work::Case(case) = &mut hostile.work {
             case.pair.opencl.label = "\"><i>x<b>label".into();
             hostile.id = case.id();
         }

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use crate::fingerprint::Fingerprint;
 use crate::model::{OutcomeKind, Verdict};
 use crate::partition::Partition;
-use crate::runner::CaseResult;
+use crate::results::CaseResult;
 
 /// The results file format this build writes and reads.
 pub const SCHEMA: &str = "clhip-results/1";
@@ -623,7 +623,7 @@ mod tests {
             .map(|id| {
                 CaseResult::new(
                     id.clone(),
-                    crate::runner::Work::Mock(crate::mock::MockAction::Pass),
+                    crate::results::Work::Mock(crate::mock::MockAction::Pass),
                     crate::model::Outcome::pass(),
                     crate::model::Expectation::Pass,
                     0.01,

@@ -7,7 +7,7 @@ use anyhow::Context;
 use quick_junit::{NonSuccessKind, TestCase, TestCaseStatus, TestRerun, TestSuite};
 
 use crate::model::{Outcome, OutcomeKind};
-use crate::runner::CaseResult;
+use crate::results::CaseResult;
 
 use super::json::RunReport;
 use super::matrix::{accepted_note, group_of, is_problem};

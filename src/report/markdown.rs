@@ -6,7 +6,7 @@ use std::fmt::{self, Write as _};
 use crate::escape::{markdown_code, markdown_fence, markdown_text};
 use crate::fingerprint::Fingerprint;
 use crate::model::{Op, OutcomeKind, PathKind};
-use crate::runner::CaseResult;
+use crate::results::CaseResult;
 
 use super::json::{RunReport, closing_line};
 use super::matrix::{

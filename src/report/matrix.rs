@@ -8,7 +8,7 @@ use crate::escape::{terminal_line, terminal_text};
 use crate::model::{
     Api, Expectation, Op, OutcomeKind, PathKind, SyncMode, Verdict, is_negative_control,
 };
-use crate::runner::{CaseResult, Work};
+use crate::results::{CaseResult, Work};
 
 /// The support matrices (one per pair, then mocks) and the list of every non-pass case, for a
 /// terminal: no control character from a results file reaches it as itself.

@@ -5,12 +5,12 @@ use super::junit::junit_report;
 use super::*;
 use crate::fingerprint::Fingerprint;
 use crate::fingerprint::{ClDeviceFingerprint, RuntimeFingerprint};
-use crate::mock::MockAction;
 use crate::model::{Api, ApiError, Case, ClDeviceRef, Mismatch, Pair, Peer};
 use crate::model::{
     Expectation, Op, Outcome, OutcomeKind, PathKind, SyncMode, is_negative_control,
 };
-use crate::runner::{CaseResult, Work};
+use crate::results::MockAction;
+use crate::results::{CaseResult, Work};
 
 pub(super) fn pair(label: &str, peer: Peer) -> Pair {
     Pair {
