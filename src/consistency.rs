@@ -232,4 +232,69 @@ mod tests {
         );
         assert_eq!(check(&results, &mixed).control_races, 0);
     }
+
+    fn on_peer(gpu: usize, api: Api, outcome: Outcome) -> CaseResult {
+        let mut r = on(gpu, PathKind::Copy, SyncMode::Finish, outcome);
+        let Work::Case(case) = &mut r.work else {
+            unreachable!("on() builds a case")
+        };
+        case.pair.peer.api = api;
+        r.id = case.id();
+        r
+    }
+
+    fn identical(n: usize) -> BTreeMap<String, String> {
+        (0..n)
+            .flat_map(|g| [format!("nvidia{g}+cuda{g}"), format!("nvidia{g}+hip{g}")])
+            .map(|p| (p, "NVIDIA H200, driver 580.159.04".to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn one_gpu_of_three_that_differs_is_flagged() {
+        let mut results: Vec<CaseResult> = (0..3)
+            .map(|g| on(g, PathKind::Copy, SyncMode::Finish, Outcome::pass()))
+            .collect();
+        assert_eq!(check(&results, &identical(3)).flagged, []);
+        results[2] = on(
+            2,
+            PathKind::Copy,
+            SyncMode::Finish,
+            Outcome::unsupported("planted"),
+        );
+        let c = check(&results, &identical(3));
+        assert_eq!(c.flagged.len(), 1, "{:?}", c.flagged);
+        assert_eq!(c.flagged[0].outcomes.len(), 3);
+    }
+
+    #[test]
+    fn a_model_seen_once_is_no_group() {
+        let mut identity = BTreeMap::new();
+        identity.insert("nvidia0+cuda0".to_string(), "NVIDIA H200".to_string());
+        identity.insert("nvidia1+cuda1".to_string(), "NVIDIA H100".to_string());
+        assert_eq!(check(&[], &identity).groups, 0);
+        identity.insert("nvidia2+cuda2".to_string(), "NVIDIA H100".to_string());
+        assert_eq!(check(&[], &identity).groups, 1);
+    }
+
+    #[test]
+    fn pairs_with_different_peers_are_not_compared() {
+        assert_eq!(kind_of_pair("nvidia0+cuda12"), "cuda");
+        assert_eq!(kind_of_pair("rocm1+hip1"), "hip");
+        assert_eq!(kind_of_pair("pocl0+host"), "host");
+        // The same GPU model, one driven through CUDA and one through HIP: their outcomes
+        // differ for reasons of the peer API, not of the GPU.
+        let results = vec![
+            on_peer(0, Api::Cuda, Outcome::pass()),
+            on_peer(1, Api::Hip, Outcome::unsupported("no HIP interop")),
+        ];
+        let c = check(&results, &identical(2));
+        assert_eq!(c.flagged, [], "{:?}", c.flagged);
+        // The check does compare them once the peers agree.
+        let results = vec![
+            on_peer(0, Api::Hip, Outcome::pass()),
+            on_peer(1, Api::Hip, Outcome::unsupported("no HIP interop")),
+        ];
+        assert_eq!(check(&results, &identical(2)).flagged.len(), 1);
+    }
 }

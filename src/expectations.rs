@@ -761,4 +761,29 @@ source = "clr: no cl_khr_external_memory"
         }
         assert!(n >= 3, "one file per ROCm release line");
     }
+
+    #[test]
+    fn a_case_gets_its_rule_else_a_negative_controls_latitude_else_pass() {
+        let cases = pocl_cases();
+        let file = format!("{HEAD}{}", rule("\"*/copy/finish/*\"", "fault"));
+        let e = applying(&[("a.toml", &file)]);
+        let ruled = |c: &&Case| c.id().contains("/copy/finish/");
+        let listed = cases.iter().find(ruled).expect("a copy/finish case");
+        assert_eq!(e.rule(listed).map(|r| r.at.as_str()), Some("a.toml:5"));
+        assert_eq!(
+            e.expectation(listed),
+            Expectation::Known(OutcomeKind::Fault)
+        );
+        let control = cases
+            .iter()
+            .find(|c| !ruled(c) && c.is_negative_control())
+            .expect("a negative control");
+        assert_eq!(e.rule(control), None);
+        assert_eq!(e.expectation(control), Expectation::NegativeControl);
+        let plain = cases
+            .iter()
+            .find(|c| !ruled(c) && !c.is_negative_control())
+            .expect("a case no rule lists");
+        assert_eq!(e.expectation(plain), Expectation::Pass);
+    }
 }

@@ -457,4 +457,71 @@ mod tests {
             "{err}"
         );
     }
+
+    #[test]
+    fn refusals_name_the_lines_and_partitions_that_differ_on_each_side() {
+        let mut foreign = shard(of3(2));
+        foreign.fingerprint.os_kernel = "Linux 9.9".into();
+        let err = refusal("fingerprint-lines", &[shard(of3(1)), foreign]);
+        // The header, then the one line that differs, once from each side: no common line.
+        assert_eq!(err.lines().count(), 3, "{err}");
+        assert!(err.contains("s2.json: os kernel: Linux 9.9"), "{err}");
+        assert!(err.contains("s1.json: os kernel: "), "{err}");
+        let mut whole = shard(Partition::WHOLE);
+        whole.selection.as_mut().unwrap().shards.clear();
+        let err = refusal("whole-named", &[whole, shard(of3(1))]);
+        assert!(err.contains("none, the whole plan"), "{err}");
+    }
+
+    #[test]
+    fn merged_cases_come_in_case_order_where_their_ids_sort_otherwise() {
+        use crate::model::{Api, Case, ClDeviceRef, Op, Pair, PathKind, Peer, SyncMode};
+        let case = |n: usize| Case {
+            pair: Pair {
+                opencl: ClDeviceRef {
+                    platform_index: 0,
+                    device_index: 0,
+                    label: "pocl0".into(),
+                },
+                peer: Peer {
+                    api: Api::Host,
+                    ordinal: 0,
+                },
+                install: None,
+            },
+            path: PathKind::Copy,
+            sync: SyncMode::Finish,
+            op: Op::Handoff,
+            n,
+        };
+        // By id, "n=4096" sorts before "n=512", and "n=1000" before "n=33".
+        let sizes = [8, 33, 512, 1000, 4096, 20000];
+        let of = |p: Partition| {
+            let mut r = shard(p);
+            r.results = sizes
+                .iter()
+                .map(|&n| case(n))
+                .filter(|c| p.contains(&c.id()))
+                .map(|c| {
+                    CaseResult::new(
+                        c.id(),
+                        Work::Case(c),
+                        Outcome::pass(),
+                        Expectation::Pass,
+                        0.01,
+                    )
+                })
+                .collect();
+            r.summary = report::Summary::of(&r.results);
+            r
+        };
+        let shards = [of(of3(1)), of(of3(2)), of(of3(3))];
+        let merged = merge_files(&files("case-order", &shards)).unwrap();
+        let merged_sizes: Vec<usize> = merged
+            .results
+            .iter()
+            .map(|r| r.work.case().expect("a case").n)
+            .collect();
+        assert_eq!(merged_sizes, sizes);
+    }
 }

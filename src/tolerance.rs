@@ -1943,4 +1943,96 @@ mod tests {
             }
         }
     }
+
+    // ---- the helpers every check's verdict goes through, at their edges ----
+
+    #[test]
+    fn ratio_is_measured_over_bound_with_zero_and_nan_rules() {
+        assert_eq!(ratio(0.0, 0.0), 0.0);
+        assert_eq!(ratio(0.0, 1.0), 0.0);
+        assert_eq!(ratio(3.0, 2.0), 1.5);
+        assert_eq!(ratio(1.0, 4.0), 0.25);
+        assert_eq!(ratio(1.0, 0.0), f64::INFINITY);
+        // A bound of -0.0 is still zero: its ratio must not read as -inf, far within bound.
+        assert_eq!(ratio(1.0, -0.0), f64::INFINITY);
+        assert!(ratio(f64::NAN, 1.0).is_nan());
+        assert!(ratio(f64::NAN, 0.0).is_nan());
+    }
+
+    #[test]
+    fn is_worse_is_strict_and_nan_beats_everything_once() {
+        assert!(is_worse(2.0, 1.0));
+        assert!(!is_worse(1.0, 2.0));
+        assert!(
+            !is_worse(1.0, 1.0),
+            "an equal error keeps the first element"
+        );
+        assert!(is_worse(f64::NAN, 1.0));
+        assert!(is_worse(f64::NAN, f64::INFINITY));
+        assert!(
+            !is_worse(f64::NAN, f64::NAN),
+            "the first NaN stays the worst"
+        );
+        assert!(!is_worse(1.0, f64::NAN));
+    }
+
+    #[test]
+    fn within_includes_the_bound_and_never_nan() {
+        assert!(within(1.0, 2.0));
+        assert!(within(2.0, 2.0));
+        assert!(!within(2.0, 1.0));
+        assert!(!within(f64::NAN, f64::INFINITY));
+    }
+
+    #[test]
+    fn a_nonfinite_reference_fails_fft_and_pipeline_at_its_index() {
+        // One infinite component is enough: it would make the Linf bound infinite.
+        let mut want = vec![Complex64::new(1.0, 0.5); 8];
+        want[2] = Complex64::new(f64::INFINITY, 0.0);
+        let got = vec![Complex32::new(1.0, 0.5); 8];
+        let m = check_fft("fft", &got, &want).expect_err("an inf reference");
+        assert_eq!((m.index, m.got.as_str()), (2, "(not compared)"));
+        let pipeline = PipelineReference {
+            fft: want,
+            magnitude: vec![1.0; 8],
+        };
+        let m =
+            check_pipeline("pipeline", &[1.0; 8], &pipeline, 1.0).expect_err("an inf reference");
+        assert_eq!((m.index, m.got.as_str()), (2, "(not compared)"));
+    }
+
+    #[test]
+    fn cgemm_exact_inputs_hold_an_inf_out_of_bound_next_to_f32_max() {
+        // +inf is one step from f32::MAX on the line of bit patterns: only the finiteness test
+        // keeps it from passing the 4-ULP criterion.
+        assert_eq!(ulp_distance(f32::INFINITY, f32::MAX), 1);
+        let want = [Complex64::new(f64::from(f32::MAX), 1.0)];
+        let exact = |z: Complex32| check_cgemm("exact", &[z], &want, 1, 1, 1, 3, true);
+        assert!(exact(Complex32::new(f32::MAX, 1.0)).is_ok());
+        let m = exact(Complex32::new(f32::INFINITY, 1.0)).expect_err("inf is not f32::MAX");
+        assert_eq!(m.index, 0);
+    }
+
+    #[test]
+    fn check_info_names_a_zero_info_plainly_and_measures_the_distance() {
+        // 0 says "HPD" where the reference found a non-PD minor: no argument was invalid.
+        let m = check_info("info", 0, 3).expect_err("0 is not 3");
+        assert_eq!(m.got, "info = 0");
+        assert_eq!(m.max_abs_err, 3.0);
+        let m = check_info("info", 5, 2).expect_err("5 is not 2");
+        assert_eq!(m.max_abs_err, 3.0);
+    }
+
+    #[test]
+    fn bit_checks_measure_differing_bits_against_the_element_width() {
+        let m = check_exact_u32("w", &[0, 0b111], &[0, 0]).expect_err("3 bits differ");
+        assert_eq!(
+            (m.index, m.count, m.max_abs_err, m.max_rel_err),
+            (1, 1, 3.0, 3.0 / 32.0)
+        );
+        let z = Complex32::new(1.0, 2.0);
+        let flipped = Complex32::new(f32::from_bits(1.0f32.to_bits() ^ 1), 2.0);
+        let m = check_exact_c32("c", &[flipped], &[z]).expect_err("one bit differs");
+        assert_eq!((m.max_abs_err, m.max_rel_err), (1.0, 1.0 / 64.0));
+    }
 }
