@@ -1,0 +1,321 @@
+use super::*;
+use crate::model::{ClDeviceRef, Peer};
+
+fn pair() -> Pair {
+    Pair {
+        opencl: ClDeviceRef {
+            platform_index: 0,
+            device_index: 0,
+            label: "pocl0".into(),
+        },
+        peer: Peer::HOST,
+        install: None,
+    }
+}
+
+fn parse(text: &str) -> Result<Matrix, InputError> {
+    Matrix::parse(Path::new("cases/test.toml"), text)
+}
+
+#[test]
+fn shipped_matrix_is_valid_and_big_enough() {
+    let m = Matrix::default_matrix();
+    let cases = m.expand(&[pair()]);
+    assert!(cases.len() >= 40, "only {} host-pair cases", cases.len());
+    assert!(
+        cases.iter().any(|c| c.op == Op::Fft && c.n == MAX_FFT),
+        "the seed's 2^22 FFT must be in the default matrix"
+    );
+}
+
+#[test]
+fn unknown_sync_names_file_line_and_choices() {
+    let e = parse(
+        "version = 1\n[[group]]\npaths = [\"copy\"]\nsyncs = [\"finish\", \"mapp\"]\nops = [\"fft\"]\nsizes = [4]\n",
+    )
+    .unwrap_err();
+    assert_eq!((e.line, e.file.to_str().unwrap()), (4, "cases/test.toml"));
+    assert!(e.message.contains("mapp"), "{e}");
+    assert!(
+        e.message
+            .contains("expected one of `finish`, `event`, `map`"),
+        "{e}"
+    );
+    assert!(e.to_string().starts_with("cases/test.toml:4:"), "{e}");
+}
+
+#[test]
+fn sync_meaningless_for_every_path_is_rejected_at_its_line() {
+    let e = parse(
+        "version = 1\n[[group]]\npaths = [\"copy\"]\nsyncs = [\"finish\",\n  \"map\"]\nops = [\"fft\"]\nsizes = [4]\n",
+    )
+    .unwrap_err();
+    assert_eq!(e.line, 5, "{e}");
+    assert!(e.message.contains("copy: finish, event, none"), "{e}");
+}
+
+#[test]
+fn fft_size_must_be_a_power_of_two_in_range() {
+    let e = parse(
+        "version = 1\n[[group]]\npaths = [\"copy\"]\nsyncs = [\"finish\"]\nops = [\"handoff\", \"fft\"]\nsizes = [4, 1000]\n",
+    )
+    .unwrap_err();
+    assert_eq!((e.line, e.column), (6, 13), "{e}");
+    assert!(e.message.contains("power of two"), "{e}");
+}
+
+#[test]
+fn typos_and_syntax_errors_are_located() {
+    let e = parse("version = 1\n[[group]]\npath = [\"copy\"]\n").unwrap_err();
+    assert_eq!(e.line, 3, "{e}");
+    assert!(e.message.contains("unknown field `path`"), "{e}");
+    let e = parse("version = 1\n[[group]\n").unwrap_err();
+    assert_eq!(e.line, 2, "{e}");
+    let e = parse("version = 2\n").unwrap_err();
+    assert!(e.message.contains("version 2"), "{e}");
+}
+
+#[test]
+fn expansion_skips_meaningless_combinations_and_duplicates() {
+    let m = parse(
+        "version = 1\n[[group]]\npaths = [\"copy\", \"cl-svm-coarse\"]\nsyncs = [\"finish\", \"map\"]\nops = [\"fft\", \"gemm\"]\nsizes = [4, 4]\n",
+    )
+    .unwrap();
+    let ids: Vec<String> = m.expand(&[pair()]).iter().map(Case::id).collect();
+    // copy takes finish, coarse SVM takes map; gemm needs a BLAS peer; 4 is listed twice.
+    assert_eq!(
+        ids,
+        [
+            "pocl0+host/copy/finish/fft/n=4",
+            "pocl0+host/cl-svm-coarse/map/fft/n=4"
+        ]
+    );
+}
+
+#[test]
+fn filters_glob_substring_and_reject_unknown() {
+    let cases = Matrix::default_matrix().expand(&[pair()]);
+    let total = cases.len();
+    let fft = filter(cases.clone(), &["*/fft/*".into()]).unwrap();
+    assert!(!fft.is_empty() && fft.len() < total);
+    assert!(fft.iter().all(|c| c.op == Op::Fft));
+    let sub = filter(cases.clone(), &["cl-svm-fine".into()]).unwrap();
+    assert!(sub.iter().all(|c| c.path == PathKind::ClSvmFine));
+    let e = filter(cases, &["no-such-path".into()]).unwrap_err();
+    assert!(e.to_string().contains("`no-such-path` matches none"), "{e}");
+}
+
+/// The size of issue 15: 8 bytes x (2^61 + 1) wraps to 8 in 64 bits.
+const WRAPS: usize = 2_305_843_009_213_693_953;
+
+fn one_group(path: &str, sync: &str, op: &str, sizes: &str) -> String {
+    format!(
+        "version = 1\n[[group]]\npaths = [\"{path}\"]\nsyncs = [\"{sync}\"]\nops = [\"{op}\"]\nsizes = [{sizes}]\n"
+    )
+}
+
+#[test]
+fn a_size_whose_bytes_wrap_is_the_case_files_error_at_its_place() {
+    for op in ["handoff", "placement", "gemm", "cholesky"] {
+        let e = parse(&one_group("copy", "finish", op, &format!("4, {WRAPS}"))).unwrap_err();
+        assert_eq!((e.line, e.column), (6, 13), "{op}: {e}");
+        assert!(e.to_string().starts_with("cases/test.toml:6:13: "), "{e}");
+        assert!(e.message.contains(&WRAPS.to_string()), "{e}");
+        assert!(
+            e.message
+                .contains(&format!("op `{op}` takes sizes from 1 to")),
+            "{e}"
+        );
+    }
+    // Placement is a device peer's op: on a host-only machine the old parser's acceptance
+    // silently gave 0 cases. Now the size itself is refused, whatever the pairs.
+    let e = parse(&one_group(
+        "copy",
+        "finish",
+        "placement",
+        &WRAPS.to_string(),
+    ))
+    .unwrap_err();
+    assert!(
+        e.message.contains("do not fit the kernels' 32-bit counts"),
+        "{e}"
+    );
+}
+
+#[test]
+fn every_size_is_held_to_each_op_of_its_group() {
+    let limits = Limits::HARNESS;
+    for &op in Op::ALL {
+        let max = max_size(op, &limits).unwrap();
+        assert!(check_size(op, max, &limits).is_ok(), "{op} {max}");
+        let next = if matches!(op, Op::Fft | Op::Pipeline) {
+            max * 2
+        } else {
+            max + 1
+        };
+        let e = check_size(op, next, &limits).unwrap_err();
+        assert!(e.contains(&format!("size {next} for op `{op}`")), "{e}");
+        let b = case_bytes(op, max).unwrap();
+        assert!(
+            b.buffer <= limits.max_buffer && b.total() <= limits.max_total,
+            "{op}"
+        );
+    }
+    // 2^29 complex f32 is 4 GiB exactly; one more element is over the per-buffer limit.
+    assert_eq!(max_size(Op::Handoff, &limits), Some(1 << 29));
+    let e = check_size(Op::Handoff, (1 << 29) + 1, &limits).unwrap_err();
+    assert!(
+        e.contains("over the harness limit of 4 GiB per buffer"),
+        "{e}"
+    );
+    // A gemm whose one matrix fits 4 GiB but whose case does not fit 16 GiB.
+    let e = check_size(Op::Gemm, 20_000, &limits).unwrap_err();
+    assert!(e.contains("over the limit of 16 GiB per case"), "{e}");
+    // The op is named: a size fine for handoff is refused for the fft beside it.
+    let e = parse(&one_group("copy", "finish", "handoff\", \"fft", "3")).unwrap_err();
+    assert!(e.message.contains("for op `fft`"), "{e}");
+    assert!(parse(&one_group("copy", "finish", "handoff", "536870912")).is_ok());
+}
+
+#[test]
+fn case_bytes_is_checked_arithmetic() {
+    assert_eq!(case_bytes(Op::Handoff, WRAPS), None);
+    assert_eq!(case_bytes(Op::Gemm, usize::MAX), None);
+    assert_eq!(case_bytes(Op::Gemm, 1 << 32), None, "n*n*8 = 2^67");
+    let b = case_bytes(Op::Gemm, 2048).unwrap();
+    assert_eq!(b.buffer, 2048 * 2048 * 8);
+    assert_eq!(case_bytes(Op::Fft, 4).unwrap().buffer, 32);
+    let tight = Limits {
+        max_buffer: 4 * GIB,
+        max_total: 64,
+    };
+    assert_eq!(
+        max_size(Op::Handoff, &tight),
+        Some(2),
+        "3 x 8 x 2 = 48 <= 64 < 72"
+    );
+    let none = Limits {
+        max_buffer: 4,
+        max_total: 64,
+    };
+    assert_eq!(max_size(Op::Fft, &none), None);
+    let e = check_size(Op::Fft, 2, &none).unwrap_err();
+    assert!(e.contains("takes no size under these limits"), "{e}");
+}
+
+#[test]
+fn machine_limit_reads_meminfo() {
+    assert_eq!(
+        mem_total("MemFree: 1 kB\nMemTotal:       16384 kB\n"),
+        Some(16 << 20)
+    );
+    assert_eq!(mem_total("nothing"), None);
+    let l = Limits::this_machine();
+    assert!(l.max_total <= Limits::HARNESS.max_total && l.max_total > 0);
+}
+
+#[test]
+fn pathological_filters_finish_in_linear_time() {
+    let pairs: Vec<Pair> = (0..8)
+        .map(|i| Pair {
+            opencl: ClDeviceRef {
+                platform_index: 0,
+                device_index: i,
+                label: format!("pocl{i}"),
+            },
+            peer: if i % 2 == 0 {
+                Peer::HOST
+            } else {
+                Peer {
+                    api: crate::model::Api::Cuda,
+                    ordinal: i,
+                }
+            },
+            install: None,
+        })
+        .collect();
+    let cases = Matrix::default_matrix().expand(&pairs);
+    assert!(cases.len() > 2500, "{} cases", cases.len());
+    let start = std::time::Instant::now();
+    for f in [
+        "********Z",
+        "*a*a*a*a*a*a*a*a*a*a*a*a*Z",
+        "*/*/*/*/*/*/*/*/*/*/*=",
+    ] {
+        let e = filter(cases.clone(), &[f.to_string()]).unwrap_err();
+        assert!(e.to_string().contains("matches none"), "{e}");
+    }
+    let n = filter(cases.clone(), &["**p*o*c*l*1*+*/*".to_string()])
+        .unwrap()
+        .len();
+    assert!(n > 0);
+    let took = start.elapsed();
+    assert!(took.as_secs_f64() < 1.0, "filters took {took:?}");
+}
+
+#[test]
+fn an_empty_filter_is_an_error() {
+    let cases = Matrix::default_matrix().expand(&[pair()]);
+    let e = filter(cases.clone(), &["fft".into(), String::new()]).unwrap_err();
+    assert!(e.to_string().contains("an empty filter"), "{e}");
+    assert_eq!(filter(cases.clone(), &[]).unwrap().len(), cases.len());
+}
+
+#[test]
+fn baseline_ids_no_case_has_are_reported() {
+    let cases = Matrix::default_matrix().expand(&[pair()]);
+    let kept = cases[0].id();
+    let b = Baseline::parse(
+        Path::new("b.csv"),
+        &format!("zz/gone,fail\n{kept},fault\naa/renamed,crash\n"),
+    )
+    .unwrap();
+    assert_eq!(b.unmatched(&cases), ["aa/renamed", "zz/gone"]);
+    assert_eq!(b.unmatched(&cases[..1]).len(), 2);
+    assert_eq!(b.unmatched(&[]).len(), 3);
+    assert!(Baseline::default().unmatched(&cases).is_empty());
+    // Each entry names its own line as the source of its known outcome.
+    assert_eq!(b.source_of(&kept).as_deref(), Some("baseline b.csv:2"));
+    assert_eq!(b.source_of("not/listed"), None);
+}
+
+#[test]
+fn columns_count_characters_and_baselines_refuse_empty_ids_and_errors() {
+    let e = parse("version = 1\nbogus = \"ü€🚀\"; x = 1\n").unwrap_err();
+    assert_eq!(e.line, 2, "{e}");
+    assert!(e.column <= 15, "a character column, not a byte one: {e}");
+    let e = Baseline::parse(Path::new("b.csv"), "a/b, FAULT\n").unwrap_err();
+    assert_eq!((e.line, e.column), (1, 6), "the F of FAULT: {e}");
+    let e = Baseline::parse(Path::new("b.csv"), ",fault\n").unwrap_err();
+    assert!(e.message.contains("missing"), "{e}");
+    let e = Baseline::parse(Path::new("b.csv"), "a/b,error\n").unwrap_err();
+    assert!(e.message.contains("harness"), "{e}");
+}
+
+#[test]
+fn baseline_parses_and_locates_errors() {
+    let b = Baseline::parse(
+        Path::new("b.csv"),
+        "# known on driver X\npocl0+host/copy/finish/fft/n=4,fault\n",
+    )
+    .unwrap();
+    assert_eq!(
+        b.known["pocl0+host/copy/finish/fft/n=4"],
+        OutcomeKind::Fault
+    );
+    let e = Baseline::parse(Path::new("b.csv"), "a,fail\nb,flop\n").unwrap_err();
+    assert_eq!((e.line, e.column), (2, 3), "{e}");
+    assert!(e.message.contains("flop"), "{e}");
+    let e = Baseline::parse(Path::new("b.csv"), "a fail\n").unwrap_err();
+    assert!(e.to_string().starts_with("b.csv:1:1: expected"), "{e}");
+}
+
+#[test]
+fn negative_controls_get_their_expectation() {
+    let b = Baseline::default();
+    let mut c = Matrix::default_matrix().expand(&[pair()])[0].clone();
+    c.sync = SyncMode::None;
+    assert_eq!(b.expectation(&c), Expectation::NegativeControl);
+    c.sync = SyncMode::Finish;
+    assert_eq!(b.expectation(&c), Expectation::Pass);
+}
