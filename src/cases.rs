@@ -1,11 +1,10 @@
 //! The case matrix as data. `cases/default.toml` says which paths x syncs x ops x sizes run; it
-//! is expanded over every pair found. Expectation baselines (`case-id,outcome` lines, as in
-//! deqp-runner) turn a driver's known non-passes into expected ones. Bad input is rejected
+//! is expanded over every pair found. Bad input is rejected
 //! with `file:line:column` and what was expected; that includes every size an op cannot take
 //! (its range, its kernels' 32-bit counts, the bytes it allocates against [`Limits`]), so that
 //! the harness never runs a case whose failure would be its own.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -13,7 +12,8 @@ use std::path::{Path, PathBuf};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::model::{Case, Expectation, Op, OutcomeKind, Pair, PathKind, SyncMode};
+use crate::filter::matches_filter;
+use crate::model::{Case, Op, Pair, PathKind, SyncMode};
 use crate::paths::PathFacts;
 
 /// The largest FFT the harness's OpenCL FFT runs: the seed's 4,194,304 complex elements.
@@ -24,7 +24,7 @@ pub const DEFAULT_MATRIX: &str = include_str!("../cases/default.toml");
 pub const DEFAULT_MATRIX_NAME: &str = "cases/default.toml";
 
 /// The 1-based column, in characters, of byte `offset` of `line`.
-fn column_of(line: &str, offset: usize) -> usize {
+pub(crate) fn column_of(line: &str, offset: usize) -> usize {
     let mut end = offset.min(line.len());
     while !line.is_char_boundary(end) {
         end -= 1;
@@ -574,131 +574,6 @@ pub fn filter(cases: Vec<Case>, filters: &[String]) -> anyhow::Result<Vec<Case>>
         .filter(|(_, id)| filters.iter().any(|f| matches_filter(f, id)))
         .map(|(c, _)| c)
         .collect())
-}
-
-use crate::filter::matches_filter;
-
-/// Known outcomes per case id for one driver (deqp-runner's baseline: `case-id,outcome`).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Baseline {
-    pub known: HashMap<String, OutcomeKind>,
-    /// The file it was read from, and each listed id's line there, to name as the source.
-    pub file: PathBuf,
-    pub lines: HashMap<String, usize>,
-}
-
-impl Baseline {
-    pub fn load(file: &Path) -> Result<Self, InputError> {
-        let text = crate::input::read_text("a baseline", file, crate::input::BASELINE_LIMIT)?;
-        Self::parse(file, &text)
-    }
-
-    pub fn parse(file: &Path, text: &str) -> Result<Self, InputError> {
-        let mut known = HashMap::new();
-        let mut lines = HashMap::new();
-        for (i, raw) in text.lines().enumerate() {
-            let line = raw.trim();
-            if line.is_empty() || line.starts_with('#') {
-                continue;
-            }
-            let at = |column: usize, message: String| InputError {
-                file: file.to_path_buf(),
-                line: i + 1,
-                column,
-                message,
-            };
-            let Some((id, outcome)) = line.split_once(',') else {
-                return Err(at(1, "expected `case-id,outcome`".into()));
-            };
-            let kind: OutcomeKind = outcome.trim().parse().map_err(|e: String| {
-                // The outcome's first character, past the comma and any spaces.
-                let after = raw.find(',').map_or(0, |c| c + 1);
-                let start = after + (raw[after..].len() - raw[after..].trim_start().len());
-                at(column_of(raw, start), e)
-            })?;
-            if kind == OutcomeKind::Pass {
-                return Err(at(
-                    1,
-                    "a baseline lists non-passes only; remove this line".into(),
-                ));
-            }
-            if kind == OutcomeKind::Error {
-                return Err(at(
-                    column_of(raw, raw.find(',').map_or(0, |c| c + 1)),
-                    "`error` is the harness's own failure, never a driver's known outcome".into(),
-                ));
-            }
-            if id.trim().is_empty() {
-                return Err(at(1, "a case id is missing before the comma".into()));
-            }
-            if known.insert(id.trim().to_string(), kind).is_some() {
-                return Err(at(1, format!("case `{}` is listed twice", id.trim())));
-            }
-            lines.insert(id.trim().to_string(), i + 1);
-        }
-        Ok(Baseline {
-            known,
-            file: file.to_path_buf(),
-            lines,
-        })
-    }
-
-    /// Where this baseline's known outcome for `id` is written: `baseline b.csv:3`.
-    pub fn source_of(&self, id: &str) -> Option<String> {
-        let line = self.lines.get(id)?;
-        Some(format!("baseline {}:{line}", self.file.display()))
-    }
-
-    /// A baseline text from a run: every non-pass that is not already expected by its nature
-    /// (a negative control's fail), `unsupported` and `skip` included, in run order, with a
-    /// header naming the source. A case the baseline does not list passed on that driver, so
-    /// a later run that cannot do it any more (pass -> unsupported) is a regression. Harness
-    /// errors are never a driver's known behaviour and are left out.
-    pub fn from_results(results: &[crate::results::CaseResult], source: &str) -> String {
-        let mut out = format!("# known outcomes, from {source}\n");
-        for r in results {
-            let kind = r.outcome.kind();
-            let control = r.work.case().is_some_and(Case::is_negative_control);
-            let known = !matches!(kind, OutcomeKind::Pass | OutcomeKind::Error);
-            if known && !(control && kind == OutcomeKind::Fail) {
-                out.push_str(&format!("{},{}\n", r.id, kind));
-            }
-        }
-        out
-    }
-
-    /// Ids this baseline lists that no case of `cases` has, sorted: a case renamed, removed or
-    /// left out by a filter, whose entry now expects nothing. The runner warns about them.
-    pub fn unmatched(&self, cases: &[Case]) -> Vec<String> {
-        let planned: HashSet<String> = cases.iter().map(Case::id).collect();
-        let mut out: Vec<String> = self
-            .known
-            .keys()
-            .filter(|id| !planned.contains(*id))
-            .cloned()
-            .collect();
-        out.sort();
-        out
-    }
-
-    /// What this baseline expects of `case`: its listed outcome, else a negative control's
-    /// latitude, else a pass (the baseline's driver passed it).
-    pub fn expectation(&self, case: &Case) -> Expectation {
-        match self.known.get(&case.id()) {
-            Some(kind) => Expectation::Known(*kind),
-            None if case.is_negative_control() => Expectation::NegativeControl,
-            None => Expectation::Pass,
-        }
-    }
-
-    /// What a run with no baseline expects of `case`: nothing is known to have passed before.
-    pub fn unbaselined(case: &Case) -> Expectation {
-        if case.is_negative_control() {
-            Expectation::NegativeControl
-        } else {
-            Expectation::Unbaselined
-        }
-    }
 }
 
 #[cfg(test)]

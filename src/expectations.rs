@@ -35,6 +35,9 @@ use crate::filter::glob;
 use crate::fingerprint::Fingerprint;
 use crate::model::{Case, Expectation, OutcomeKind};
 
+mod baseline;
+pub use baseline::Baseline;
+
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {

@@ -9,8 +9,8 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
-use clhip::cases::{self, Baseline, Matrix};
-use clhip::expectations::Expectations;
+use clhip::cases::{self, Matrix};
+use clhip::expectations::{Baseline, Expectations};
 use clhip::output::{self, Journal, Target};
 use clhip::report::{self, ConsoleReporter, RunReport, RunStatus};
 use clhip::runner::{self, Planned, RunControl, RunOptions, Stopped};

@@ -4,7 +4,8 @@
 
 use std::path::Path;
 
-use clhip::cases::{Baseline, Limits, Matrix, case_bytes, check_size, max_size};
+use clhip::cases::{Limits, Matrix, case_bytes, check_size, max_size};
+use clhip::expectations::Baseline;
 use clhip::model::{Api, ClDeviceRef, Op, Pair, PathKind, Peer, SyncMode};
 use proptest::prelude::*;
 

@@ -6,7 +6,8 @@
 
 use std::cell::RefCell;
 
-use clhip::cases::{Baseline, Matrix};
+use clhip::cases::Matrix;
+use clhip::expectations::Baseline;
 use clhip::ops::{WorkerState, execute};
 use libtest_mimic::{Arguments, Failed, Trial};
 

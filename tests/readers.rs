@@ -268,7 +268,7 @@ fn with_bom(dir: &Path, name: &str, text: &[u8]) -> PathBuf {
 fn a_byte_order_mark_is_not_part_of_a_baselines_first_entry() {
     let dir = scratch("bom-baseline");
     let f = with_bom(&dir, "baseline.csv", b"a/b/c,fail\nd/e/f,crash\n");
-    let b = clhip::cases::Baseline::load(&f).unwrap();
+    let b = clhip::expectations::Baseline::load(&f).unwrap();
     assert_eq!(
         b.known.get("a/b/c"),
         Some(&clhip::model::OutcomeKind::Fail),

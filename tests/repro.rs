@@ -1003,7 +1003,10 @@ fn workers_run_a_case_on_the_data_its_work_item_names() {
     let plan: Vec<Planned> = [DataKind::Seeded, DataKind::Impulse, DataKind::Ones]
         .into_iter()
         .map(|kind| {
-            let mut p = Planned::case(case.clone(), clhip::cases::Baseline::unbaselined(&case));
+            let mut p = Planned::case(
+                case.clone(),
+                clhip::expectations::Baseline::unbaselined(&case),
+            );
             p.id = format!("{} data={kind}", p.id);
             p.data = kind;
             p
