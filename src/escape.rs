@@ -5,8 +5,9 @@
 //! text in another order than it runs, HTML, Markdown markup, a `*/` that ends a C comment.
 //! Each sink has one function here, and every renderer of that sink passes such text through
 //! it: [`terminal_line`] and [`terminal_text`] for the console, [`markdown_text`],
-//! [`markdown_code`] and [`markdown_fence`] for Markdown, [`html_text`] for HTML (element text
-//! and quoted attributes), [`c_comment`] and [`c_string`] for generated C.
+//! [`markdown_code`] and [`markdown_fence`] for Markdown, [`html_template_text`] for the HTML
+//! pages (whose template escapes markup), [`html_text`] for markup written by hand (the SVG
+//! figure), [`c_comment`] and [`c_string`] for generated C.
 //!
 //! Control characters are shown, not dropped, so that what a driver printed stays readable:
 //! `\x1b` for C0 and DEL, `\u{9b}` for C1, bidi and line-separator characters. The output of
@@ -63,9 +64,16 @@ pub fn terminal_text(s: &str) -> String {
     visible(s, |c| c == '\n' || c == '\t')
 }
 
-/// Text for an HTML element's content or a quoted attribute value: the five markup characters
-/// as entities, control characters shown as text (line breaks and tabs kept: a `pre-wrap`
-/// block shows them).
+/// Text for an HTML template that escapes markup itself (maud's `html!` escapes every value it
+/// is given): control characters shown as text, line breaks and tabs kept (a `pre-wrap` block
+/// shows them, a tooltip splits at them). `<`, `&` and quotes are left for the template.
+pub fn html_template_text(s: &str) -> String {
+    visible(s, |c| c == '\n' || c == '\t')
+}
+
+/// Text for an HTML or SVG element's content or a quoted attribute value written by hand (the
+/// SVG figure's writer): the five markup characters as entities, control characters shown as
+/// text (line breaks and tabs kept: a `pre-wrap` block shows them).
 pub fn html_text(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
@@ -268,6 +276,17 @@ mod tests {
     }
 
     #[test]
+    fn html_template_text_shows_controls_and_leaves_markup_to_the_template() {
+        let shown = html_template_text(&format!("<b>&'{HOSTILE}\n\t"));
+        assert!(shown.starts_with("<b>&'a\\x1b[2Jb"), "{shown}");
+        assert!(shown.ends_with("\n\t"), "{shown}");
+        assert_eq!(
+            controls(&shown.replace(['\n', '\t'], "")),
+            Vec::<char>::new()
+        );
+    }
+
+    #[test]
     fn markdown_text_is_one_line_with_no_markup() {
         assert_eq!(
             markdown_text("<script>alert(1)</script> & <img src=x>"),
@@ -345,6 +364,7 @@ mod tests {
             for (sink, out) in [
                 ("terminal_text", terminal_text(&s)),
                 ("html_text", html_text(&s)),
+                ("html_template_text", html_template_text(&s)),
                 ("c_comment", c_comment(&s)),
             ] {
                 prop_assert!(

@@ -105,6 +105,15 @@ impl Figure {
     }
 }
 
+/// The figure in an HTML template: its SVG as markup, not as text. This is the one place the
+/// page takes markup from outside clhip, and it is the markup [`sanitize`] wrote anew from the
+/// whitelist, every text and value in it escaped.
+impl maud::Render for Figure {
+    fn render(&self) -> maud::Markup {
+        maud::PreEscaped(self.svg.clone())
+    }
+}
+
 /// The 1-based line of byte `offset` in `text`.
 fn line_of(text: &str, offset: u64) -> usize {
     let end = usize::try_from(offset)

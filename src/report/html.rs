@@ -2,11 +2,19 @@
 //! runs compared (`clhip diff OLD NEW --html`). Inline CSS only: no script, font, image or link
 //! to anything outside the file, so it opens offline, attached to a bug, years later. Every cell
 //! says its outcome in words as well as in colour, so it reads in black and white print too.
-//! Every string that comes from a results file is escaped: a driver's reason can hold `<`.
+//!
+//! The pages are maud templates, which escape every value they are given: a driver's reason,
+//! a case id or a fingerprint line that holds `<` stays text. What goes in as markup is this
+//! file's stylesheet and a figure's SVG, which `figure.rs` wrote anew from a whitelist. Text
+//! from a results file also has its control characters shown as text ([`shown`]). Line breaks
+//! between rows keep the page's source (and its snapshots) readable line by line.
 
 use std::fmt::Write as _;
 
+use maud::{DOCTYPE, Markup, PreEscaped, html};
+
 use crate::model::{BIT_EXACT, Expectation, FailReason, Outcome, Verdict, is_negative_control};
+use crate::model::{Op, PathKind, SyncMode};
 use crate::results::CaseResult;
 
 use super::diff::{Movement, RunDiff, grouped, summary_line};
@@ -120,8 +128,6 @@ pub fn render_html_with_figures(
     problems: &[String],
     figures: &[Figure],
 ) -> String {
-    let mut out = head(&format!("clhip results, {}", report.started_at));
-    out.push_str("<header>\n<h1>clhip results</h1>\n");
     let status = match report.status {
         RunStatus::Complete => report.status.describe(),
         _ => format!(
@@ -130,243 +136,305 @@ pub fn render_html_with_figures(
             report.not_run.len()
         ),
     };
-    kv_table(
-        &mut out,
-        &[
-            ("started".into(), report.started_at.clone()),
-            ("clhip".into(), report.clhip_version.clone()),
-            ("seed".into(), report.seed.to_string()),
-            ("wall".into(), format!("{:.1} s", report.wall_s)),
-            ("command".into(), shell_words(&report.command)),
-            ("status".into(), status),
-            ("result".into(), closing_line(&report.summary)),
-        ],
-    );
-    if !problems.is_empty() {
-        out.push_str("<div class=\"problems\"><p>This file is not a complete, consistent record of a run:</p>\n<ul>\n");
-        for p in problems {
-            let _ = writeln!(out, "<li>{}</li>", esc(p));
-        }
-        out.push_str("</ul></div>\n");
-    }
-    out.push_str("</header>\n\n<section id=\"fingerprint\">\n<h2>Fingerprint</h2>\n");
+    let run = [
+        ("started".to_string(), report.started_at.clone()),
+        ("clhip".into(), report.clhip_version.clone()),
+        ("seed".into(), report.seed.to_string()),
+        ("wall".into(), format!("{:.1} s", report.wall_s)),
+        ("command".into(), shell_words(&report.command)),
+        ("status".into(), status),
+        ("result".into(), closing_line(&report.summary)),
+    ];
     // The Markdown report's rows: (component, value).
-    let rows: Vec<(String, String)> = fingerprint_rows(&report.fingerprint)
+    let fingerprint: Vec<(String, String)> = fingerprint_rows(&report.fingerprint)
         .into_iter()
         .map(|mut row| {
             let value = row.pop().unwrap_or_default();
             (row.join(" "), value)
         })
         .collect();
-    kv_table(&mut out, &rows);
-    out.push_str("</section>\n\n");
-    legend(&mut out);
-
     let Grouped { pairs, mocks } = group(&report.results);
+    // Notes are numbered across the whole page, so a printed "see 12" is unambiguous.
     let mut next_note = 1;
-    for (pair, table) in &pairs {
-        render_pair(&mut out, pair, table, &mut next_note);
-    }
-    if !mocks.is_empty() {
-        out.push_str("<section class=\"mocks\">\n<h2>mock</h2>\n<table class=\"list\">\n<thead><tr><th>case</th><th>outcome</th><th>reason</th></tr></thead>\n<tbody>\n");
-        for r in &mocks {
-            let _ = writeln!(
-                out,
-                "<tr><td><code>{}</code></td><td><span class=\"chip o-{}\">{}{}</span></td><td class=\"reason\">{}</td></tr>",
-                esc(&r.id),
-                label(r),
-                label(r),
-                pad(mark(r)),
-                esc(&r.outcome.reason())
-            );
+    let matrices: Vec<PairMatrix> = pairs
+        .iter()
+        .map(|(pair, table)| PairMatrix::of(pair, table, &mut next_note))
+        .collect();
+    let body = html! {
+        header {
+            "\n" h1 { "clhip results" } "\n"
+            (kv_table(&run))
+            @if !problems.is_empty() {
+                div.problems {
+                    p { "This file is not a complete, consistent record of a run:" } "\n"
+                    ul { "\n" @for p in problems { li { (shown(p)) } "\n" } }
+                }
+                "\n"
+            }
         }
-        out.push_str("</tbody>\n</table>\n</section>\n");
+        "\n\n"
+        section #fingerprint { "\n" h2 { "Fingerprint" } "\n" (kv_table(&fingerprint)) }
+        "\n\n"
+        (legend())
+        @for m in &matrices { (pair_section(m)) }
+        @if !mocks.is_empty() { (mock_section(&mocks)) }
+        @for c in compare_installs(&report.results) { (install_section(&c)) }
+        @for f in figures {
+            section.figure { "\n" h2 { (shown(f.title())) } "\n" (f) "\n" }
+            "\n"
+        }
+        (tail_sections(report))
+    };
+    page(&format!("clhip results, {}", report.started_at), body)
+}
+
+/// The mock results, which have no matrix: one row each.
+fn mock_section(mocks: &[&CaseResult]) -> Markup {
+    html! {
+        section.mocks {
+            "\n" h2 { "mock" } "\n"
+            table.list {
+                "\n" thead { tr { th { "case" } th { "outcome" } th { "reason" } } } "\n"
+                tbody {
+                    "\n"
+                    @for r in mocks {
+                        tr {
+                            td { code { (shown(&r.id)) } }
+                            td { span.chip.{ "o-" (label(r)) } { (label(r)) (pad(mark(r))) } }
+                            td.reason { (shown(&r.outcome.reason())) }
+                        }
+                        "\n"
+                    }
+                }
+                "\n"
+            }
+            "\n"
+        }
+        "\n"
     }
-    for c in compare_installs(&report.results) {
-        render_comparison(&mut out, &c);
-    }
-    for f in figures {
-        let _ = writeln!(
-            out,
-            "<section class=\"figure\">\n<h2>{}</h2>\n{}\n</section>",
-            esc(&f.title),
-            f.svg
-        );
-    }
-    tail_sections(&mut out, report);
-    out.push_str("</body>\n</html>\n");
-    out
 }
 
 /// One GPU as the run's ROCm installs saw it: one column per install, rows marked where the
 /// installs differ (`>`) or a negative control raced (`~`), then the differing cases' reasons.
-fn render_comparison(out: &mut String, c: &InstallComparison<'_>) {
-    let _ = writeln!(
-        out,
-        "<section class=\"installs\">\n<h2>Across ROCm installs: <code>{}</code></h2>\n<p>{}. <code>&gt;</code> marks a row whose outcomes differ between the installs, <code>~</code> a negative control that passed on one and caught its stale read on another.</p>\n<table class=\"matrix\">\n<thead><tr><th></th><th>path</th><th>sync</th><th>op</th>{}</tr></thead>\n<tbody>",
-        esc(&c.pairs),
-        esc(&c.summary()),
-        c.installs
-            .iter()
-            .map(|i| format!("<th>{}</th>", esc(i)))
-            .collect::<String>()
-    );
-    for row in &c.rows {
-        let cells: String = row
-            .cells
-            .iter()
-            .map(|text| {
-                // The cell's text starts with its worst outcome's label, which names its colour.
-                let kind = text.split_whitespace().next().unwrap_or("none");
-                let kind = if kind
-                    .chars()
-                    .all(|ch| ch.is_ascii_alphanumeric() || ch == '-')
-                {
-                    kind
-                } else {
-                    "none"
-                };
-                format!("<td class=\"cell o-{kind}\">{}</td>", esc(text))
-            })
-            .collect();
-        let _ = writeln!(
-            out,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td>{cells}</tr>",
-            esc(row.agreement.mark()),
-            esc(&row.path.to_string()),
-            esc(&row.sync.to_string()),
-            esc(&row.op.to_string())
-        );
-    }
-    out.push_str("</tbody>\n</table>\n");
+fn install_section(c: &InstallComparison<'_>) -> Markup {
     let differing: Vec<_> = c
         .cases
         .iter()
         .filter(|k| k.agreement == Agreement::Differs)
         .collect();
-    if !differing.is_empty() {
-        out.push_str("<ul class=\"notes\">\n");
-        for k in differing {
-            let per_install: Vec<String> = c
-                .installs
-                .iter()
-                .zip(&k.results)
-                .map(|(install, r)| match r {
-                    None => format!("{}: not run", esc(install)),
-                    Some(r) => format!(
-                        "{}: <span class=\"chip o-{}\">{}</span> {}",
-                        esc(install),
-                        label(r),
-                        label(r),
-                        esc(&r.outcome.reason())
-                    ),
-                })
-                .collect();
-            let _ = writeln!(
-                out,
-                "<li><code>{}</code>: {}</li>",
-                esc(&k.case),
-                per_install.join("; ")
-            );
+    html! {
+        section.installs {
+            "\n" h2 { "Across ROCm installs: " code { (shown(&c.pairs)) } } "\n"
+            p {
+                (shown(&c.summary())) ". " code { ">" } " marks a row whose outcomes differ \
+                between the installs, " code { "~" } " a negative control that passed on one and \
+                caught its stale read on another."
+            }
+            "\n"
+            table.matrix {
+                "\n"
+                thead {
+                    tr {
+                        th {} th { "path" } th { "sync" } th { "op" }
+                        @for i in &c.installs { th { (shown(i)) } }
+                    }
+                }
+                "\n"
+                tbody {
+                    "\n"
+                    @for row in &c.rows {
+                        tr {
+                            td { (row.agreement.mark()) }
+                            td { (row.path.to_string()) }
+                            td { (row.sync.to_string()) }
+                            td { (row.op.to_string()) }
+                            @for text in &row.cells {
+                                td.cell.{ "o-" (cell_colour(text)) } { (shown(text)) }
+                            }
+                        }
+                        "\n"
+                    }
+                }
+                "\n"
+            }
+            "\n"
+            @if !differing.is_empty() {
+                ul.notes {
+                    "\n"
+                    @for k in differing {
+                        li {
+                            code { (shown(&k.case)) } ": "
+                            @for (i, (install, r)) in c.installs.iter().zip(&k.results).enumerate() {
+                                @if i > 0 { "; " }
+                                (shown(install)) ": "
+                                @match r {
+                                    None => { "not run" }
+                                    Some(r) => {
+                                        span.chip.{ "o-" (label(r)) } { (label(r)) }
+                                        " " (shown(&r.outcome.reason()))
+                                    }
+                                }
+                            }
+                        }
+                        "\n"
+                    }
+                }
+                "\n"
+            }
         }
-        out.push_str("</ul>\n");
+        "\n"
     }
-    out.push_str("</section>\n");
 }
 
-fn render_pair(out: &mut String, pair: &str, table: &PairTable, next_note: &mut usize) {
-    let ops = table.ops();
-    let _ = writeln!(
-        out,
-        "<section class=\"pair\" id=\"pair-{}\">\n<h2>{}</h2>",
-        esc(pair),
-        esc(pair)
-    );
-    out.push_str("<table class=\"matrix\">\n<thead><tr><th>path</th><th>sync</th>");
-    for op in &ops {
-        let _ = write!(out, "<th>{op}</th>");
+/// The colour class of a compared cell, from its text, which starts with its worst outcome's
+/// label; `none` for anything that is not a label's shape.
+fn cell_colour(text: &str) -> &str {
+    let kind = text.split_whitespace().next().unwrap_or("none");
+    if kind
+        .chars()
+        .all(|ch| ch.is_ascii_alphanumeric() || ch == '-')
+    {
+        kind
+    } else {
+        "none"
     }
-    out.push_str("</tr></thead>\n<tbody>\n");
-    // Notes are numbered across the whole page, so a printed "see 12" is unambiguous.
-    let mut notes = Vec::new();
-    for ((path, sync), cells) in &table.rows {
-        let control = is_negative_control(*path, *sync);
-        let _ = write!(
-            out,
-            "<tr{}><th><code>{path}</code></th><th><code>{sync}</code>{}</th>",
-            if control { " class=\"control\"" } else { "" },
-            if control {
-                "<abbr title=\"negative control: a sync the specification requires is left out\">*</abbr>"
-            } else {
-                ""
+}
+
+/// One pair's matrix, its cells' notes numbered: worked out before the page is written, so
+/// that the template only shows it.
+struct PairMatrix<'t> {
+    pair: &'t str,
+    ops: Vec<Op>,
+    rows: Vec<MatrixRow<'t>>,
+}
+
+struct MatrixRow<'t> {
+    path: PathKind,
+    sync: SyncMode,
+    /// One per op; `None` where the row has no case of that op.
+    cells: Vec<Option<MatrixCell<'t>>>,
+}
+
+struct MatrixCell<'t> {
+    /// `pair/path/sync/op`, for tests and scripts to find the cell by.
+    key: String,
+    /// `path / sync / op`.
+    place: String,
+    results: &'t [&'t CaseResult],
+    cell: Cell,
+    entries: Vec<Entry>,
+    note: Option<usize>,
+}
+
+impl<'t> PairMatrix<'t> {
+    fn of(pair: &'t str, table: &'t PairTable<'t>, next_note: &mut usize) -> Self {
+        let ops = table.ops();
+        let rows = table
+            .rows
+            .iter()
+            .map(|(&(path, sync), cells)| MatrixRow {
+                path,
+                sync,
+                cells: ops
+                    .iter()
+                    .map(|op| {
+                        let results = cells.get(op)?;
+                        let note = needs_note(results).then(|| {
+                            *next_note += 1;
+                            *next_note - 1
+                        });
+                        Some(MatrixCell {
+                            key: format!("{pair}/{path}/{sync}/{op}"),
+                            place: format!("{path} / {sync} / {op}"),
+                            results,
+                            cell: Cell::of(results),
+                            entries: entries(results),
+                            note,
+                        })
+                    })
+                    .collect(),
+            })
+            .collect();
+        PairMatrix { pair, ops, rows }
+    }
+}
+
+fn pair_section(m: &PairMatrix<'_>) -> Markup {
+    let pair = m.pair;
+    let notes: Vec<(usize, &MatrixCell)> = m
+        .rows
+        .iter()
+        .flat_map(|row| row.cells.iter().flatten())
+        .filter_map(|c| Some((c.note?, c)))
+        .collect();
+    html! {
+        section.pair id={ "pair-" (shown(pair)) } {
+            "\n" h2 { (shown(pair)) } "\n"
+            table.matrix {
+                "\n"
+                thead { tr { th { "path" } th { "sync" } @for op in &m.ops { th { (op.to_string()) } } } }
+                "\n"
+                tbody {
+                    "\n"
+                    @for row in &m.rows {
+                        @let control = is_negative_control(row.path, row.sync);
+                        tr class=[control.then_some("control")] {
+                            th { code { (row.path.to_string()) } }
+                            th {
+                                code { (row.sync.to_string()) }
+                                @if control {
+                                    abbr title="negative control: a sync the specification requires is left out" { "*" }
+                                }
+                            }
+                            @for c in &row.cells {
+                                @match c {
+                                    None => { td.cell.o-none.empty { "-" } }
+                                    Some(c) => { (matrix_cell(c)) }
+                                }
+                            }
+                        }
+                        "\n"
+                    }
+                }
+                "\n"
             }
-        );
-        for op in &ops {
-            let Some(results) = cells.get(op) else {
-                out.push_str("<td class=\"cell o-none empty\">-</td>");
-                continue;
-            };
-            let key = format!("{pair}/{path}/{sync}/{op}");
-            let cell = Cell::of(results);
-            let entries = entries(results);
-            let note = needs_note(results).then(|| {
-                let n = *next_note;
-                *next_note += 1;
-                notes.push((n, format!("{path} / {sync} / {op}"), entries.clone()));
-                n
-            });
-            let mut classes = format!("cell o-{}", cell.worst_label);
-            if cell.unexpected {
-                classes.push_str(" unexpected");
+            "\n"
+            @if let Some((first, _)) = notes.first() {
+                h3 { "Notes on " (shown(pair)) } "\n"
+                ol.notes start=(first) {
+                    "\n"
+                    @for (n, c) in &notes {
+                        li id={ "note-" (n) } {
+                            code { (shown(&format!("{pair} / {}", c.place))) } "\n"
+                            @for e in &c.entries { (entry(e)) }
+                        }
+                        "\n"
+                    }
+                }
+                "\n"
             }
-            if cell.unexpected_pass {
-                classes.push_str(" unexpected-pass");
-            }
-            let _ = write!(
-                out,
-                "<td class=\"{classes}\" data-cell=\"{}\" title=\"{}\"><div class=\"worst\">{}",
-                esc(&key),
-                esc_attr(&cell_title(
-                    &format!("{path} / {sync} / {op}"),
-                    &cell,
-                    &entries
-                )),
-                esc(&cell.text()),
-            );
-            if let Some(n) = note {
-                let _ = write!(
-                    out,
-                    " <sup class=\"ref\"><a href=\"#note-{n}\">{n}</a></sup>"
-                );
-            }
-            out.push_str("</div>");
-            sizes(out, results);
-            out.push_str("</td>");
         }
-        out.push_str("</tr>\n");
+        "\n\n"
     }
-    out.push_str("</tbody>\n</table>\n");
-    if !notes.is_empty() {
-        let _ = writeln!(
-            out,
-            "<h3>Notes on {}</h3>\n<ol class=\"notes\" start=\"{}\">",
-            esc(pair),
-            notes[0].0
-        );
-        for (n, place, entries) in &notes {
-            let _ = writeln!(
-                out,
-                "<li id=\"note-{n}\"><code>{}</code>",
-                esc(&format!("{pair} / {place}"))
-            );
-            for e in entries {
-                entry_html(out, e);
+}
+
+/// A cell: its worst outcome and counts, the reference to its note, its sizes by outcome; the
+/// note's text as the hover text.
+fn matrix_cell(c: &MatrixCell<'_>) -> Markup {
+    let cell = &c.cell;
+    html! {
+        td.cell.{ "o-" (cell.worst_label) }.unexpected[cell.unexpected].unexpected-pass[cell.unexpected_pass]
+            data-cell=(shown(&c.key))
+            title=(shown(&cell_title(&c.place, cell, &c.entries))) {
+            div.worst {
+                (shown(&cell.text()))
+                @if let Some(n) = c.note {
+                    " " sup.ref { a href={ "#note-" (n) } { (n) } }
+                }
             }
-            out.push_str("</li>\n");
+            (sizes(c.results))
         }
-        out.push_str("</ol>\n");
     }
-    out.push_str("</section>\n\n");
 }
 
 /// A cell needs a note when anything in it is more than a plain pass: a non-pass, a pass the
@@ -381,7 +449,7 @@ fn needs_note(results: &[&CaseResult]) -> bool {
 }
 
 /// The sizes of a cell by outcome, worst first; one line of sizes when they all agree.
-fn sizes(out: &mut String, results: &[&CaseResult]) {
+fn sizes(results: &[&CaseResult]) -> Markup {
     let mut by_label: Vec<(&'static str, u8, Vec<usize>)> = Vec::new();
     for r in results {
         let n = r.work.case().map_or(0, |c| c.n);
@@ -392,17 +460,42 @@ fn sizes(out: &mut String, results: &[&CaseResult]) {
         }
     }
     by_label.sort_by_key(|(_, sev, _)| std::cmp::Reverse(*sev));
-    out.push_str("<div class=\"sizes\">");
-    for (l, _, mut ns) in by_label.iter().cloned() {
+    let one_story = by_label.len() == 1;
+    let lines = by_label.into_iter().map(|(l, _, mut ns)| {
         ns.sort_unstable();
         let ns: Vec<String> = ns.iter().map(usize::to_string).collect();
-        if by_label.len() == 1 {
-            let _ = write!(out, "<span class=\"sz\">n = {}</span>", ns.join(", "));
-        } else {
-            let _ = write!(out, "<span class=\"sz\">{l}: {}</span>", ns.join(", "));
+        (l, ns.join(", "))
+    });
+    html! {
+        div.sizes {
+            @for (l, ns) in lines {
+                span.sz { @if one_story { "n = " (ns) } @else { (l) ": " (ns) } }
+            }
         }
     }
-    out.push_str("</div>");
+}
+
+/// One entry of a cell's note: its sizes, outcome, reason, bound, history and kernel log.
+fn entry(Entry { sizes, story: e }: &Entry) -> Markup {
+    html! {
+        div.entry.{ "o-" (e.label) } {
+            span.mono { (sizes_text(sizes)) } " " span.lbl { (e.label) (pad(e.mark)) }
+            @if !e.reason.is_empty() {
+                ": " span.reason { (shown(&e.reason)) }
+            }
+            @if let Some(b) = &e.bound {
+                div.bound { (shown(b)) }
+            }
+            @for x in &e.extra {
+                div.extra { (shown(x)) }
+            }
+            @if !e.kernel_log.is_empty() {
+                div.extra { "kernel log:" }
+                pre.kmsg { (shown(&e.kernel_log.join("\n"))) }
+            }
+        }
+        "\n"
+    }
 }
 
 /// The sizes of a cell that tell one story: the same outcome, reason, bound, history and kernel
@@ -529,34 +622,6 @@ fn cell_title(place: &str, cell: &Cell, entries: &[Entry]) -> String {
     t
 }
 
-fn entry_html(out: &mut String, Entry { sizes, story: e }: &Entry) {
-    let _ = write!(
-        out,
-        "<div class=\"entry o-{}\"><span class=\"mono\">{}</span> <span class=\"lbl\">{}{}</span>",
-        e.label,
-        esc(&sizes_text(sizes)),
-        e.label,
-        pad(e.mark)
-    );
-    if !e.reason.is_empty() {
-        let _ = write!(out, ": <span class=\"reason\">{}</span>", esc(&e.reason));
-    }
-    if let Some(b) = &e.bound {
-        let _ = write!(out, "<div class=\"bound\">{}</div>", esc(b));
-    }
-    for x in &e.extra {
-        let _ = write!(out, "<div class=\"extra\">{}</div>", esc(x));
-    }
-    if !e.kernel_log.is_empty() {
-        let _ = write!(
-            out,
-            "<div class=\"extra\">kernel log:</div><pre class=\"kmsg\">{}</pre>",
-            esc(&e.kernel_log.join("\n"))
-        );
-    }
-    out.push_str("</div>\n");
-}
-
 fn pad(mark: &str) -> String {
     if mark.is_empty() {
         String::new()
@@ -565,69 +630,91 @@ fn pad(mark: &str) -> String {
     }
 }
 
-fn legend(out: &mut String) {
-    out.push_str("<section id=\"legend\">\n<h2>Legend</h2>\n<ul class=\"legend\">\n");
-    for (l, meaning) in LEGEND {
-        let _ = writeln!(
-            out,
-            "<li><span class=\"swatch o-{l}\" data-legend=\"{l}\">{l}</span> {meaning}</li>"
-        );
+fn legend() -> Markup {
+    html! {
+        section #legend {
+            "\n" h2 { "Legend" } "\n"
+            ul.legend {
+                "\n"
+                @for (l, meaning) in LEGEND {
+                    li { span.swatch.{ "o-" (l) } data-legend=(l) { (l) } " " (meaning) }
+                    "\n"
+                }
+            }
+            "\n"
+            p {
+                "A cell is one path, sync and op over every size run: it shows the worst outcome, \
+                how many sizes had it and how many ran (" code { "fail 1/3" } "), and the sizes \
+                by outcome. Rows in italics on a striped ground, their sync marked " code { "*" }
+                ", are " b { "negative controls" } ": a sync the specification requires is left \
+                out, so a " code { "caught" } " stale read shows the check works and a "
+                code { "pass" } " means the driver happened to be coherent. " code { "!" }
+                " and a solid red frame: an outcome that fails the run; " code { "?" } " and a \
+                dashed frame: a known non-pass now passes (update the baseline). A number beside \
+                the outcome is a note below the table with the reasons, the worst error against \
+                its bound and the kernel log; hovering over the cell shows the same."
+            }
+            "\n"
+        }
+        "\n\n"
     }
-    out.push_str(
-        "</ul>\n<p>A cell is one path, sync and op over every size run: it shows the worst \
-         outcome, how many sizes had it and how many ran (<code>fail 1/3</code>), and the sizes \
-         by outcome. Rows in italics on a striped ground, their sync marked <code>*</code>, are \
-         <b>negative controls</b>: a sync the specification requires is left out, so a \
-         <code>caught</code> stale read shows the check works and a <code>pass</code> means the \
-         driver happened to be coherent. <code>!</code> and a solid red frame: an outcome that \
-         fails the run; <code>?</code> and a dashed frame: a known non-pass now passes (update \
-         the baseline). A number beside the outcome is a note below the table with the reasons, \
-         the worst error against its bound and the kernel log; hovering over the cell shows the \
-         same.</p>\n</section>\n\n",
-    );
 }
 
 /// What the Markdown report lists after its matrices: caught stale reads, consistency, broken
 /// vendors, stale baseline entries.
-fn tail_sections(out: &mut String, report: &RunReport) {
-    if report.summary.caught > 0 {
-        let _ = writeln!(
-            out,
-            "<p>{} negative controls caught their stale read (each one's mismatch is in its cell's note).</p>",
-            report.summary.caught
-        );
-    }
-    if report.consistency.groups > 0 {
-        out.push_str("<section>\n<h2>Consistency across identical GPUs</h2>\n<ul>\n");
-        if report.consistency.flagged.is_empty() {
-            out.push_str(
-                "<li>Every case came out the same on GPUs of the same model and driver.</li>\n",
-            );
+fn tail_sections(report: &RunReport) -> Markup {
+    html! {
+        @if report.summary.caught > 0 {
+            p {
+                (report.summary.caught) " negative controls caught their stale read (each one's \
+                mismatch is in its cell's note)."
+            }
+            "\n"
         }
-        for l in report.consistency.lines() {
-            let _ = writeln!(out, "<li class=\"reason\">{}</li>", esc(&l));
+        @if report.consistency.groups > 0 {
+            section {
+                "\n" h2 { "Consistency across identical GPUs" } "\n"
+                ul {
+                    "\n"
+                    @if report.consistency.flagged.is_empty() {
+                        li { "Every case came out the same on GPUs of the same model and driver." }
+                        "\n"
+                    }
+                    @for l in report.consistency.lines() {
+                        li.reason { (shown(&l)) } "\n"
+                    }
+                }
+                "\n"
+            }
+            "\n"
         }
-        out.push_str("</ul>\n</section>\n");
-    }
-    if !report.broken_vendors.is_empty() {
-        out.push_str("<section>\n<h2>Broken OpenCL drivers</h2>\n<p>Vendor libraries that crashed, hung or exited while being probed; every other vendor ran.</p>\n<ul>\n");
-        for v in &report.broken_vendors {
-            let _ = writeln!(out, "<li class=\"reason\">{}</li>", esc(v));
+        @if !report.broken_vendors.is_empty() {
+            section {
+                "\n" h2 { "Broken OpenCL drivers" } "\n"
+                p {
+                    "Vendor libraries that crashed, hung or exited while being probed; every \
+                    other vendor ran."
+                }
+                "\n"
+                ul {
+                    "\n"
+                    @for v in &report.broken_vendors { li.reason { (shown(v)) } "\n" }
+                }
+                "\n"
+            }
+            "\n"
         }
-        out.push_str("</ul>\n</section>\n");
-    }
-    if !report.stale_baseline.is_empty() {
-        let _ = writeln!(
-            out,
-            "<p>{} baseline entries matched no case of the run: {}.</p>",
-            report.stale_baseline.len(),
-            report
-                .stale_baseline
-                .iter()
-                .map(|s| format!("<code>{}</code>", esc(s)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        );
+        @if !report.stale_baseline.is_empty() {
+            p {
+                (report.stale_baseline.len()) " baseline entries matched no case of the run: "
+                @for (i, s) in report.stale_baseline.iter().enumerate() {
+                    @if i > 0 { ", " }
+                    code { (shown(s)) }
+                }
+                "."
+            }
+            "\n"
+        }
     }
 }
 
@@ -635,8 +722,6 @@ fn tail_sections(out: &mut String, report: &RunReport) {
 /// every case that moved, grouped by path, worst movement first, with both sides' reasons.
 /// `old` and `new` name the two files.
 pub fn render_diff_html(d: &RunDiff, old: (&str, &RunReport), new: (&str, &RunReport)) -> String {
-    let mut out = head("clhip diff");
-    out.push_str("<header>\n<h1>clhip diff</h1>\n");
     let side = |(name, r): (&str, &RunReport)| {
         format!(
             "{name}: started {}, clhip {}, seed {}, {} results; {}",
@@ -647,125 +732,145 @@ pub fn render_diff_html(d: &RunDiff, old: (&str, &RunReport), new: (&str, &RunRe
             closing_line(&r.summary)
         )
     };
-    kv_table(
-        &mut out,
-        &[
-            ("old".into(), side(old)),
-            ("new".into(), side(new)),
-            ("moved".into(), summary_line(d)),
-        ],
-    );
-    out.push_str("</header>\n\n<section id=\"fingerprint\">\n<h2>Fingerprint</h2>\n");
-    if d.fingerprint_old.is_empty() && d.fingerprint_new.is_empty() {
-        out.push_str("<p>The same on both sides.</p>\n");
-    } else {
-        out.push_str(
-            "<table class=\"list\">\n<thead><tr><th>run</th><th>line</th></tr></thead>\n<tbody>\n",
-        );
-        for (class, run, lines) in [
-            ("fp-old", "old", &d.fingerprint_old),
-            ("fp-new", "new", &d.fingerprint_new),
-        ] {
-            for l in lines {
-                let _ = writeln!(
-                    out,
-                    "<tr class=\"{class}\"><td>{run}</td><td class=\"reason\">{}</td></tr>",
-                    esc(l)
-                );
+    let runs = [
+        ("old".to_string(), side(old)),
+        ("new".into(), side(new)),
+        ("moved".into(), summary_line(d)),
+    ];
+    let fingerprint_lines = [
+        ("fp-old", "old", &d.fingerprint_old),
+        ("fp-new", "new", &d.fingerprint_new),
+    ];
+    let body = html! {
+        header { "\n" h1 { "clhip diff" } "\n" (kv_table(&runs)) }
+        "\n\n"
+        section #fingerprint {
+            "\n" h2 { "Fingerprint" } "\n"
+            @if d.fingerprint_old.is_empty() && d.fingerprint_new.is_empty() {
+                p { "The same on both sides." } "\n"
+            } @else {
+                table.list {
+                    "\n" thead { tr { th { "run" } th { "line" } } } "\n"
+                    tbody {
+                        "\n"
+                        @for (class, run, lines) in fingerprint_lines {
+                            @for l in lines {
+                                tr class=(class) { td { (run) } td.reason { (shown(l)) } } "\n"
+                            }
+                        }
+                    }
+                    "\n"
+                }
+                "\n"
             }
         }
-        out.push_str("</tbody>\n</table>\n");
-    }
-    out.push_str("</section>\n\n");
-    out.push_str(
-        "<section id=\"legend\">\n<h2>Legend</h2>\n<p>Severity order: pass &lt; skip &lt; \
-         unsupported &lt; fault, crash, timeout &lt; fail. A move up is a <b>regression</b> \
-         (red edge, <code>!</code>), pass -&gt; unsupported (a capability gone) and fault -&gt; \
-         fail (a refusal become silent corruption) included; a move down is a <b>fix</b> (green \
-         edge); a move within a level is a change. A negative control flipping between pass and \
-         a caught stale read is a race, not a finding.</p>\n<ul class=\"legend\">\n",
-    );
-    for (l, meaning) in LEGEND {
-        let _ = writeln!(
-            out,
-            "<li><span class=\"swatch o-{l}\">{l}</span> {meaning}</li>"
-        );
-    }
-    out.push_str("</ul>\n</section>\n\n");
-    for (path, moved) in grouped(d) {
-        let _ = writeln!(
-            out,
-            "<section class=\"path\">\n<h2><code>{}</code></h2>\n<table class=\"list diff\">\n<thead><tr><th></th><th>movement</th><th>case</th><th>old</th><th>new</th></tr></thead>\n<tbody>",
-            esc(&path)
-        );
-        for m in moved {
-            let class = match m.movement {
-                Movement::Regression => "mv-regression",
-                Movement::Fix => "mv-fix",
-                _ => "mv-other",
-            };
-            let _ = write!(
-                out,
-                "<tr class=\"{class}\" data-case=\"{}\"><td>{}</td><td>{}</td><td><code>{}</code></td>",
-                esc(m.id),
-                if m.movement == Movement::Regression {
-                    "!"
-                } else {
-                    ""
-                },
-                m.movement.name(),
-                esc(m.id)
-            );
-            for r in [m.old, m.new] {
-                match r {
-                    None => out.push_str("<td class=\"reason\">-</td>"),
-                    Some(r) => {
-                        let _ = write!(
-                            out,
-                            "<td class=\"reason\"><span class=\"chip o-{}\">{}</span> {}</td>",
-                            label(r),
-                            label(r),
-                            esc(&r.outcome.reason())
-                        );
-                    }
+        "\n\n"
+        section #legend {
+            "\n" h2 { "Legend" } "\n"
+            p {
+                "Severity order: pass < skip < unsupported < fault, crash, timeout < fail. A move \
+                up is a " b { "regression" } " (red edge, " code { "!" } "), pass -> unsupported \
+                (a capability gone) and fault -> fail (a refusal become silent corruption) \
+                included; a move down is a " b { "fix" } " (green edge); a move within a level \
+                is a change. A negative control flipping between pass and a caught stale read is \
+                a race, not a finding."
+            }
+            "\n"
+            ul.legend {
+                "\n"
+                @for (l, meaning) in LEGEND {
+                    li { span.swatch.{ "o-" (l) } { (l) } " " (meaning) } "\n"
                 }
             }
-            out.push_str("</tr>\n");
+            "\n"
         }
-        out.push_str("</tbody>\n</table>\n</section>\n\n");
+        "\n\n"
+        @for (path, moved) in grouped(d) {
+            section.path {
+                "\n" h2 { code { (shown(&path)) } } "\n"
+                table.list.diff {
+                    "\n"
+                    thead { tr { th {} th { "movement" } th { "case" } th { "old" } th { "new" } } }
+                    "\n"
+                    tbody {
+                        "\n"
+                        @for m in moved {
+                            tr class=(movement_class(m.movement)) data-case=(shown(m.id)) {
+                                td { @if m.movement == Movement::Regression { "!" } }
+                                td { (m.movement.name()) }
+                                td { code { (shown(m.id)) } }
+                                @for r in [m.old, m.new] {
+                                    td.reason {
+                                        @match r {
+                                            None => { "-" }
+                                            Some(r) => {
+                                                span.chip.{ "o-" (label(r)) } { (label(r)) }
+                                                " " (shown(&r.outcome.reason()))
+                                            }
+                                        }
+                                    }
+                                }
+                            }
+                            "\n"
+                        }
+                    }
+                    "\n"
+                }
+                "\n"
+            }
+            "\n\n"
+        }
+    };
+    page("clhip diff", body)
+}
+
+fn movement_class(m: Movement) -> &'static str {
+    match m {
+        Movement::Regression => "mv-regression",
+        Movement::Fix => "mv-fix",
+        _ => "mv-other",
     }
-    out.push_str("</body>\n</html>\n");
-    out
 }
 
-fn head(title: &str) -> String {
-    format!(
-        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n<title>{}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n",
-        esc(title)
-    )
-}
-
-fn kv_table(out: &mut String, rows: &[(String, String)]) {
-    out.push_str("<table class=\"kv\">\n");
-    for (k, v) in rows {
-        let _ = writeln!(
-            out,
-            "<tr><th>{}</th><td class=\"reason\">{}</td></tr>",
-            esc(k),
-            esc(v)
-        );
+/// The whole page: its head with the stylesheet, and `body`.
+fn page(title: &str, body: Markup) -> String {
+    html! {
+        (DOCTYPE) "\n"
+        html lang="en" {
+            "\n"
+            head {
+                "\n"
+                meta charset="utf-8"; "\n"
+                meta name="viewport" content="width=device-width, initial-scale=1"; "\n"
+                title { (shown(title)) } "\n"
+                // CSS is not HTML: entities would break it. It is this file's own constant.
+                style { (PreEscaped(STYLE)) } "\n"
+            }
+            "\n"
+            body { "\n" (body) }
+            "\n"
+        }
+        "\n"
     }
-    out.push_str("</table>\n");
+    .into_string()
 }
 
-/// Text for an element's content or a quoted attribute: no markup, no control character.
-fn esc(s: &str) -> String {
-    crate::escape::html_text(s)
+fn kv_table(rows: &[(String, String)]) -> Markup {
+    html! {
+        table.kv {
+            "\n"
+            @for (k, v) in rows {
+                tr { th { (shown(k)) } td.reason { (shown(v)) } } "\n"
+            }
+        }
+        "\n"
+    }
 }
 
-/// An attribute value that keeps its line breaks (a tooltip's lines).
-fn esc_attr(s: &str) -> String {
-    esc(s).replace('\n', "&#10;")
+/// Text from a results file (or a file name) for the template: its control characters shown
+/// as text; the template escapes its markup.
+fn shown(s: &str) -> String {
+    crate::escape::html_template_text(s)
 }
 
 #[cfg(test)]
