@@ -11,6 +11,7 @@ use std::time::SystemTime;
 use clhip::fingerprint::Fingerprint;
 use clhip::model::{Case, ClDeviceRef, Expectation, Op, Outcome, Pair, PathKind, Peer, SyncMode};
 use clhip::report::RunReport;
+use clhip::results::MockAction;
 use clhip::runner::{CaseResult, Work};
 
 /// A screen clear, an OSC 8 hyperlink, a carriage return, a C1 CSI, a bidi override, and HTML.
@@ -176,6 +177,65 @@ fn markdown_and_html_hold_a_drivers_text_as_text() {
             assert!(!page.contains(markup), "{markup}: {}", ran(&o));
         }
         assert_eq!(raw_controls(&o.stdout), Vec::<char>::new(), "{}", ran(&o));
+    }
+}
+
+/// A results file whose case ids are markup: a pair label `<script>…</script>` (its ids, its
+/// matrix's heading, cells and notes) and a mock whose id is a `<script>` element.
+fn run_with_markup_ids() -> RunReport {
+    let mut results = run(false).results;
+    results.push(case(
+        "<script>alert(2)</script>",
+        Op::Fft,
+        Outcome::unsupported("refused"),
+        &[],
+    ));
+    results.push(CaseResult::new(
+        "<script>alert(3)</script>".into(),
+        Work::Mock(MockAction::Fail),
+        Outcome::unsupported("mock"),
+        Expectation::Unbaselined,
+        0.1,
+    ));
+    RunReport::new(
+        7,
+        vec!["clhip".into(), "run".into()],
+        Fingerprint::default(),
+        SystemTime::UNIX_EPOCH,
+        1.0,
+        results,
+    )
+}
+
+#[test]
+fn a_case_id_that_is_markup_is_rendered_inert() {
+    let dir = scratch("case-id");
+    let clean = write(&dir, "clean.json", &run(false));
+    let hostile = write(&dir, "hostile.json", &run_with_markup_ids());
+    let (report, diff, html) = (Path::new("report"), Path::new("diff"), Path::new("--html"));
+    for (args, ids) in [
+        (vec![report, &hostile, html], &["alert(2)", "alert(3)"][..]),
+        (
+            vec![diff, &clean, &hostile, html],
+            &["alert(2)", "alert(3)"][..],
+        ),
+    ] {
+        let o = clhip(&args);
+        assert_ne!(o.status.code(), Some(2), "{}", ran(&o));
+        let page = String::from_utf8_lossy(&o.stdout);
+        for id in ids {
+            // The id is on the page, as text.
+            assert!(
+                page.contains(&format!("&lt;script&gt;{id}&lt;/script&gt;")),
+                "{id}: {}",
+                ran(&o)
+            );
+        }
+        assert!(
+            !page.to_ascii_lowercase().contains("<script"),
+            "{}",
+            ran(&o)
+        );
     }
 }
 
