@@ -874,7 +874,7 @@ pub(super) fn assemble(case: &ReproCase, b: &Body, t: &Target) -> String {
     }
     let (family, index) = super::label_parts(&case.cl_label).unwrap_or(("cl", 0));
     s.push_str(&format!(
-        "\n/* The case; its OpenCL device as clhip labels it (runtimes/opencl.rs family) */\n\
+        "\n/* The case; its OpenCL device as clhip labels it (runtimes/opencl/devices.rs family) */\n\
          static const char *CL_LABEL = {}, *PLATFORM_WORD = {};\nenum {{ CL_INDEX = {index} }};\n{}{}",
         crate::escape::c_string(&case.cl_label),
         crate::escape::c_string(super::platform_word(family).unwrap_or_default()),

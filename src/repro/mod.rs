@@ -150,7 +150,7 @@ impl ReproCase {
 }
 
 /// The word a platform's lower-cased name holds for clhip to give its devices `family`'s labels
-/// (runtimes/opencl.rs `family`); none for `cl`, the family of names no rule knows.
+/// (runtimes/opencl/devices.rs `family`); none for `cl`, the family of names no rule knows.
 fn platform_word(family: &str) -> Option<&'static str> {
     Some(match family {
         "pocl" => "portable computing language",

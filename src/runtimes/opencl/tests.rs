@@ -1,4 +1,6 @@
+use super::session::local_size;
 use super::*;
+use crate::model::CaseError;
 
 #[test]
 fn vendor_list_follows_the_environment() {
