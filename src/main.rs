@@ -9,16 +9,12 @@ use std::time::{Duration, Instant, SystemTime};
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
 
-use clhip::cases::{self, Baseline, Matrix};
+use clhip::cases::{Baseline, Matrix};
 use clhip::expectations::Expectations;
 use clhip::output::{self, Journal, Target};
 use clhip::report::{self, ConsoleReporter, RunReport, RunStatus};
 use clhip::runner::{self, Planned, RunControl, RunOptions, Stopped};
-use clhip::{mock, pairs, probe};
-
-/// The default seed: fixed, so two nightly runs of one build see the same data and a diff of
-/// their matrices is a diff of drivers. Pass --seed to vary it.
-const DEFAULT_SEED: u64 = 0x5EED;
+use clhip::{mock, pairs, plan, probe};
 
 #[derive(Parser)]
 #[command(
@@ -235,7 +231,7 @@ struct InteropArgs {
     #[arg(long, default_value_t = clhip::generate::SEED_LEN, value_parser = parse_pipeline_len)]
     pipeline_len: usize,
     /// The data seed (as `run --seed`): the pipeline's inputs are its conformance case's.
-    #[arg(long, default_value_t = DEFAULT_SEED)]
+    #[arg(long, default_value_t = plan::DEFAULT_SEED)]
     seed: u64,
     /// Time limit per target (one child process) in seconds.
     #[arg(long, default_value_t = 600.0, value_parser = parse_timeout)]
@@ -284,7 +280,7 @@ fn parse_pipeline_len(s: &str) -> Result<usize, String> {
 struct RunArgs {
     /// Globs (`*` wildcard) or substrings of case ids; a filter matching nothing is an error.
     filters: Vec<String>,
-    #[arg(long, default_value_t = DEFAULT_SEED)]
+    #[arg(long, default_value_t = plan::DEFAULT_SEED)]
     seed: u64,
     /// Results file (JSON, versioned, with the driver fingerprint) [default:
     /// reports/latest.json, its directory made if missing; a directory you name must exist].
@@ -588,7 +584,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
             let matrix = load_matrix(cases.as_deref())?;
             let probe = match probe {
                 Some(f) => load_probe(&f)?,
-                None => probe_child(&rocm_path)?,
+                None => plan::probe_machine(&rocm_path)?,
             };
             let known = expectations
                 .as_deref()
@@ -616,7 +612,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
                 }
             }
             let mut text = String::new();
-            for case in planned_cases(&probe, &matrix, &filters, &devices)? {
+            for case in plan::planned_cases(&probe, &matrix, &filters, &devices)? {
                 text.push_str(&case.id());
                 if let Some(rule) = known.as_ref().and_then(|k| k.rule(&case)) {
                     text.push_str(&format!(
@@ -764,17 +760,17 @@ fn real_main() -> anyhow::Result<ExitCode> {
                     spare_workers,
                 },
         } => {
-            let probe = probe_child(&rocm_path)?;
+            let probe = plan::probe_machine(&rocm_path)?;
             let plan: Vec<Planned> =
-                planned_cases(&probe, &Matrix::default_matrix(), &filters, &devices)?
+                plan::planned_cases(&probe, &Matrix::default_matrix(), &filters, &devices)?
                     .into_iter()
                     .map(|c| {
                         let e = Baseline::unbaselined(&c);
-                        plan_item(&probe, c, e)
+                        plan::plan_item(&probe, c, e)
                     })
                     .collect();
             let (exe, _pinned) = pinned_executable()?;
-            let mut opts = RunOptions::new(exe, DEFAULT_SEED);
+            let mut opts = RunOptions::new(exe, plan::DEFAULT_SEED);
             opts.timeout = Duration::from_secs_f64(timeout);
             opts.startup_timeout = opts.timeout;
             // Several installs: each pair's environment names its own.
@@ -806,39 +802,6 @@ enum SpareSetting {
     On,
     Off,
     Both,
-}
-
-/// What a run of `args` sets out to run, `plan` being every case its filters select.
-fn selection<'a>(
-    args: &RunArgs,
-    matrix: &Matrix,
-    plan: impl Iterator<Item = &'a str> + Clone,
-) -> report::Selection {
-    report::Selection {
-        filters: args.filters.clone(),
-        devices: args.devices.clone(),
-        // Debug covers every field of the parsed matrix, and two clhip versions are never
-        // compared: shards of different versions are refused first.
-        matrix: report::Selection::hash(format!("{matrix:?}").as_bytes()),
-        planned: plan.clone().count(),
-        plan: report::Selection::plan_hash(plan),
-        shards: args.partition.into_iter().collect(),
-    }
-}
-
-/// A case as the runner plans it: the environment its worker needs, and the GPU it keeps
-/// busy: its device runtime's, else its OpenCL device. One GPU seen by several ROCm installs
-/// is one GPU: their cases share its workers.
-fn plan_item(probe: &probe::Probe, c: clhip::model::Case, e: clhip::model::Expectation) -> Planned {
-    let env = worker_env(probe, &c.pair);
-    let gpu = match c.pair.peer.api {
-        clhip::model::Api::Host => c.pair.opencl.label.clone(),
-        _ => c.pair.peer.label(),
-    };
-    let mut p = Planned::case(c, e);
-    p.env = env;
-    p.gpu = gpu;
-    p
 }
 
 /// `clhip bench interop`: outputs checked first, then the pairs probed, the targets picked and
@@ -878,7 +841,7 @@ fn bench_interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
         );
     }
 
-    let probe = probe_child(args.rocm_path.as_slice())?;
+    let probe = plan::probe_machine(args.rocm_path.as_slice())?;
     let mut pairs = pairs::from_probe(&probe);
     if !args.devices.is_empty() {
         pairs = pairs::select(&probe, pairs, &args.devices)?;
@@ -900,7 +863,7 @@ fn bench_interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
                     _ => None,
                 });
             interop::Planned {
-                env: worker_env(&probe, &pair),
+                env: plan::worker_env(&probe, &pair),
                 pair,
                 target,
                 max_alloc_bytes,
@@ -993,26 +956,6 @@ fn load_matrix(file: Option<&Path>) -> anyhow::Result<Matrix> {
     })
 }
 
-/// The matrix expanded over the pairs a probe found, filtered.
-fn planned_cases(
-    probe: &probe::Probe,
-    matrix: &Matrix,
-    filters: &[String],
-    devices: &[String],
-) -> anyhow::Result<Vec<clhip::model::Case>> {
-    let mut pairs = pairs::from_probe(probe);
-    if !devices.is_empty() {
-        pairs = pairs::select(probe, pairs, devices)?;
-    }
-    if pairs.is_empty() {
-        bail!(
-            "no OpenCL device found, nothing to pair (OpenCL: {}; see `clhip probe`)",
-            probe.opencl_status
-        );
-    }
-    cases::filter(matrix.expand(&pairs), filters)
-}
-
 fn load_probe(file: &Path) -> anyhow::Result<probe::Probe> {
     let text = clhip::input::read_text("a probe file", file, clhip::input::PROBE_LIMIT)?;
     serde_json::from_str(&text).map_err(|e| {
@@ -1032,105 +975,6 @@ fn probe_exit(p: &probe::Probe) -> ExitCode {
         note(&format!("clhip: broken driver: {v}"));
     }
     ExitCode::from(p.exit_status())
-}
-
-fn probe_child(rocm_paths: &[PathBuf]) -> anyhow::Result<probe::Probe> {
-    let exe = std::env::current_exe().context("locating the clhip binary")?;
-    probe::probe_in_child(&exe, rocm_paths)
-}
-
-/// Why `case` cannot run on its pair's OpenCL device, from what the probe found: a buffer too
-/// big, or an SVM kind the device lacks. The text is the refusal a worker would meet.
-fn decided_by_probe(probe: &probe::Probe, case: &clhip::model::Case) -> Option<String> {
-    too_big_for_device(probe, case).or_else(|| {
-        let dev = probe.cl_device(&case.pair.opencl.label)?;
-        match &dev.svm {
-            probe::Queried::Value(caps) => clhip::paths::svm_refusal(case.path, caps),
-            _ => None,
-        }
-    })
-}
-
-/// Why the device of `case`'s pair cannot hold the case's largest buffer, if it cannot: more
-/// than CL_DEVICE_MAX_MEM_ALLOC_SIZE, or all its buffers more than CL_DEVICE_GLOBAL_MEM_SIZE.
-fn too_big_for_device(probe: &probe::Probe, case: &clhip::model::Case) -> Option<String> {
-    let bytes = cases::case_bytes(case.op, case.n)?;
-    let label = &case.pair.opencl.label;
-    let dev = probe.cl_device(label)?;
-    if let probe::Queried::Value(max) = dev.max_alloc_bytes
-        && bytes.buffer > max
-    {
-        return Some(format!(
-            "a {}-byte buffer is more than {label} can allocate at once (CL_DEVICE_MAX_MEM_ALLOC_SIZE {max})",
-            bytes.buffer
-        ));
-    }
-    if let probe::Queried::Value(total) = dev.global_mem_bytes
-        && bytes.device > total
-    {
-        return Some(format!(
-            "the case's {} bytes of device memory are more than {label} has (CL_DEVICE_GLOBAL_MEM_SIZE {total})",
-            bytes.device
-        ));
-    }
-    None
-}
-
-/// Each pair's GPU as "model, driver": pairs of equal identity are compared for consistency.
-fn gpu_identities(probe: &probe::Probe) -> std::collections::BTreeMap<String, String> {
-    let mut out = std::collections::BTreeMap::new();
-    for pair in pairs::from_probe(probe) {
-        let identity = match pair.peer.api {
-            clhip::model::Api::Host => probe.cl_device(&pair.opencl.label).map(|d| {
-                let driver = match &d.driver_version {
-                    probe::Queried::Value(v) => v.clone(),
-                    _ => String::new(),
-                };
-                format!("OpenCL {}, driver {driver}", d.name)
-            }),
-            api => probe
-                .device_runtimes()
-                .into_iter()
-                .find(|rt| rt.api == api && rt.install.map(|i| &i.label) == pair.install.as_ref())
-                .and_then(|rt| {
-                    // One GPU under two installs is compared across GPUs of one install only.
-                    let d = rt
-                        .status
-                        .devices
-                        .iter()
-                        .find(|d| d.ordinal == pair.peer.ordinal)?;
-                    Some(format!(
-                        "{} {}, driver {}{}",
-                        d.name,
-                        d.arch,
-                        d.driver_version,
-                        rt.install
-                            .map(|i| format!(", {}", i.participant()))
-                            .unwrap_or_default()
-                    ))
-                }),
-        };
-        if let Some(id) = identity {
-            out.insert(pair.id(), id);
-        }
-    }
-    out
-}
-
-/// What a worker for `pair` needs in its environment ([`pairs::worker_env`]: its OpenCL vendor
-/// library alone, its ROCm install where the run has several), and the label the pair's OpenCL
-/// device has in that library.
-fn worker_env(probe: &probe::Probe, pair: &clhip::model::Pair) -> Vec<(String, String)> {
-    let label = &pair.opencl.label;
-    let mut env = pairs::worker_env(probe, pair);
-    let local = probe.cl_device(label).and_then(|d| d.icd_label.clone());
-    if let Some(local) = local {
-        env.push((
-            clhip::ops::OPENCL_LABEL_ENV.to_string(),
-            format!("{label}={local}"),
-        ));
-    }
-    env
 }
 
 /// Where `run` writes its results when no --json is given: the one output directory clhip
@@ -1309,7 +1153,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let outputs = Outputs::check(&args)?;
-    let probe = probe_child(&args.rocm_path)?;
+    let probe = plan::probe_machine(&args.rocm_path)?;
     // Every OpenCL vendor broke in the probe: that is the finding, named, not "no device".
     if args.mock_cases.is_none()
         && pairs::from_probe(&probe).is_empty()
@@ -1330,7 +1174,13 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         report.status = RunStatus::NothingRun {
             why: "every OpenCL vendor broke in the probe".into(),
         };
-        report.selection = Some(selection(&args, &matrix, std::iter::empty()));
+        report.selection = Some(plan::selection(
+            &args.filters,
+            &args.devices,
+            args.partition,
+            &matrix,
+            std::iter::empty(),
+        ));
         outputs.write(&report).result()?;
         return Ok(ExitCode::from(1));
     }
@@ -1360,7 +1210,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             }
             plan
         }
-        None => planned_cases(&probe, &matrix, &args.filters, &args.devices)?
+        None => plan::planned_cases(&probe, &matrix, &args.filters, &args.devices)?
             .into_iter()
             .map(|c| {
                 let e = match (&baseline, &known) {
@@ -1376,13 +1226,19 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
                 if let Some(at) = source {
                     sources.insert(c.id(), at);
                 }
-                plan_item(&probe, c, e)
+                plan::plan_item(&probe, c, e)
             })
             .collect(),
     };
     // The whole plan is recorded before the partition takes this shard's share of it: it is
     // what tells shards of one run from strangers, and a merge of every shard from part of one.
-    let selection = selection(&args, &matrix, plan.iter().map(|p| p.id.as_str()));
+    let selection = plan::selection(
+        &args.filters,
+        &args.devices,
+        args.partition,
+        &matrix,
+        plan.iter().map(|p| p.id.as_str()),
+    );
     let plan: Vec<Planned> = plan
         .into_iter()
         .filter(|p| args.partition.is_none_or(|part| part.contains(&p.id)))
@@ -1412,23 +1268,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .collect();
     // A case whose buffer the device cannot allocate at all is decided here, from the probe,
     // with the same refusal a worker would meet, and costs no worker.
-    let (plan, decided): (Vec<Planned>, Vec<runner::CaseResult>) = {
-        let mut run = Vec::new();
-        let mut decided = Vec::new();
-        for p in plan {
-            match p.work.case().and_then(|c| decided_by_probe(&probe, c)) {
-                Some(reason) => decided.push(runner::CaseResult::new(
-                    p.id.clone(),
-                    p.work.clone(),
-                    clhip::model::Outcome::unsupported(reason),
-                    p.expectation,
-                    0.0,
-                )),
-                None => run.push(p),
-            }
-        }
-        (run, decided)
-    };
+    let (plan, decided) = plan::decide_by_probe(&probe, plan);
     // A plant that reaches no case that runs leaves a clean run, which the caller would read
     // as a check that caught nothing: the same rule as the run's own filters.
     if !args.plant_only.is_empty() {
@@ -1535,7 +1375,7 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     report.stale_baseline.extend(stale_expectations);
     report.broken_vendors = broken_vendors;
     report.selection = Some(selection);
-    report.consistency = clhip::consistency::check(&report.results, &gpu_identities(&probe));
+    report.consistency = clhip::consistency::check(&report.results, &plan::gpu_identities(&probe));
     for line in report.consistency.lines() {
         note(&format!("clhip: {line}"));
     }
@@ -1625,7 +1465,7 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
             r.seed
         ),
         (Some((_, r)), _) => r.seed,
-        (None, s) => s.unwrap_or(DEFAULT_SEED),
+        (None, s) => s.unwrap_or(plan::DEFAULT_SEED),
     };
     let mut header = Header {
         seed,
@@ -1653,7 +1493,7 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
     let mut emit_case = case.clone();
     let mut emit_data = DataKind::Seeded;
     if needs_workers {
-        let probe = probe_child(args.rocm_path.as_slice())?;
+        let probe = plan::probe_machine(args.rocm_path.as_slice())?;
         if from.is_none() {
             header.fingerprint = repro::pair_fingerprint(&probe.fingerprint().lines(), &case);
             header.fingerprint_from = "probed on this machine".into();
@@ -1679,7 +1519,7 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
             opts.worker_args
                 .extend(["--rocm-path".to_string(), p.display().to_string()]);
         }
-        let env = worker_env(&probe, &pair);
+        let env = plan::worker_env(&probe, &pair);
         // Runs repro cases, each on its data, through the workers, as `run` does, and returns
         // their outcomes in order.
         let mut run_cases = |cases: &[(ReproCase, DataKind)]| -> anyhow::Result<Vec<Outcome>> {
