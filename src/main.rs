@@ -4,7 +4,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, bail};
 use clap::{Parser, Subcommand};
@@ -12,8 +12,9 @@ use clap::{Parser, Subcommand};
 use clhip::cases::{Baseline, Matrix};
 use clhip::expectations::Expectations;
 use clhip::output::{self, Journal, Target};
+use clhip::plan::{RunOptionsBuilder, WorkerExe};
 use clhip::report::{self, ConsoleReporter, RunReport, RunStatus};
-use clhip::runner::{self, Planned, RunControl, RunOptions, Stopped};
+use clhip::runner::{self, Planned, RunControl, Stopped};
 use clhip::{mock, pairs, plan, probe};
 
 #[derive(Parser)]
@@ -769,15 +770,10 @@ fn real_main() -> anyhow::Result<ExitCode> {
                         plan::plan_item(&probe, c, e)
                     })
                     .collect();
-            let (exe, _pinned) = pinned_executable()?;
-            let mut opts = RunOptions::new(exe, plan::DEFAULT_SEED);
-            opts.timeout = Duration::from_secs_f64(timeout);
-            opts.startup_timeout = opts.timeout;
-            // Several installs: each pair's environment names its own.
-            if let [one] = &rocm_path[..] {
-                opts.worker_args
-                    .extend(["--rocm-path".to_string(), one.display().to_string()]);
-            }
+            let exe = WorkerExe::pin()?;
+            let opts = RunOptionsBuilder::new(&exe, plan::DEFAULT_SEED, timeout)
+                .rocm_paths(&rocm_path)
+                .build();
             let jobs: Vec<usize> = jobs.iter().map(|&j| usize::from(j)).collect();
             let spares: &[bool] = match spare_workers {
                 SpareSetting::On => &[true],
@@ -878,9 +874,9 @@ fn bench_interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
         seed: args.seed,
         timeout_s: args.timeout,
     };
-    let (exe, _pinned) = pinned_executable()?;
+    let exe = WorkerExe::pin()?;
     let opts = interop::Options {
-        exe,
+        exe: exe.path().to_path_buf(),
         settings: settings.clone(),
         rocm_path: args.rocm_path.clone(),
         plant: args.plant,
@@ -1124,24 +1120,6 @@ fn check_expectations(
     Ok(stale)
 }
 
-/// The executable workers start from: this one, held open for the whole run, so that a
-/// rebuild that replaces the file on disk mid-run (`cargo build`) cannot change or remove it.
-/// The path `/proc/self/fd/N` names the open file in each child, which inherits it.
-fn pinned_executable() -> anyhow::Result<(PathBuf, Option<std::fs::File>)> {
-    let exe = std::env::current_exe().context("locating the clhip binary to start workers")?;
-    match std::fs::File::open(&exe) {
-        Ok(file) => {
-            use std::os::fd::AsRawFd as _;
-            let pinned = PathBuf::from(format!("/proc/self/fd/{}", file.as_raw_fd()));
-            if pinned.exists() {
-                return Ok((pinned, Some(file)));
-            }
-            Ok((exe, None))
-        }
-        Err(_) => Ok((exe, None)),
-    }
-}
-
 fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let started = SystemTime::now();
     let clock = Instant::now();
@@ -1285,32 +1263,17 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     }
     let broken_vendors = probe.broken_vendors();
     let fingerprint = probe.fingerprint();
-    let (exe, _pinned) = pinned_executable()?;
-    let mut opts = RunOptions::new(exe, args.seed);
-    opts.timeout = Duration::from_secs_f64(args.timeout);
-    // A worker's start (runtime init, kernel builds) is held to the case limit too: a fixed
-    // allowance would let a stopped worker outlast a short --timeout.
-    opts.startup_timeout = opts.timeout;
-    opts.cases_per_worker = args.cases_per_worker as usize;
-    opts.jobs = usize::from(args.jobs);
-    opts.retries = args.retries;
-    opts.spare_workers = args.spare_workers;
-    // Several installs: each pair's environment names its own.
-    if let [one] = &args.rocm_path[..] {
-        opts.worker_args
-            .extend(["--rocm-path".to_string(), one.display().to_string()]);
-    }
-    if let Some(p) = args.plant {
-        let name = serde_json::to_value(p)?;
-        opts.worker_args.extend([
-            "--plant".to_string(),
-            name.as_str().unwrap_or_default().to_string(),
-        ]);
-        if !args.plant_only.is_empty() {
-            opts.worker_args
-                .extend(["--plant-only".to_string(), args.plant_only.join(",")]);
-        }
-    }
+    let exe = WorkerExe::pin()?;
+    let opts = RunOptionsBuilder::new(&exe, args.seed, args.timeout)
+        .workers(
+            args.cases_per_worker as usize,
+            usize::from(args.jobs),
+            args.spare_workers,
+        )
+        .retries(args.retries)
+        .rocm_paths(&args.rocm_path)
+        .plant(args.plant, &args.plant_only)?
+        .build();
     handle_signals(opts.control.clone())?;
 
     let command: Vec<String> = std::env::args().collect();
@@ -1511,14 +1474,10 @@ fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
                 }
             );
         };
-        let (exe, _pinned) = pinned_executable()?;
-        let mut opts = RunOptions::new(exe, seed);
-        opts.timeout = Duration::from_secs_f64(args.timeout);
-        opts.startup_timeout = opts.timeout;
-        if let Some(p) = &args.rocm_path {
-            opts.worker_args
-                .extend(["--rocm-path".to_string(), p.display().to_string()]);
-        }
+        let exe = WorkerExe::pin()?;
+        let opts = RunOptionsBuilder::new(&exe, seed, args.timeout)
+            .rocm_paths(args.rocm_path.as_slice())
+            .build();
         let env = plan::worker_env(&probe, &pair);
         // Runs repro cases, each on its data, through the workers, as `run` does, and returns
         // their outcomes in order.

@@ -203,3 +203,63 @@ fn each_gpu_is_named_by_model_and_driver() {
     assert!(cuda.contains("H200") && cuda.contains("driver"), "{cuda}");
     assert!(ids["pocl0+host"].starts_with("OpenCL "), "{ids:?}");
 }
+
+#[test]
+fn workers_are_held_to_the_case_limit_from_their_start_and_get_the_one_install() {
+    let exe = WorkerExe::pin().unwrap();
+    let args = |o: &crate::runner::RunOptions| {
+        o.worker_args[crate::runner::worker_args(7).len()..].to_vec()
+    };
+    let one = RunOptionsBuilder::new(&exe, 7, 2.5)
+        .rocm_paths(&["/opt/rocm-6.3.2".into()])
+        .build();
+    assert_eq!(one.seed, 7);
+    assert_eq!(one.worker_exe, exe.path());
+    assert_eq!(one.timeout, std::time::Duration::from_millis(2500));
+    assert_eq!(one.startup_timeout, one.timeout);
+    assert_eq!(args(&one), ["--rocm-path", "/opt/rocm-6.3.2"]);
+    // Several installs: each pair's environment names its own, no worker argument does.
+    let two = RunOptionsBuilder::new(&exe, 7, 2.5)
+        .rocm_paths(&["/opt/a".into(), "/opt/b".into()])
+        .build();
+    assert!(args(&two).is_empty(), "{:?}", two.worker_args);
+}
+
+#[test]
+fn a_plant_reaches_the_workers_with_the_cases_it_is_limited_to() {
+    let exe = WorkerExe::pin().unwrap();
+    let tail = |o: crate::runner::RunOptions| {
+        o.worker_args[crate::runner::worker_args(1).len()..].join(" ")
+    };
+    let build = |plant, only: &[String]| {
+        RunOptionsBuilder::new(&exe, 1, 1.0)
+            .plant(plant, only)
+            .unwrap()
+            .build()
+    };
+    assert_eq!(tail(build(None, &["x".into()])), "");
+    assert_eq!(
+        tail(build(Some(crate::ops::Plant::SkipSync), &[])),
+        "--plant skip-sync"
+    );
+    assert_eq!(
+        tail(build(
+            Some(crate::ops::Plant::FlipElement),
+            &["a".into(), "b*".into()]
+        )),
+        "--plant flip-element --plant-only a,b*"
+    );
+    let batched = RunOptionsBuilder::new(&exe, 1, 1.0)
+        .workers(8, 4, true)
+        .retries(3)
+        .build();
+    assert_eq!(
+        (
+            batched.cases_per_worker,
+            batched.jobs,
+            batched.spare_workers,
+            batched.retries
+        ),
+        (8, 4, true, 3)
+    );
+}
