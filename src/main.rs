@@ -1394,183 +1394,24 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     })
 }
 
-/// `clhip repro`: check the case and the plant first (no run for an id the generator cannot
-/// emit), learn the outcome (the results file's, or a run here), shrink through the workers,
-/// then write the reproducer.
+/// `clhip repro`: the reproducer made and written ([`clhip::repro::make`]).
 fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
-    use clhip::generate::DataKind;
-    use clhip::model::{Outcome, OutcomeKind};
-    use clhip::repro::{self, Header, ReproCase};
-    let case = ReproCase::parse(&args.case)?;
-    repro::check_covered(&case)?;
-    if let Some(p) = args.plant
-        && p != clhip::ops::Plant::SkipSync
-    {
-        bail!("--plant: only skip-sync has a reproducer, not {p:?}");
-    }
-    // Before any run: a directory that cannot take the reproducer, or holds the user's own
-    // README.md, must not cost a shrink.
-    let out_dir = output::check_dir("-o", &args.output, &repro::FILES)?;
-    let mut ins: Vec<(&str, &Path)> = Vec::new();
-    ins.extend(args.from.as_deref().map(|p| ("--from", p)));
-    ins.extend(args.rocm_path.as_deref().map(|p| ("--rocm-path", p)));
-    let outs: Vec<(&str, &Target)> = out_dir.files.iter().map(|t| ("-o", t)).collect();
-    output::refuse_collisions(&outs, &ins)?;
-    let from = args
-        .from
-        .as_deref()
-        .map(|f| report::load(f).map(|l| (f, l.report)))
-        .transpose()?;
-    let seed = match (&from, args.seed) {
-        (Some((f, r)), Some(s)) if r.seed != s => bail!(
-            "--seed {s}, but {} was run with seed {}: its outcome is for that seed's data",
-            f.display(),
-            r.seed
-        ),
-        (Some((_, r)), _) => r.seed,
-        (None, s) => s.unwrap_or(plan::DEFAULT_SEED),
+    let request = clhip::repro::Request {
+        case: args.case,
+        seed: args.seed,
+        output: args.output,
+        from: args.from,
+        no_shrink: args.no_shrink,
+        plant: args.plant,
+        timeout_s: args.timeout,
+        rocm_path: args.rocm_path,
     };
-    let mut header = Header {
-        seed,
-        ..Header::default()
-    };
-    let mut seen: Option<Outcome> = None;
-    if let Some((f, r)) = &from {
-        let id = case.to_string();
-        let found = r.results.iter().find(|x| x.id == id).with_context(|| {
-            format!(
-                "{}: no result for case `{id}` in this results file",
-                f.display()
-            )
-        })?;
-        seen = Some(found.outcome.clone());
-        header.seen_from = format!("{}", f.display());
-        header.fingerprint = repro::pair_fingerprint(&r.fingerprint.lines(), &case);
-        header.fingerprint_from = format!("the results file {}", f.display());
-    }
-    // Workers run the case when no file says its outcome, and shrink anything but a pass.
-    let seen_pass = seen
-        .as_ref()
-        .is_some_and(|o| o.kind() == clhip::model::OutcomeKind::Pass);
-    let needs_workers = seen.is_none() || !(args.no_shrink || seen_pass);
-    let mut emit_case = case.clone();
-    let mut emit_data = DataKind::Seeded;
-    if needs_workers {
-        let probe = plan::probe_machine(args.rocm_path.as_slice())?;
-        if from.is_none() {
-            header.fingerprint = repro::pair_fingerprint(&probe.fingerprint().lines(), &case);
-            header.fingerprint_from = "probed on this machine".into();
-        }
-        let pairs = pairs::from_probe(&probe);
-        let Some(pair) = pairs.iter().find(|p| p.id() == case.pair_id()).cloned() else {
-            let found: Vec<String> = pairs.iter().map(|p| p.id()).collect();
-            bail!(
-                "pair {} is not on this machine (pairs found: {}); give --from RUN.json --no-shrink to emit the reproducer without running it",
-                case.pair_id(),
-                if found.is_empty() {
-                    "none".into()
-                } else {
-                    found.join(", ")
-                }
-            );
-        };
-        let exe = WorkerExe::pin()?;
-        let opts = RunOptionsBuilder::new(&exe, seed, args.timeout)
-            .rocm_paths(args.rocm_path.as_slice())
-            .build();
-        let env = plan::worker_env(&probe, &pair);
-        // Runs repro cases, each on its data, through the workers, as `run` does, and returns
-        // their outcomes in order.
-        let mut run_cases = |cases: &[(ReproCase, DataKind)]| -> anyhow::Result<Vec<Outcome>> {
-            let plan: Vec<Planned> = cases
-                .iter()
-                .map(|(c, data)| {
-                    let real = clhip::model::Case {
-                        pair: pair.clone(),
-                        path: c.path,
-                        sync: c.sync,
-                        op: c.op,
-                        n: c.n,
-                    };
-                    let e = Baseline::unbaselined(&real);
-                    let mut p = Planned::case(real, e);
-                    p.env = env.clone();
-                    if !data.is_seeded() {
-                        // One plan may hold a case on several data: each its own id.
-                        p.id = format!("{} data={data}", p.id);
-                        p.data = *data;
-                    }
-                    p
-                })
-                .collect();
-            let ids: Vec<String> = plan.iter().map(|p| p.id.clone()).collect();
-            note(&format!("clhip: running {}", ids.join(", ")));
-            let end = runner::run(plan, &opts, &mut |_| {})?;
-            ids.iter()
-                .map(|id| {
-                    end.results
-                        .iter()
-                        .find(|r| &r.id == id)
-                        .map(|r| r.outcome.clone())
-                        .with_context(|| format!("no result came back for {id}"))
-                })
-                .collect()
-        };
-        let outcome = match seen.clone() {
-            Some(o) => o,
-            None => {
-                let o = run_cases(&[(case.clone(), DataKind::Seeded)])?.remove(0);
-                header.seen_from = "a run of this build on this machine".into();
-                seen = Some(o.clone());
-                o
-            }
-        };
-        let kind = outcome.kind();
-        if args.no_shrink {
-            header.shrink = "not shrunk (--no-shrink)".into();
-            header.data = "not simplified (--no-shrink)".into();
-        } else if kind == OutcomeKind::Pass {
-            header.shrink = format!("not shrunk: clhip saw a pass at n={}", case.n);
-            header.data = "not simplified: clhip saw a pass".into();
-        } else {
-            let shrunk = repro::shrink(&case, kind, outcome, &mut run_cases)?;
-            header.shrink = shrunk.note(case.n, kind);
-            if shrunk.case.n != case.n {
-                header.seen_from = format!(
-                    "{} at n={}; at n={} through clhip's workers here",
-                    header.seen_from, case.n, shrunk.case.n
-                );
-                seen = Some(shrunk.outcome.clone());
-            }
-            emit_case = shrunk.case;
-            // Wrong data may hang on the data: simpler inputs that still fail read better.
-            if kind != OutcomeKind::Fail {
-                header.data = format!("not simplified: clhip saw `{kind}`, not wrong data");
-            } else if repro::has_data(case.op) {
-                let simpler = repro::simplify_data(&emit_case, kind, &mut run_cases)?;
-                header.data = simpler.note(kind);
-                if let Some(o) = simpler.outcome {
-                    header.seen_from =
-                        format!("{}; on {} data here", header.seen_from, simpler.kind);
-                    seen = Some(o);
-                }
-                emit_data = simpler.kind;
-            }
-        }
-    } else if args.no_shrink {
-        header.shrink = "not shrunk (--no-shrink)".into();
-        header.data = "not simplified (--no-shrink)".into();
-    } else {
-        header.shrink = format!("not shrunk: clhip saw a pass at n={}", case.n);
-        header.data = "not simplified: clhip saw a pass".into();
-    }
-    header.seen = seen.map(|o| (o.kind(), o.reason()));
-    let reproducer = repro::generate(&emit_case, emit_data, &header, args.plant)?;
-    reproducer.write_to(&out_dir)?;
+    let made = clhip::repro::make(&request, &mut |line| note(line))?;
     note(&format!(
-        "clhip: wrote the reproducer of {emit_case} ({} data) to {} (repro.c, build.sh, README.md)",
-        emit_data,
-        args.output.display()
+        "clhip: wrote the reproducer of {} ({} data) to {} (repro.c, build.sh, README.md)",
+        made.case,
+        made.data,
+        request.output.display()
     ));
     Ok(ExitCode::SUCCESS)
 }
