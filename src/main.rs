@@ -1,9 +1,10 @@
 //! The `clhip` command line: probe, list, run, report, bench, and the hidden worker.
 
+mod commands;
+
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
 use std::time::{Instant, SystemTime};
 
 use anyhow::{Context, bail};
@@ -11,11 +12,17 @@ use clap::{Parser, Subcommand};
 
 use clhip::cases::{Baseline, Matrix};
 use clhip::expectations::Expectations;
-use clhip::output::{self, Journal, Target};
+use clhip::output::{self, Journal};
 use clhip::plan::{RunOptionsBuilder, WorkerExe};
 use clhip::report::{self, ConsoleReporter, RunReport, RunStatus};
-use clhip::runner::{self, Planned, RunControl, Stopped};
+use clhip::runner::{self, Planned, Stopped};
 use clhip::{mock, pairs, plan, probe};
+
+use commands::outputs::{
+    Outputs, Stdout, Written, checked_output, emit, write_quietly_on_closed_pipe,
+};
+use commands::signals::handle_signals;
+use commands::{check_expectations, existing_dir, load_matrix, note, parse_timeout};
 
 #[derive(Parser)]
 #[command(
@@ -391,32 +398,6 @@ struct ReproArgs {
     rocm_path: Option<PathBuf>,
 }
 
-/// Longest per-case limit: a week is already more than any nightly job waits.
-const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
-/// Shortest: a worker takes longer than this to start, so less would only time out the harness.
-const MIN_TIMEOUT_S: f64 = 0.1;
-
-fn parse_timeout(s: &str) -> Result<f64, String> {
-    let t: f64 = s
-        .parse()
-        .map_err(|e| format!("`{s}` is not a number of seconds: {e}"))?;
-    if !(MIN_TIMEOUT_S..=MAX_TIMEOUT_S).contains(&t) {
-        return Err(format!(
-            "`{s}`: a time limit must be at least {MIN_TIMEOUT_S} s and at most {MAX_TIMEOUT_S} s (a week)"
-        ));
-    }
-    Ok(t)
-}
-
-fn existing_dir(s: &str) -> Result<PathBuf, String> {
-    let p = PathBuf::from(s);
-    match std::fs::metadata(&p) {
-        Ok(m) if m.is_dir() => Ok(p),
-        Ok(_) => Err(format!("{s}: not a directory")),
-        Err(e) => Err(format!("{s}: {e}")),
-    }
-}
-
 fn main() -> ExitCode {
     match real_main() {
         Ok(code) => code,
@@ -431,65 +412,6 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
-}
-
-/// Standard output that a closed pipe ends quietly (`clhip list | head`) and any other write
-/// error (`> /dev/full`) turns into an error: never a panic, never a silent exit 0.
-struct Stdout {
-    closed: bool,
-}
-
-impl Stdout {
-    fn new() -> Self {
-        Stdout { closed: false }
-    }
-
-    fn write(&mut self, text: &str) -> anyhow::Result<()> {
-        if self.closed {
-            return Ok(());
-        }
-        let mut out = std::io::stdout().lock();
-        self.closed = !write_quietly_on_closed_pipe(&mut out, text)?;
-        Ok(())
-    }
-}
-
-/// Writes `text` to `out`: `Ok(false)` if the reader has gone (a closed pipe ends the output
-/// quietly), an error for any other failure (a full disk must not look like success).
-fn write_quietly_on_closed_pipe(out: &mut impl std::io::Write, text: &str) -> anyhow::Result<bool> {
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => Ok(true),
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => Ok(false),
-        Err(e) => Err(e).context("writing to standard output"),
-    }
-}
-
-/// `-o PATH` of `report` and `diff`, checked before anything is read: never one of the inputs.
-fn checked_output(
-    output: Option<&Path>,
-    inputs: &[(&str, &PathBuf)],
-) -> anyhow::Result<Option<Target>> {
-    let Some(path) = output else {
-        return Ok(None);
-    };
-    let target = output::check("-o", path)?;
-    let inputs: Vec<(&str, &Path)> = inputs.iter().map(|(w, p)| (*w, p.as_path())).collect();
-    output::refuse_collisions(&[("-o", &target)], &inputs)?;
-    Ok(Some(target))
-}
-
-/// A rendering to its `-o` file, else to standard output.
-fn emit(text: &str, target: Option<&Target>) -> anyhow::Result<()> {
-    match target {
-        Some(t) => output::write(t, text.as_bytes()),
-        None => Stdout::new().write(text),
-    }
-}
-
-/// A line on stderr, its control characters (a driver's, a file's) shown as text; a stderr
-/// that cannot take it is no reason to fail.
-fn note(line: &str) {
-    let _ = writeln!(std::io::stderr(), "{}", clhip::escape::terminal_line(line));
 }
 
 /// The command line parsed. `--help` and `--version` are printed here, not by clap's exit, so
@@ -945,13 +867,6 @@ fn bench_interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn load_matrix(file: Option<&Path>) -> anyhow::Result<Matrix> {
-    Ok(match file {
-        Some(f) => Matrix::load(f)?,
-        None => Matrix::default_matrix(),
-    })
-}
-
 fn load_probe(file: &Path) -> anyhow::Result<probe::Probe> {
     let text = clhip::input::read_text("a probe file", file, clhip::input::PROBE_LIMIT)?;
     serde_json::from_str(&text).map_err(|e| {
@@ -973,153 +888,6 @@ fn probe_exit(p: &probe::Probe) -> ExitCode {
     ExitCode::from(p.exit_status())
 }
 
-/// Where `run` writes its results when no --json is given: the one output directory clhip
-/// makes unasked.
-const DEFAULT_JSON: &str = "reports/latest.json";
-
-/// The outputs a run writes, checked before anything runs.
-struct Outputs {
-    json: Target,
-    junit: Option<Target>,
-    markdown: Option<Target>,
-}
-
-impl Outputs {
-    fn check(args: &RunArgs) -> anyhow::Result<Self> {
-        let json = match &args.json {
-            Some(p) => output::check("--json", p)?,
-            None => {
-                output::check_with("--json", Path::new(DEFAULT_JSON), output::Parent::MayCreate)?
-            }
-        };
-        let junit = output::check_given("--junit", args.junit.as_deref())?;
-        let markdown = output::check_given("--markdown", args.markdown.as_deref())?;
-        let journal = json.journal_target();
-        let mut outs = vec![("--json", &json)];
-        outs.extend(journal.iter().map(|t| ("the journal of --json", t)));
-        outs.extend(junit.iter().map(|t| ("--junit", t)));
-        outs.extend(markdown.iter().map(|t| ("--markdown", t)));
-        let mut ins: Vec<(&str, &Path)> = Vec::new();
-        ins.extend(args.cases.as_deref().map(|p| ("--cases", p)));
-        ins.extend(args.baseline.as_deref().map(|p| ("--baseline", p)));
-        ins.extend(args.expectations.as_deref().map(|p| ("--expectations", p)));
-        ins.extend(args.rocm_path.iter().map(|p| ("--rocm-path", p.as_path())));
-        output::refuse_collisions(&outs, &ins)?;
-        Ok(Outputs {
-            json,
-            junit,
-            markdown,
-        })
-    }
-
-    /// Writes every output, whatever happened to the others. A failed --json is marked apart:
-    /// the journal then holds the results and must stay.
-    fn write(&self, report: &RunReport) -> Written {
-        let mut written = Written::default();
-        let json_ok = written.record("--json", &self.json, report::write_json(report, &self.json));
-        if let Some(t) = &self.junit {
-            written.record("--junit", t, report::write_junit(report, t));
-        }
-        if let Some(t) = &self.markdown {
-            let text = report::render_markdown(report);
-            written.record("--markdown", t, output::write(t, text.as_bytes()));
-        }
-        written.json_failed = !json_ok;
-        written
-    }
-}
-
-/// What became of a command's outputs: each written, or said on stderr why not.
-#[derive(Default)]
-struct Written {
-    failed: Vec<String>,
-    json_failed: bool,
-}
-
-impl Written {
-    /// Says what became of one output; true if it was written.
-    fn record(&mut self, what: &str, t: &Target, result: anyhow::Result<()>) -> bool {
-        match result {
-            Ok(()) => {
-                note(&format!("clhip: wrote {}", t.given.display()));
-                true
-            }
-            Err(e) => {
-                note(&format!(
-                    "clhip: error: {what} {}: not written: {e:#}",
-                    t.given.display()
-                ));
-                self.failed.push(format!("{what} {}", t.given.display()));
-                false
-            }
-        }
-    }
-
-    /// An error naming every output that was not written.
-    fn result(&self) -> anyhow::Result<()> {
-        if self.failed.is_empty() {
-            Ok(())
-        } else {
-            bail!("not written: {}", self.failed.join(", "))
-        }
-    }
-}
-
-/// Ctrl-C and SIGTERM stop the run (a second one ends the process at once); Ctrl-Z stops the
-/// workers with the runner, and SIGCONT continues both, the time stopped counting against no
-/// case. Workers lead their own process groups, so the terminal's signals reach them only
-/// through here.
-fn handle_signals(control: Arc<RunControl>) -> anyhow::Result<()> {
-    use signal_hook::consts::{SIGCONT, SIGHUP, SIGINT, SIGTERM, SIGTSTP};
-    // SIGHUP (a closed ssh session) ends the run as Ctrl-C does: the results are written.
-    let mut signals =
-        signal_hook::iterator::Signals::new([SIGINT, SIGTERM, SIGHUP, SIGTSTP, SIGCONT])
-            .context("installing signal handlers")?;
-    std::thread::Builder::new()
-        .name("clhip-signals".into())
-        .spawn(move || {
-            for sig in signals.forever() {
-                match sig {
-                    SIGINT | SIGTERM | SIGHUP if control.is_interrupted() => {
-                        note("clhip: interrupted again: exiting now; the journal keeps what finished");
-                        std::process::exit(130);
-                    }
-                    SIGINT | SIGTERM | SIGHUP => {
-                        note("clhip: interrupted: stopping the workers and writing what finished (again to exit at once)");
-                        control.interrupt();
-                    }
-                    SIGTSTP => {
-                        control.pause();
-                        let _ = signal_hook::low_level::emulate_default_handler(SIGTSTP);
-                    }
-                    SIGCONT => control.resume(),
-                    _ => {}
-                }
-            }
-        })
-        .context("starting the signal thread")?;
-    Ok(())
-}
-
-/// Refuses expectation rules that disagree about a case of the matrix on this machine, and
-/// warns about each glob that matches none; returns those globs (`file:line `glob``).
-fn check_expectations(
-    known: &Expectations,
-    matrix: &Matrix,
-    probe: &probe::Probe,
-) -> anyhow::Result<Vec<String>> {
-    let every_case = matrix.expand(&pairs::from_probe(probe));
-    let stale = known
-        .check(&every_case)
-        .with_context(|| format!("--expectations {}", known.from.display()))?;
-    for s in &stale {
-        note(&format!(
-            "clhip: warning: expectation {s} matches no case of this matrix on this machine"
-        ));
-    }
-    Ok(stale)
-}
-
 fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let started = SystemTime::now();
     let clock = Instant::now();
@@ -1130,7 +898,17 @@ fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(f) => Some(Baseline::load(f)?),
         None => None,
     };
-    let outputs = Outputs::check(&args)?;
+    let mut ins: Vec<(&str, &Path)> = Vec::new();
+    ins.extend(args.cases.as_deref().map(|p| ("--cases", p)));
+    ins.extend(args.baseline.as_deref().map(|p| ("--baseline", p)));
+    ins.extend(args.expectations.as_deref().map(|p| ("--expectations", p)));
+    ins.extend(args.rocm_path.iter().map(|p| ("--rocm-path", p.as_path())));
+    let outputs = Outputs::check(
+        args.json.as_deref(),
+        args.junit.as_deref(),
+        args.markdown.as_deref(),
+        &ins,
+    )?;
     let probe = plan::probe_machine(&args.rocm_path)?;
     // Every OpenCL vendor broke in the probe: that is the finding, named, not "no device".
     if args.mock_cases.is_none()
