@@ -18,11 +18,10 @@ use clhip::report::{self, ConsoleReporter, RunReport, RunStatus};
 use clhip::runner::{self, Planned, Stopped};
 use clhip::{mock, pairs, plan, probe};
 
-use commands::outputs::{
-    Outputs, Stdout, Written, checked_output, emit, write_quietly_on_closed_pipe,
-};
+use commands::outputs::{Outputs, Stdout, Written};
 use commands::signals::handle_signals;
 use commands::{check_expectations, existing_dir, load_matrix, note, parse_timeout};
+use commands::{diff, list, merge, probe as probe_cmd, report as report_cmd};
 
 #[derive(Parser)]
 #[command(
@@ -39,93 +38,24 @@ struct Cli {
 enum Cmd {
     /// List OpenCL platforms and devices with what interop depends on, and the HIP and CUDA
     /// runtimes found (or why not).
-    Probe {
-        #[arg(long)]
-        json: bool,
-        /// A ROCm install to load HIP from, searched alone (default: $ROCM_PATH, /opt/rocm,
-        /// /opt/rocm-*, the loader path). Repeat it for several installs: each is probed in a
-        /// process of its own and shown as `hip@<version>`.
-        #[arg(long, value_parser = existing_dir)]
-        rocm_path: Vec<PathBuf>,
-    },
+    Probe(probe_cmd::ProbeArgs),
     /// List the ids of the cases `run` would execute.
-    List {
-        /// Globs (`*` wildcard) or substrings of case ids.
-        filters: Vec<String>,
-        /// Case matrix file (default: the built-in cases/default.toml).
-        #[arg(long)]
-        cases: Option<PathBuf>,
-        /// List for a saved `probe --json` of another machine instead of this one: what a
-        /// runner there would execute.
-        #[arg(long, conflicts_with = "rocm_path")]
-        probe: Option<PathBuf>,
-        /// The ROCm installs whose HIP devices to pair (as `run --rocm-path`, repeatable).
-        #[arg(long, value_parser = existing_dir)]
-        rocm_path: Vec<PathBuf>,
-        /// Show each case's expectation from these expectation files (a file or directory),
-        /// picked by the probe's fingerprint.
-        #[arg(long)]
-        expectations: Option<PathBuf>,
-        /// Only the pairs of these GPUs, as `run --devices`.
-        #[arg(long, value_delimiter = ',')]
-        devices: Vec<String>,
-    },
+    List(list::ListArgs),
     /// Run the case matrix over every pair found and print the support matrix.
     Run(RunArgs),
     /// Render a saved results file: the matrix, Markdown or HTML for reports/, or a baseline.
-    Report {
-        file: PathBuf,
-        #[arg(long)]
-        markdown: bool,
-        /// The matrix as one self-contained HTML page: colour per outcome, and per cell the
-        /// reasons, the worst error against its bound and the kernel log.
-        #[arg(long, conflicts_with_all = ["markdown", "baseline", "expectations"])]
-        html: bool,
-        /// Write the rendering to this file instead of standard output.
-        #[arg(long, short = 'o')]
-        output: Option<PathBuf>,
-        /// With --html: embed this SVG figure after the matrix (`clhip bench interop --svg`);
-        /// repeatable.
-        #[arg(long, requires = "html")]
-        figure: Vec<PathBuf>,
-        /// Print the run's non-passes as a baseline (`case-id,outcome` lines, for --baseline):
-        /// what this driver is known to do, so the next run reports only changes.
-        #[arg(long, conflicts_with = "markdown")]
-        baseline: bool,
-        /// Print a starting expectation file (TOML, for --expectations) from the run: one rule
-        /// per non-pass, applying to this run's driver and GPU versions.
-        #[arg(long, conflicts_with_all = ["markdown", "baseline"])]
-        expectations: bool,
-    },
+    Report(report_cmd::ReportArgs),
     /// What changed between two runs (e.g. two ROCm releases): regressions (pass ->
     /// unsupported included), fixes, new and removed cases, grouped by path, with both reasons;
     /// the fingerprints' differences first. Exit 1 on any regression, and when either file is
     /// not a whole, consistent run (as `report` judges it: interrupted, no case run, shards
     /// missing, or contradicting itself).
-    Diff {
-        old: PathBuf,
-        new: PathBuf,
-        #[arg(long)]
-        markdown: bool,
-        /// As one self-contained HTML page.
-        #[arg(long, conflicts_with = "markdown")]
-        html: bool,
-        /// Write the rendering to this file instead of standard output.
-        #[arg(long, short = 'o')]
-        output: Option<PathBuf>,
-    },
+    Diff(diff::DiffArgs),
     /// Join the results files of a partitioned run's shards (`run --partition`) into one.
     /// Shards of another run (driver, clhip version, seed, filters, case matrix or partition
     /// count) or given twice are refused; a merge that lacks a shard, or holds an incomplete
     /// one, is written marked incomplete, and exits 1.
-    Merge {
-        /// The shards' results files.
-        #[arg(required = true)]
-        shards: Vec<PathBuf>,
-        /// The merged results file.
-        #[arg(long, short = 'o')]
-        output: PathBuf,
-    },
+    Merge(merge::MergeArgs),
     /// Write a standalone reproducer for one case (C, the vendor APIs only, with build.sh and a
     /// README): the case's data from the seed, clhip's calls in clhip's order, clhip's bound.
     /// The case is first shrunk to the smallest size that gives the same outcome through clhip's
@@ -475,19 +405,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
             ordinal,
             rocm_path,
         } => clhip::ipc::serve(api, ordinal, rocm_path).map(|()| ExitCode::SUCCESS),
-        Cmd::Probe { json, rocm_path } => {
-            // Before any runtime is loaded: what a driver prints must not land in the JSON.
-            let mut out = clhip::child::take_stdout_for_protocol()?;
-            let exe = std::env::current_exe().context("locating the clhip binary")?;
-            let p = probe::probe_isolating_vendors(&exe, &rocm_path);
-            let text = if json {
-                format!("{}\n", serde_json::to_string_pretty(&p)?)
-            } else {
-                clhip::escape::terminal_text(&p.render())
-            };
-            write_quietly_on_closed_pipe(&mut out, &text)?;
-            Ok(probe_exit(&p))
-        }
+        Cmd::Probe(args) => probe_cmd::probe(args),
         Cmd::ProbeOpenclVendor => probe::vendor_child_main().map(|()| ExitCode::SUCCESS),
         Cmd::BenchInteropChild { job } => {
             clhip::bench::measure::child_main(&job).map(|()| ExitCode::SUCCESS)
@@ -495,175 +413,12 @@ fn real_main() -> anyhow::Result<ExitCode> {
         Cmd::Bench {
             what: BenchWhat::Interop(args),
         } => bench_interop(args),
-        Cmd::List {
-            filters,
-            cases,
-            probe,
-            rocm_path,
-            expectations,
-            devices,
-        } => {
-            // Inputs first: a bad case file fails before anything is probed.
-            let matrix = load_matrix(cases.as_deref())?;
-            let probe = match probe {
-                Some(f) => load_probe(&f)?,
-                None => plan::probe_machine(&rocm_path)?,
-            };
-            let known = expectations
-                .as_deref()
-                .map(|p| Expectations::load(p, &probe.fingerprint()))
-                .transpose()?;
-            if let Some(k) = &known {
-                let names: Vec<String> = k
-                    .files
-                    .iter()
-                    .map(|f| f.path.display().to_string())
-                    .collect();
-                note(&format!(
-                    "clhip: expectation files that apply: {}",
-                    if names.is_empty() {
-                        "none".into()
-                    } else {
-                        names.join(", ")
-                    }
-                ));
-                check_expectations(k, &matrix, &probe)?;
-                if names.is_empty() {
-                    for line in k.notes() {
-                        note(&format!("clhip: {line}"));
-                    }
-                }
-            }
-            let mut text = String::new();
-            for case in plan::planned_cases(&probe, &matrix, &filters, &devices)? {
-                text.push_str(&case.id());
-                if let Some(rule) = known.as_ref().and_then(|k| k.rule(&case)) {
-                    text.push_str(&format!(
-                        "  expect {} ({}: {})",
-                        rule.outcome, rule.at, rule.source
-                    ));
-                }
-                text.push('\n');
-            }
-            Stdout::new().write(&clhip::escape::terminal_text(&text))?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Cmd::List(args) => list::list(args),
         Cmd::Run(args) => run(args),
         Cmd::Repro(args) => repro(args),
-        Cmd::Report {
-            file,
-            markdown,
-            html,
-            output,
-            figure,
-            baseline,
-            expectations,
-        } => {
-            let mut inputs: Vec<(&str, &PathBuf)> = vec![("results", &file)];
-            inputs.extend(figure.iter().map(|f| ("figure", f)));
-            let target = checked_output(output.as_deref(), &inputs)?;
-            let loaded = report::load(&file)?;
-            let r = &loaded.report;
-            let mut figures = Vec::new();
-            for f in &figure {
-                let svg = clhip::input::read_text("a figure", f, clhip::input::FIGURE_LIMIT)?;
-                let title = format!(
-                    "{}",
-                    f.file_name()
-                        .map_or(f.display(), |n| Path::new(n).display())
-                );
-                figures.push(
-                    report::Figure::inline(&title, &svg)
-                        .map_err(|why| anyhow::anyhow!("{}: {why}", f.display()))?,
-                );
-            }
-            let text = if html {
-                report::render_html_with_figures(r, &loaded.problems, &figures)
-            } else if expectations {
-                Expectations::starting_file(&r.results, &r.fingerprint, &file.display().to_string())
-            } else if baseline {
-                Baseline::from_results(&r.results, &file.display().to_string()).to_string()
-            } else if markdown {
-                report::render_markdown(r)
-            } else {
-                format!(
-                    "{}{}\n",
-                    report::render_matrix(&r.results),
-                    report::closing_line(&r.summary)
-                )
-            };
-            emit(&text, target.as_ref())?;
-            for id in &r.stale_baseline {
-                note(&format!(
-                    "clhip: baseline entry `{id}` matched no case of that run"
-                ));
-            }
-            // An incomplete or inconsistent file is shown, and said to be so.
-            for p in &loaded.problems {
-                note(&format!("clhip: {p}"));
-            }
-            Ok(if loaded.problems.is_empty() {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
-        }
-        Cmd::Diff {
-            old,
-            new,
-            markdown,
-            html,
-            output,
-        } => {
-            let target = checked_output(output.as_deref(), &[("old", &old), ("new", &new)])?;
-            let (a, b) = (report::load(&old)?, report::load(&new)?);
-            for p in a.problems.iter().chain(&b.problems) {
-                note(&format!("clhip: {p}"));
-            }
-            let d = report::diff(&a.report, &b.report);
-            let text = if html {
-                report::render_diff_html(
-                    &d,
-                    (&old.display().to_string(), &a.report),
-                    (&new.display().to_string(), &b.report),
-                )
-            } else if markdown {
-                report::render_diff_markdown(&d)
-            } else {
-                report::render_diff(&d)
-            };
-            emit(&text, target.as_ref())?;
-            // A side that is not a whole run (interrupted, empty for a broken vendor, missing
-            // shards, inconsistent) cannot vouch for "no regressions", as `report` exits 1 on it.
-            Ok(
-                if d.regressions() > 0 || !a.problems.is_empty() || !b.problems.is_empty() {
-                    ExitCode::from(1)
-                } else {
-                    ExitCode::SUCCESS
-                },
-            )
-        }
-        Cmd::Merge { shards, output } => {
-            let target = output::check("-o", &output)?;
-            let inputs: Vec<(&str, &Path)> =
-                shards.iter().map(|p| ("shard", p.as_path())).collect();
-            output::refuse_collisions(&[("-o", &target)], &inputs)?;
-            let paths: Vec<&Path> = shards.iter().map(PathBuf::as_path).collect();
-            let merged = clhip::merge::merge(&paths)?;
-            report::write_json(&merged, &target)?;
-            note(&format!(
-                "clhip: merged {} shards ({} results) into {}: {}",
-                shards.len(),
-                merged.results.len(),
-                output.display(),
-                merged.status.describe()
-            ));
-            Ok(if merged.status == RunStatus::Complete {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
-        }
+        Cmd::Report(args) => report_cmd::report(args),
+        Cmd::Diff(args) => diff::diff(args),
+        Cmd::Merge(args) => merge::merge(args),
         Cmd::Bench {
             what: BenchWhat::Refs,
         } => {
@@ -865,27 +620,6 @@ fn bench_interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
         ));
         Ok(ExitCode::from(1))
     }
-}
-
-fn load_probe(file: &Path) -> anyhow::Result<probe::Probe> {
-    let text = clhip::input::read_text("a probe file", file, clhip::input::PROBE_LIMIT)?;
-    serde_json::from_str(&text).map_err(|e| {
-        anyhow::anyhow!(
-            "{}:{}:{}: not a `clhip probe --json` file: {e}",
-            file.display(),
-            e.line(),
-            e.column()
-        )
-    })
-}
-
-/// `clhip probe`'s exit status, once all it found is printed: non-zero, naming each vendor and
-/// what it did, when a vendor broke while being probed.
-fn probe_exit(p: &probe::Probe) -> ExitCode {
-    for v in p.broken_vendors() {
-        note(&format!("clhip: broken driver: {v}"));
-    }
-    ExitCode::from(p.exit_status())
 }
 
 fn run(args: RunArgs) -> anyhow::Result<ExitCode> {

@@ -6,7 +6,12 @@
 //! user (the exit status, standard output, a second Ctrl-C that ends the process at once), and
 //! no module of the library can name them, so nothing but `main` reaches a command.
 
+pub mod diff;
+pub mod list;
+pub mod merge;
 pub mod outputs;
+pub mod probe;
+pub mod report;
 pub mod signals;
 
 use std::io::Write as _;
