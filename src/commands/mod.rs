@@ -6,6 +6,8 @@
 //! user (the exit status, standard output, a second Ctrl-C that ends the process at once), and
 //! no module of the library can name them, so nothing but `main` reaches a command.
 
+pub mod bench;
+pub mod bench_interop;
 pub mod diff;
 pub mod list;
 pub mod merge;
