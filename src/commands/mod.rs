@@ -14,6 +14,7 @@ pub mod merge;
 pub mod outputs;
 pub mod probe;
 pub mod report;
+pub mod run;
 pub mod signals;
 
 use std::io::Write as _;
