@@ -9,11 +9,13 @@
 pub mod bench;
 pub mod bench_interop;
 pub mod diff;
+pub mod internal;
 pub mod list;
 pub mod merge;
 pub mod outputs;
 pub mod probe;
 pub mod report;
+pub mod repro;
 pub mod run;
 pub mod signals;
 
