@@ -30,6 +30,7 @@ pub mod pairs;
 pub mod partition;
 pub mod paths;
 pub mod peer;
+pub mod plan;
 pub mod probe;
 pub mod protocol;
 pub mod reference;

@@ -296,11 +296,30 @@ fn module_of(src: &Path, file: &Path) -> Vec<String> {
     parts
 }
 
+/// The modules a crate root declares (`mod x;`, `pub mod x;`) in non-test code.
+fn declared_modules(root: &Path) -> BTreeSet<String> {
+    let (code, _) = without_tests(&strip(&std::fs::read_to_string(root).unwrap()));
+    code.split(';')
+        .filter_map(|item| {
+            let words: Vec<&str> = item.split_whitespace().collect();
+            match words.as_slice() {
+                [.., "mod", name] if name.chars().all(|c| c.is_alphanumeric() || c == '_') => {
+                    Some(name.to_string())
+                }
+                _ => None,
+            }
+        })
+        .collect()
+}
+
 /// The arrows of every non-test file of the library under `src`.
 fn arrows(src: &Path) -> Vec<Arrow> {
     let mut files = Vec::new();
     rust_files(src, &mut files);
     files.sort();
+    // The binary's own modules (its commands) import the library as `clhip::`, and no module
+    // of the library can import them: they are no layer of it.
+    let binary = declared_modules(&src.join("main.rs"));
     let mut texts = BTreeMap::new();
     let mut test_files = BTreeSet::new();
     for file in &files {
@@ -325,6 +344,7 @@ fn arrows(src: &Path) -> Vec<Arrow> {
         // The crate root and the binary (which names the library `clhip::`) are no layer.
         if test_files.contains(file)
             || module.len() == 1 && (module[0] == "lib" || module[0] == "main")
+            || binary.contains(&module[0])
         {
             continue;
         }
@@ -447,6 +467,21 @@ fn src_keeps_its_layers() {
         "{} layering violation(s):\n{}",
         problems.len(),
         problems.join("\n")
+    );
+}
+
+/// The scan leaves out the binary's modules; a module the library declares too would escape it.
+#[test]
+fn the_binary_s_modules_are_its_own() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let binary = declared_modules(&src.join("main.rs"));
+    let library = declared_modules(&src.join("lib.rs"));
+    assert!(binary.contains("commands"), "main.rs declares {binary:?}");
+    assert!(library.contains("runner"), "lib.rs declares {library:?}");
+    let both: Vec<&String> = binary.intersection(&library).collect();
+    assert!(
+        both.is_empty(),
+        "declared by both main.rs and lib.rs, so left out of the scan: {both:?}"
     );
 }
 

@@ -12,7 +12,8 @@
 //! `hip` (each target API's names and build script), `device` (what the cuda and hip targets
 //! share), `shrink` (the smallest size, then the simplest data, that still give the outcome,
 //! found by running the case through clhip's workers), `kernels` (clhip's kernel sources,
-//! trimmed to what a case launches). The C text lives in `templates/`.
+//! trimmed to what a case launches), `make` (the command from request to files: the outcome
+//! learned, the shrink through the workers, the writing). The C text lives in `templates/`.
 
 mod cuda;
 mod device;
@@ -20,6 +21,7 @@ mod emit;
 mod hip;
 mod host;
 mod kernels;
+mod make;
 mod shrink;
 
 use std::fmt;
@@ -31,6 +33,7 @@ use crate::model::{Api, Op, OutcomeKind, PathKind, Peer, SyncMode};
 use crate::ops::{Plant, data_seed};
 use crate::paths::PathFacts;
 
+pub use make::{Made, Request, make};
 pub use shrink::{RunCases, Shrunk, SimplerData, candidates, has_data, shrink, simplify_data};
 
 /// A case as its id names it: the OpenCL device by its label, the peer, path, sync, op and

@@ -1,0 +1,54 @@
+//! `clhip diff`: what changed between two runs.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clhip::report;
+
+use super::note;
+use super::outputs::{checked_output, emit};
+
+#[derive(clap::Args)]
+pub struct DiffArgs {
+    old: PathBuf,
+    new: PathBuf,
+    #[arg(long)]
+    markdown: bool,
+    /// As one self-contained HTML page.
+    #[arg(long, conflicts_with = "markdown")]
+    html: bool,
+    /// Write the rendering to this file instead of standard output.
+    #[arg(long, short = 'o')]
+    output: Option<PathBuf>,
+}
+
+pub fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
+    let (old, new) = (&args.old, &args.new);
+    let target = checked_output(args.output.as_deref(), &[("old", old), ("new", new)])?;
+    let (a, b) = (report::load(old)?, report::load(new)?);
+    for p in a.problems.iter().chain(&b.problems) {
+        note(&format!("clhip: {p}"));
+    }
+    let d = report::diff(&a.report, &b.report);
+    let text = if args.html {
+        report::render_diff_html(
+            &d,
+            (&old.display().to_string(), &a.report),
+            (&new.display().to_string(), &b.report),
+        )
+    } else if args.markdown {
+        report::render_diff_markdown(&d)
+    } else {
+        report::render_diff(&d)
+    };
+    emit(&text, target.as_ref())?;
+    // A side that is not a whole run (interrupted, empty for a broken vendor, missing
+    // shards, inconsistent) cannot vouch for "no regressions", as `report` exits 1 on it.
+    Ok(
+        if d.regressions() > 0 || !a.problems.is_empty() || !b.problems.is_empty() {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
+}
