@@ -1,4 +1,5 @@
 use super::*;
+use crate::runtimes::opencl::VendorLibrary;
 
 #[test]
 fn uuid_is_canonical() {
