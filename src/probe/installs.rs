@@ -2,14 +2,11 @@
 //! its own, and labelled by its version.
 
 use std::collections::BTreeMap;
-use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 
-use anyhow::Context as _;
-
-use super::isolation::{ChildRun, VendorLine, install_group_reaper, run_child};
+use super::isolation::{ChildRun, VendorLine, answer_parent, install_group_reaper, run_child};
 use super::records::HipInstall;
 use crate::model::Api;
 use crate::runtimes::hip;
@@ -149,7 +146,7 @@ fn run_install_child(exe: &Path, root: &Path, limit: Duration) -> RuntimeStatus 
             let answer = seen.install.clone();
             let last = seen
                 .tail
-                .iter()
+                .lines()
                 .rev()
                 .find(|l| !l.trim().is_empty())
                 .map(|l| format!("; last output: {}", l.trim()))
@@ -179,14 +176,7 @@ fn run_install_child(exe: &Path, root: &Path, limit: Duration) -> RuntimeStatus 
 /// The hidden `clhip __probe-rocm-install --rocm-path ROOT` subcommand: probes that install's
 /// HIP alone and answers with one protocol line.
 pub fn install_child_main(root: &Path) -> anyhow::Result<()> {
-    crate::child::die_with_parent("probe");
-    let mut protocol = crate::child::take_stdout_for_protocol()?;
-    let mut send = |line: &VendorLine| -> anyhow::Result<()> {
-        protocol
-            .write_all(crate::protocol::line_of(line)?.as_bytes())
-            .and_then(|()| protocol.flush())
-            .context("writing a protocol line to the parent")
-    };
+    let mut send = answer_parent()?;
     let _ = send(&VendorLine::Stage(format!(
         "loading libamdhip64 from {}",
         root.display()

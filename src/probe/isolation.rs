@@ -4,7 +4,7 @@
 //! crashes, hangs or exits is classified, never fatal. The harness's parent process itself
 //! probes through a child (`probe_in_child`), so that it never loads a GPU driver.
 
-use std::collections::VecDeque;
+use std::io::Write as _;
 use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
@@ -18,7 +18,7 @@ use nix::unistd::Pid;
 use serde::{Deserialize, Serialize};
 
 use super::records::{BROKEN_VENDOR_EXIT, PlatformProbe, Probe, VendorState};
-use crate::child::{GroupChild, Line};
+use crate::child::{GroupChild, Line, Tail, describe, signal_name};
 use crate::runtimes::runtime_status::RuntimeStatus;
 
 /// Lines of a vendor child's stderr kept for its row, and the length each is cut to.
@@ -53,32 +53,42 @@ pub(super) struct VendorResult {
 /// has still answered; the broken vendors are in its answer.
 pub fn probe_in_child(exe: &Path, rocm_paths: &[PathBuf]) -> anyhow::Result<Probe> {
     let mut cmd = Command::new(exe);
-    cmd.args(["probe", "--json"]);
+    cmd.args(["probe", "--json"]).stdin(Stdio::null());
     for p in rocm_paths {
         cmd.arg("--rocm-path").arg(p);
     }
     // SIGTERM, not SIGKILL: the probe process then kills its vendor children's process groups
     // before it dies.
     crate::child::dies_with_parent(&mut cmd, Signal::SIGTERM);
-    let out = cmd
-        .output()
-        .with_context(|| format!("starting {} probe", exe.display()))?;
-    let err = String::from_utf8_lossy(&out.stderr);
+    // From here on the guard owns the child: an error below kills its group and reaps it.
+    let mut child =
+        GroupChild::spawn(&mut cmd).with_context(|| format!("starting {} probe", exe.display()))?;
+    let (_, rx) = child.lines("clhip-probe-reader")?;
+    let (mut json, mut err) = (String::new(), Vec::new());
+    // Until both pipes close, as the probe ends.
+    for line in rx {
+        match line {
+            Line::Protocol(line) => {
+                json.push_str(&line);
+                json.push('\n');
+            }
+            Line::Output(line) => err.push(line),
+            Line::Eof => {}
+        }
+    }
+    let status = child.kill_and_reap()?;
+    let err = err.join("\n");
     let err = match err.trim() {
         "" => "it printed nothing on stderr",
         e => e,
     };
-    let broken_vendor_exit = out.status.code() == Some(BROKEN_VENDOR_EXIT.into());
-    if !out.status.success() && !broken_vendor_exit {
-        anyhow::bail!("the probe process failed ({}): {err}", out.status);
+    let broken_vendor_exit = status.code() == Some(BROKEN_VENDOR_EXIT.into());
+    if !status.success() && !broken_vendor_exit {
+        anyhow::bail!("the probe process failed ({status}): {err}");
     }
-    let probe: Probe =
-        serde_json::from_slice(&out.stdout).context("reading the probe process's JSON")?;
+    let probe: Probe = serde_json::from_str(&json).context("reading the probe process's JSON")?;
     if broken_vendor_exit && probe.broken_vendors().is_empty() {
-        anyhow::bail!(
-            "the probe process failed ({}), naming no broken vendor: {err}",
-            out.status
-        );
+        anyhow::bail!("the probe process failed ({status}), naming no broken vendor: {err}");
     }
     Ok(probe)
 }
@@ -164,7 +174,7 @@ pub(super) fn run_child(mut cmd: Command, limit: Duration) -> Result<ChildRun, S
         .lines("clhip-probe-reader")
         .map_err(|e| format!("{e:#}"))?;
 
-    let mut seen = Seen::default();
+    let mut seen = Seen::new();
     let deadline = Instant::now() + limit;
     let timed_out = loop {
         seen.take(&rx, Duration::from_millis(20));
@@ -194,17 +204,27 @@ pub(super) fn run_child(mut cmd: Command, limit: Duration) -> Result<ChildRun, S
 }
 
 /// What a vendor child has said so far.
-#[derive(Default)]
 pub(super) struct Seen {
     stage: Option<String>,
     answer: Option<(String, Vec<PlatformProbe>)>,
     pub(super) install: Option<Box<RuntimeStatus>>,
     bad_line: Option<String>,
-    pub(super) tail: VecDeque<String>,
+    pub(super) tail: Tail,
     eofs: usize,
 }
 
 impl Seen {
+    fn new() -> Self {
+        Seen {
+            stage: None,
+            answer: None,
+            install: None,
+            bad_line: None,
+            tail: Tail::new(STDERR_TAIL_LINES),
+            eofs: 0,
+        }
+    }
+
     /// Takes what arrives within `wait`; false once both pipes have closed and been read.
     fn take(&mut self, rx: &Receiver<Line>, wait: Duration) -> bool {
         let mut msg = rx.recv_timeout(wait);
@@ -249,11 +269,8 @@ impl Seen {
     }
 
     fn stderr(&mut self, line: String) {
-        if self.tail.len() == STDERR_TAIL_LINES {
-            self.tail.pop_front();
-        }
-        let cut: String = line.chars().take(STDERR_LINE_CHARS).collect();
-        self.tail.push_back(cut);
+        self.tail
+            .push(line.chars().take(STDERR_LINE_CHARS).collect());
     }
 
     pub(super) fn classify(
@@ -285,8 +302,7 @@ impl Seen {
                 },
                 Ok(st) => match (st.signal(), answered_status) {
                     (Some(sig), _) => VendorState::Crashed {
-                        signal: Signal::try_from(sig)
-                            .map_or_else(|_| format!("signal {sig}"), |s| s.as_str().to_string()),
+                        signal: signal_name(sig),
                         during,
                     },
                     (None, Some(s)) if s == "ok" && st.success() => VendorState::Ok,
@@ -294,9 +310,7 @@ impl Seen {
                         error: s.strip_prefix("unsupported: ").unwrap_or(&s).to_string(),
                     },
                     (None, _) => VendorState::Exited {
-                        status: st
-                            .code()
-                            .map_or_else(|| st.to_string(), |c| format!("exit status {c}")),
+                        status: describe(st),
                         during,
                     },
                 },
@@ -305,7 +319,20 @@ impl Seen {
         VendorResult {
             state,
             platforms,
-            stderr_tail: self.tail.into(),
+            stderr_tail: self.tail.lines().cloned().collect(),
         }
     }
+}
+
+/// A probe child's side of the protocol: it dies with its parent, keeps its stdout for
+/// protocol lines (driver output goes to stderr) and sends one line at a time.
+pub(super) fn answer_parent() -> anyhow::Result<impl FnMut(&VendorLine) -> anyhow::Result<()>> {
+    crate::child::die_with_parent("probe");
+    let mut protocol = crate::child::take_stdout_for_protocol()?;
+    Ok(move |line: &VendorLine| {
+        protocol
+            .write_all(crate::protocol::line_of(line)?.as_bytes())
+            .and_then(|()| protocol.flush())
+            .context("writing a protocol line to the parent")
+    })
 }

@@ -1,14 +1,11 @@
 //! Each OpenCL vendor library (ICD) probed in a child process of its own that loads only that
 //! library, under a time limit: the parent's side and the child's.
 
-use std::io::Write as _;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use anyhow::Context as _;
-
-use super::isolation::{VendorLine, VendorResult, run_child};
+use super::isolation::{VendorLine, VendorResult, answer_parent, run_child};
 use super::queries::probe_opencl;
 use super::records::VendorState;
 use crate::runtimes::opencl::{self, VendorLibrary};
@@ -38,14 +35,7 @@ pub(super) fn vendor_timeout() -> Duration {
 /// environment lets the loader see (the parent sets [`opencl::single_vendor_env`]) and answers
 /// on stdout with protocol lines: the call about to be made, then the platforms.
 pub fn vendor_child_main() -> anyhow::Result<()> {
-    crate::child::die_with_parent("probe");
-    let mut protocol = crate::child::take_stdout_for_protocol()?;
-    let mut send = |line: &VendorLine| -> anyhow::Result<()> {
-        protocol
-            .write_all(crate::protocol::line_of(line)?.as_bytes())
-            .and_then(|()| protocol.flush())
-            .context("writing a protocol line to the parent")
-    };
+    let mut send = answer_parent()?;
     // A stage line that cannot be written means the parent is gone; the answer would fail too.
     let (opencl_status, platforms) = probe_opencl(
         &mut |stage| {
