@@ -1,41 +1,9 @@
 //! The driver fingerprint a run records, from the probe.
 
 use super::records::{Probe, Queried};
-use crate::fingerprint::{ClDeviceFingerprint, DeviceFingerprint, Fingerprint, RuntimeFingerprint};
+use crate::fingerprint::{ClDeviceFingerprint, DeviceInfo, Fingerprint, RuntimeFingerprint};
 use crate::model::Api;
-use crate::runtimes::device::DeviceInfo;
 use crate::runtimes::runtime_status::RuntimeStatus;
-
-/// The fingerprint's copy of a runtime's device record (field for field: the JSON names are
-/// the same, so reports written before the two were separate types still load).
-impl From<&DeviceInfo> for DeviceFingerprint {
-    fn from(d: &DeviceInfo) -> Self {
-        let DeviceInfo {
-            ordinal,
-            name,
-            arch,
-            uuid,
-            pci_bus_id,
-            driver_version,
-            runtime_version,
-            blas,
-            solver,
-            compiler,
-        } = d.clone();
-        DeviceFingerprint {
-            ordinal,
-            name,
-            arch,
-            uuid,
-            pci_bus_id,
-            driver_version,
-            runtime_version,
-            blas,
-            solver,
-            compiler,
-        }
-    }
-}
 
 impl Probe {
     /// The driver fingerprint a run records.
@@ -53,7 +21,7 @@ impl Probe {
             status: r.status.clone(),
             library: r.library.clone(),
             version: r.runtime_version.clone().or(r.driver_version.clone()),
-            devices: r.devices.iter().map(DeviceFingerprint::from).collect(),
+            devices: r.devices.clone(),
         };
         Fingerprint {
             opencl: self
@@ -103,14 +71,14 @@ impl Probe {
             devices: v
                 .devices
                 .iter()
-                .map(|d| DeviceFingerprint {
+                .map(|d| DeviceInfo {
                     ordinal: d.index,
                     name: d.name.clone(),
                     arch: d.device_type.clone(),
                     uuid: d.uuid.clone(),
                     driver_version: d.driver.clone(),
                     runtime_version: d.api_version.clone(),
-                    ..DeviceFingerprint::default()
+                    ..DeviceInfo::default()
                 })
                 .collect(),
         })

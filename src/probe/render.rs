@@ -3,8 +3,8 @@
 use std::fmt::Write as _;
 
 use super::records::{DeviceProbe, Probe, Queried, VendorState};
+use crate::fingerprint::DeviceInfo;
 use crate::model::Api;
-use crate::runtimes::device::DeviceInfo;
 
 impl Probe {
     /// What a person reads.
