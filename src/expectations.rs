@@ -499,7 +499,7 @@ mod tests {
                 status: "loaded".into(),
                 library: Some("/opt/rocm-6.3.2/lib/libamdhip64.so.6".into()),
                 version: Some("6.3.42133".into()),
-                devices: vec![crate::fingerprint::DeviceFingerprint {
+                devices: vec![crate::fingerprint::DeviceInfo {
                     ordinal: 0,
                     name: "AMD Instinct MI100".into(),
                     arch: "gfx908:sramecc+:xnack-".into(),

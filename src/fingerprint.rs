@@ -20,11 +20,11 @@ pub struct ClDeviceFingerprint {
     pub pci_bus_id: Option<String>,
 }
 
-/// One device of a device runtime as the fingerprint records it: the fields (and JSON names)
-/// of the runtime's own device record, copied by the probe, so that reading a report needs no
-/// runtime.
+/// One device of a device runtime (CUDA, HIP, the Vulkan broker's view), as discovery reports
+/// it: the one record the runtime fills in, the probe file keeps and the fingerprint of a run
+/// records. It lives here, below the runtimes, so that reading a report needs no runtime.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DeviceFingerprint {
+pub struct DeviceInfo {
     pub ordinal: usize,
     pub name: String,
     /// `sm_90`, `gfx908`.
@@ -53,7 +53,7 @@ pub struct RuntimeFingerprint {
     pub version: Option<String>,
     /// Name, arch, UUID, PCI bus id and library versions of each device found.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub devices: Vec<DeviceFingerprint>,
+    pub devices: Vec<DeviceInfo>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -115,3 +115,6 @@ impl Fingerprint {
         out
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -460,6 +460,19 @@ fn src_keeps_its_layers() {
         arrows.iter().any(|a| a.from == "ops" && a.to == "paths"),
         "the scan found no arrow it must find (ops -> paths)"
     );
+    // A file of a module's directory is that module: src/runner/session.rs is `runner`.
+    for (dir, module, to) in [
+        ("src/runner/", "runner", "child"),
+        ("src/probe/", "probe", "child"),
+        ("src/runtimes/hip/", "runtimes", "model"),
+    ] {
+        assert!(
+            arrows
+                .iter()
+                .any(|a| a.file.starts_with(dir) && a.from == module && a.to == to),
+            "the scan found no arrow from a file of {dir} as {module} -> {to}"
+        );
+    }
     let mut problems = forbidden(&arrows);
     problems.extend(circles(&arrows));
     assert!(
@@ -519,6 +532,23 @@ fn g() { super::gpu::run() }
             (15, "runtimes".to_string()),
         ]
     );
+}
+
+/// A file below a module's directory is that module: `super::` from a room of runner/ stays in
+/// the runner, and from runner/mod.rs names a top-level module.
+#[test]
+fn a_file_of_a_module_directory_is_that_module() {
+    let src = Path::new("/x/src");
+    let module = |f: &str| module_of(src, &src.join(f));
+    assert_eq!(module("runner/session.rs"), ["runner", "session"]);
+    assert_eq!(module("runner/mod.rs"), ["runner"]);
+    assert_eq!(module("probe/isolation.rs"), ["probe", "isolation"]);
+    let to = |code: &str, m: &[String]| -> Vec<String> {
+        paths(code, m).into_iter().map(|(_, to, _)| to).collect()
+    };
+    let code = "use super::control::lock;\nuse crate::child::Tail;\n";
+    assert_eq!(to(code, &module("runner/session.rs")), ["runner", "child"]);
+    assert_eq!(to(code, &module("runner/mod.rs")), ["control", "child"]);
 }
 
 #[test]
@@ -746,29 +776,76 @@ fn file_circles(src: &Path, arrows: &[(PathBuf, PathBuf, usize, String)]) -> Vec
     out
 }
 
+/// The circles among the files of `src/<top>`, after checking that the scan finds each arrow
+/// of `must_see` (from, to: file paths below src/), so that a scan finding nothing passes
+/// nothing.
+fn circles_among_files_of(top: &str, must_see: &[(&str, &str)]) -> Vec<String> {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let arrows = file_arrows(&src, top);
+    for (from, to) in must_see {
+        assert!(
+            arrows
+                .iter()
+                .any(|(f, t, ..)| f.ends_with(from) && t.ends_with(to)),
+            "the scan found no arrow {from} -> {to}: {arrows:#?}"
+        );
+    }
+    file_circles(&src, &arrows)
+}
+
 /// Inside runtimes/, files form layers: no file reaches itself through the paths it names (a
 /// `mod.rs` that re-exports a child and a child that imports from its `mod.rs` make a circle).
 #[test]
 fn runtimes_files_form_layers() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
-    let arrows = file_arrows(&src, "runtimes");
-    let seen = |from: &str, to: &str| {
-        arrows
-            .iter()
-            .any(|(f, t, ..)| f.ends_with(from) && t.ends_with(to))
-    };
     // Arrows the scan must find: a `use` group over lines, a re-export of a declared child, an
     // inline `crate::` path.
-    assert!(seen("hip/ffi/loader.rs", "hip/ffi/hip.rs"), "{arrows:#?}");
-    assert!(seen("hip/mod.rs", "hip/probe.rs"), "{arrows:#?}");
-    assert!(seen("gpu.rs", "host.rs"), "{arrows:#?}");
-    let circles = file_circles(&src, &arrows);
+    let circles = circles_among_files_of(
+        "runtimes",
+        &[
+            ("hip/ffi/loader.rs", "hip/ffi/hip.rs"),
+            ("hip/mod.rs", "hip/probe.rs"),
+            ("gpu.rs", "host.rs"),
+        ],
+    );
     assert!(
         circles.is_empty(),
         "{} circle(s) between files of src/runtimes:\n{}",
         circles.len(),
         circles.join("\n")
     );
+}
+
+/// The runner's and the probe's rooms form layers too: each `mod.rs` is the entry that names
+/// its rooms, and a room imports only the rooms below it (a sibling by its own path, never
+/// through what `mod.rs` re-exports).
+#[test]
+fn runner_and_probe_files_form_layers() {
+    for (top, must_see) in [
+        (
+            "runner",
+            &[
+                ("runner/mod.rs", "runner/schedule.rs"),
+                ("runner/session.rs", "runner/worker_process.rs"),
+                ("runner/death.rs", "runner/session.rs"),
+            ][..],
+        ),
+        (
+            "probe",
+            &[
+                ("probe/mod.rs", "probe/records.rs"),
+                ("probe/installs.rs", "probe/isolation.rs"),
+                ("probe/render.rs", "probe/records.rs"),
+            ][..],
+        ),
+    ] {
+        let circles = circles_among_files_of(top, must_see);
+        assert!(
+            circles.is_empty(),
+            "{} circle(s) between files of src/{top}:\n{}",
+            circles.len(),
+            circles.join("\n")
+        );
+    }
 }
 
 #[test]

@@ -1,4 +1,5 @@
 use super::*;
+use crate::runtimes::opencl::VendorLibrary;
 
 #[test]
 fn uuid_is_canonical() {
@@ -271,4 +272,71 @@ fn probe_lists_an_opencl_device_with_svm_caps() {
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert!(v["platforms"][0]["devices"][0]["label"].is_string());
     assert!(v["hip"]["status"].is_string() && v["cuda"]["status"].is_string());
+}
+
+/// A stand-in for `clhip probe --json`: a script that checks its arguments, prints `answer` on
+/// stdout and `stderr` on stderr, and exits `code`.
+fn fake_probe(dir: &std::path::Path, answer: &str, stderr: &str, code: i32) -> PathBuf {
+    use std::os::unix::fs::PermissionsExt;
+    let n = std::fs::read_dir(dir).unwrap().count();
+    let json = dir.join(format!("answer-{n}.json"));
+    std::fs::write(&json, answer).unwrap();
+    let exe = dir.join(format!("clhip-{n}"));
+    std::fs::write(
+        &exe,
+        format!(
+            "#!/bin/sh\n[ \"$*\" = 'probe --json --rocm-path /opt/rocm' ] || exit 9\n\
+             cat '{}'\necho '{stderr}' >&2\nexit {code}\n",
+            json.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&exe, std::fs::Permissions::from_mode(0o755)).unwrap();
+    exe
+}
+
+#[test]
+fn the_probe_child_is_judged_by_its_answer_and_its_exit() {
+    let dir = tempfile::tempdir().unwrap();
+    let rocm = [PathBuf::from("/opt/rocm")];
+    let fixture = include_str!("../../tests/fixtures/mi100-like-probe.json");
+    let expected: Probe = serde_json::from_str(fixture).unwrap();
+    let run = |answer: &str, stderr: &str, code: i32| {
+        probe_in_child(&fake_probe(dir.path(), answer, stderr, code), &rocm)
+    };
+    let error = |answer: &str, stderr: &str, code: i32| {
+        format!("{:#}", run(answer, stderr, code).unwrap_err())
+    };
+
+    // Driver chatter on stderr beside a whole answer is no failure.
+    let p = run(fixture, "driver chatter", 0).unwrap();
+    assert_eq!(p.fingerprint(), expected.fingerprint());
+    assert_eq!(p.platforms, expected.platforms);
+
+    let e = error("", "no GPU here", 3);
+    assert_eq!(e, "the probe process failed (exit status: 3): no GPU here");
+    let e = error("{", "", 0);
+    assert!(e.starts_with("reading the probe process's JSON: "), "{e}");
+    // Exit 1 is a broken vendor's, and stands only with the vendor named in the answer.
+    let e = error(fixture, "", 1);
+    assert_eq!(
+        e,
+        "the probe process failed (exit status: 1), naming no broken vendor: it printed nothing \
+         on stderr"
+    );
+    let mut broken = expected.clone();
+    broken.opencl_vendors.push(VendorProbe {
+        library: "libbad.so".into(),
+        listed_in: "OCL_ICD_FILENAMES".into(),
+        state: VendorState::Crashed {
+            signal: "SIGSEGV".into(),
+            during: "in clGetPlatformIDs".into(),
+        },
+        platforms: 0,
+        stderr_tail: Vec::new(),
+    });
+    let answer = serde_json::to_string_pretty(&broken).unwrap();
+    let p = run(&answer, "", i32::from(BROKEN_VENDOR_EXIT)).unwrap();
+    assert_eq!(p.broken_vendors(), broken.broken_vendors());
+    assert_eq!(p.broken_vendors().len(), 1);
 }

@@ -1,4 +1,9 @@
-use super::*;
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
+
+use super::death::{crash_outcome, death_outcome, kernel_fault_outcome};
+use crate::model::{Api, Outcome};
 
 fn status_of(shell: &str) -> ExitStatus {
     Command::new("sh").args(["-c", shell]).status().unwrap()

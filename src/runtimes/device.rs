@@ -10,6 +10,9 @@ use std::rc::Rc;
 use num_complex::Complex32;
 use serde::{Deserialize, Serialize};
 
+/// What discovery reports about one device ([`DeviceRuntime::info`]): a record of the
+/// fingerprint's level, so that the probe and the reports keep it as the runtime wrote it.
+pub use crate::fingerprint::DeviceInfo;
 use crate::model::{ApiError, CaseError, Peer};
 use crate::model::{Transpose, Uplo};
 use crate::runtimes::vulkan::Broker;
@@ -132,25 +135,6 @@ impl DeviceAlloc {
             self.kind
         )))
     }
-}
-
-/// What discovery reports about one device; goes into the probe and the fingerprint.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct DeviceInfo {
-    pub ordinal: usize,
-    pub name: String,
-    /// `sm_90`, `gfx908`.
-    pub arch: String,
-    /// 8-4-4-4-12 hex, as OpenCL's cl_khr_device_uuid prints it.
-    pub uuid: String,
-    /// `domain:bus:device.function`, lower-case hex.
-    pub pci_bus_id: String,
-    pub driver_version: String,
-    pub runtime_version: String,
-    /// Version of the BLAS and solver libraries actually loaded, and where from.
-    pub blas: String,
-    pub solver: String,
-    pub compiler: String,
 }
 
 /// Why discovery lists no devices (or not one of them), in one line: the refused call and its

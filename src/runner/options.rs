@@ -1,0 +1,58 @@
+//! How a run is run: its workers, their limits and environment, retries and spares.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use super::control::RunControl;
+
+#[derive(Debug, Clone)]
+pub struct RunOptions {
+    pub seed: u64,
+    /// Per case, from the worker's `start` line for it.
+    pub timeout: Duration,
+    /// How long a worker may take to start its next case (runtime initialization comes first)
+    /// or to exit after its last one.
+    pub startup_timeout: Duration,
+    /// Cases per worker process before a fresh one takes over.
+    pub cases_per_worker: usize,
+    /// Worker processes running at once (deqp-runner's -j). Each has its own device contexts,
+    /// so a crash or fault still costs one case only.
+    pub jobs: usize,
+    pub worker_exe: PathBuf,
+    /// The whole argv after `worker_exe`; see [`worker_args`].
+    pub worker_args: Vec<String>,
+    /// Environment for every worker, on top of the runner's own.
+    pub worker_env: Vec<(String, String)>,
+    /// Times a case that came out worse than expected is run again alone (`--retries`).
+    pub retries: u32,
+    /// Each runner thread keeps one worker started ahead of need, its device contexts made,
+    /// to take over when its worker ends (a crash or fault ends one by design). Off unless
+    /// asked for: it holds a second set of contexts, and bought no time on NVIDIA.
+    pub spare_workers: bool,
+    pub control: Arc<RunControl>,
+}
+
+impl RunOptions {
+    /// Defaults for running `exe __worker --seed <seed>`.
+    pub fn new(worker_exe: PathBuf, seed: u64) -> Self {
+        RunOptions {
+            seed,
+            timeout: Duration::from_secs(60),
+            startup_timeout: Duration::from_secs(30),
+            cases_per_worker: 64,
+            jobs: 1,
+            worker_exe,
+            worker_args: worker_args(seed),
+            worker_env: Vec::new(),
+            retries: 0,
+            spare_workers: false,
+            control: Arc::new(RunControl::default()),
+        }
+    }
+}
+
+/// The arguments of the hidden worker subcommand.
+pub fn worker_args(seed: u64) -> Vec<String> {
+    vec!["__worker".into(), "--seed".into(), seed.to_string()]
+}

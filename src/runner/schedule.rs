@@ -1,0 +1,267 @@
+//! Scheduling: the plan split into one queue per GPU, runner threads per queue each driving
+//! one worker at a time, and what happens when workers cannot start.
+
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::mpsc::{self, Sender};
+
+use anyhow::{Context, bail};
+
+use super::control::{TICK, lock};
+use super::death::BatchEnd;
+use super::options::RunOptions;
+use super::session::{Session, Source};
+use super::worker_process::Spares;
+use crate::model::Outcome;
+use crate::results::{CaseResult, Event, Planned};
+
+/// Workers tried for one case before it is recorded as a harness error.
+const START_TRIES: u32 = 2;
+/// Cases in a row that no worker could start before the run stops: the harness or the device
+/// is unusable (after a GPU reset, for one), and every later worker would fail the same way.
+const START_FAILURES_TO_STOP: usize = 3;
+
+/// Why a run ended before its plan did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stopped {
+    /// Ctrl-C or SIGTERM: finished cases are kept, the rest listed as not run.
+    Interrupted,
+    /// Workers kept failing to start; the reason is the last worker's.
+    Aborted(String),
+}
+
+/// What a run produced: one result per case that ran, in plan order, and what did not run.
+#[derive(Debug)]
+pub struct RunEnd {
+    pub results: Vec<CaseResult>,
+    pub not_run: Vec<String>,
+    pub stopped: Option<Stopped>,
+}
+
+/// The next case for a worker: any case for a new one (`env` None), else only one that needs
+/// the worker's own environment.
+pub(super) fn next_of(
+    queue: &mut VecDeque<Planned>,
+    env: Option<&[(String, String)]>,
+) -> Option<Planned> {
+    match env {
+        Some(env) if queue.front()?.env != env => None,
+        _ => queue.pop_front(),
+    }
+}
+
+/// What the runner threads share.
+struct Shared {
+    /// One queue per GPU, in the plan's order of first appearance.
+    queues: Vec<Mutex<VecDeque<Planned>>>,
+    aborted: Mutex<Option<String>>,
+    start_failures: Mutex<HashMap<String, u32>>,
+    failed_starts_in_a_row: Mutex<usize>,
+}
+
+/// Per GPU, `opts.jobs` threads (at least one, at most one per item), each driving one worker
+/// at a time, which takes that GPU's cases one by one; what a worker was given and did not
+/// start goes back to the front for the next one. Events reach `on_event` on the caller's
+/// thread. Results come back in plan order.
+pub(super) fn run_workers(
+    plan: Vec<Planned>,
+    opts: &RunOptions,
+    on_event: &mut dyn FnMut(&Event),
+) -> anyhow::Result<RunEnd> {
+    let order: HashMap<String, usize> = plan
+        .iter()
+        .enumerate()
+        .map(|(i, p)| (p.id.clone(), i))
+        .collect();
+    let mut groups: Vec<(String, VecDeque<Planned>)> = Vec::new();
+    for p in plan {
+        match groups.iter_mut().find(|(gpu, _)| *gpu == p.gpu) {
+            Some((_, q)) => q.push_back(p),
+            None => groups.push((p.gpu.clone(), VecDeque::from([p]))),
+        }
+    }
+    let threads: Vec<usize> = groups
+        .iter()
+        .enumerate()
+        .flat_map(|(g, (_, q))| std::iter::repeat_n(g, opts.jobs.clamp(1, q.len().max(1))))
+        .collect();
+    let shared = Shared {
+        queues: groups.into_iter().map(|(_, q)| Mutex::new(q)).collect(),
+        aborted: Mutex::new(None),
+        start_failures: Mutex::new(HashMap::new()),
+        failed_starts_in_a_row: Mutex::new(0),
+    };
+    let (tx, rx) = mpsc::channel::<Event>();
+    let mut results = Vec::new();
+    let ticking = AtomicBool::new(true);
+    let outcome: anyhow::Result<()> = std::thread::scope(|scope| {
+        // The heartbeat that lets a stop of the whole run be told from a case's time; it ends
+        // with this closure, however it returns, or the scope would wait on it for ever.
+        struct Ending<'a>(&'a AtomicBool);
+        impl Drop for Ending<'_> {
+            fn drop(&mut self) {
+                self.0.store(false, Ordering::SeqCst);
+            }
+        }
+        let _ending = Ending(&ticking);
+        let (control, ticking) = (&opts.control, &ticking);
+        std::thread::Builder::new()
+            .name("clhip-ticks".into())
+            .spawn_scoped(scope, move || {
+                while ticking.load(Ordering::SeqCst) {
+                    control.tick();
+                    std::thread::sleep(TICK);
+                }
+                control.stop_ticking();
+            })
+            .context("starting the runner's heartbeat")?;
+        let mut handles = Vec::new();
+        for (i, &queue) in threads.iter().enumerate() {
+            let (shared, tx) = (&shared, tx.clone());
+            let handle = std::thread::Builder::new()
+                .name(format!("clhip-runner-{i}"))
+                .spawn_scoped(scope, move || run_thread(shared, queue, opts, tx))
+                .context("starting a runner thread")?;
+            handles.push(handle);
+        }
+        drop(tx);
+        for event in rx {
+            on_event(&event);
+        }
+        for h in handles {
+            match h.join() {
+                Ok(r) => results.extend(r?),
+                Err(_) => bail!("a runner thread panicked"),
+            }
+        }
+        Ok(())
+    });
+    outcome?;
+    results.sort_by_key(|r| order.get(&r.id).copied().unwrap_or(usize::MAX));
+    let done: HashSet<&str> = results.iter().map(|r| r.id.as_str()).collect();
+    let mut not_run: Vec<(usize, String)> = order
+        .iter()
+        .filter(|(id, _)| !done.contains(id.as_str()))
+        .map(|(id, &i)| (i, id.clone()))
+        .collect();
+    not_run.sort();
+    let stopped = match lock(&shared.aborted).take() {
+        Some(why) => Some(Stopped::Aborted(why)),
+        None if opts.control.is_interrupted() => Some(Stopped::Interrupted),
+        None => None,
+    };
+    Ok(RunEnd {
+        results,
+        not_run: not_run.into_iter().map(|(_, id)| id).collect(),
+        stopped,
+    })
+}
+
+/// One runner thread: worker after worker on its GPU's queue until it is empty or the run
+/// stops.
+fn run_thread(
+    shared: &Shared,
+    queue: usize,
+    opts: &RunOptions,
+    tx: Sender<Event>,
+) -> anyhow::Result<Vec<CaseResult>> {
+    let mut mine = Vec::new();
+    let mut send = |e: &Event| {
+        let _ = tx.send(e.clone());
+    };
+    let mut spares = Spares {
+        queue: &shared.queues[queue],
+        spare: None,
+    };
+    loop {
+        if lock(&shared.aborted).is_some() || opts.control.is_interrupted() {
+            break;
+        }
+        if lock(&shared.queues[queue]).is_empty() {
+            break;
+        }
+        // The worker takes case after case from the GPU's queue while it lives: a new worker
+        // costs two device contexts, whose creation the NVIDIA driver serialises.
+        let mut source = |env: Option<&[(String, String)]>| {
+            if lock(&shared.aborted).is_some() || opts.control.is_interrupted() {
+                return None;
+            }
+            next_of(&mut lock(&shared.queues[queue]), env)
+        };
+        let spares = opts.spare_workers.then_some(&mut spares);
+        let (end, mut requeue) = run_batch(&mut source, spares, opts, &mut send, &mut mine)?;
+        let start_failure = match end {
+            BatchEnd::Ran => {
+                *lock(&shared.failed_starts_in_a_row) = 0;
+                None
+            }
+            BatchEnd::CouldNotStart(why) => Some(why),
+        };
+        if let Some(why) = start_failure
+            && let Some(first) = requeue.first()
+        {
+            let tries = {
+                let mut f = lock(&shared.start_failures);
+                let n = f.entry(first.id.clone()).or_insert(0);
+                *n += 1;
+                *n
+            };
+            if tries >= START_TRIES {
+                // This case alone is charged, as the harness's error: no verdict on the driver.
+                let item = requeue.remove(0);
+                let result = CaseResult::new(
+                    item.id.clone(),
+                    item.work.clone(),
+                    Outcome::Error {
+                        reason: format!("no worker could start this case ({tries} tried): {why}"),
+                    },
+                    item.expectation,
+                    0.0,
+                );
+                send(&Event::Finished(Box::new(result.clone())));
+                mine.push(result);
+                let mut row = lock(&shared.failed_starts_in_a_row);
+                *row += 1;
+                if *row >= START_FAILURES_TO_STOP {
+                    lock(&shared.aborted).get_or_insert(format!(
+                        "{} cases in a row could not start a worker; the last: {why}",
+                        *row
+                    ));
+                }
+            }
+        }
+        let mut q = lock(&shared.queues[queue]);
+        for item in requeue.into_iter().rev() {
+            q.push_front(item);
+        }
+    }
+    Ok(mine)
+}
+
+/// One worker process working through cases from `source`, one at a time, until it dies,
+/// faults, has run `opts.cases_per_worker` cases, or the source has none for it. Returns how it
+/// ended and the cases it was given but did not start, which go back to the source's owner.
+pub(super) fn run_batch<'q>(
+    source: &mut Source<'_>,
+    mut spares: Option<&mut Spares<'q>>,
+    opts: &RunOptions,
+    on_event: &mut dyn FnMut(&Event),
+    results: &mut Vec<CaseResult>,
+) -> anyhow::Result<(BatchEnd, Vec<Planned>)> {
+    // The spare takes the next case its environment suits; one that suits none is let go.
+    let spare = spares.as_mut().and_then(|s| s.take());
+    let (first, spare) = match spare {
+        Some(spare) => match source(Some(&spare.env)) {
+            Some(first) => (Some(first), Some(spare)),
+            None => (source(None), None),
+        },
+        None => (source(None), None),
+    };
+    let Some(first) = first else {
+        return Ok((BatchEnd::Ran, Vec::new()));
+    };
+    let mut session = Session::start(first, spare, source, spares, opts)?;
+    let stop = session.pump(opts, on_event, results)?;
+    session.finish(stop, opts, on_event, results)
+}
