@@ -858,3 +858,25 @@ fn a_use_tree_names_each_path() {
     );
     assert_eq!(names("{x, y::z}"), ["x", "y::z"]);
 }
+
+/// A room a driver engineer can read in one sitting: no source file of src/ over 1,000 lines,
+/// and main.rs (the command line only) at most 200. A test module's own file (`tests.rs`, loaded
+/// by `#[cfg(test)] mod tests;`) counts apart; tests still inline count with their file.
+#[test]
+fn every_room_is_small_and_main_is_the_command_line() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    let mut too_long = Vec::new();
+    for file in &files {
+        if file.file_name().is_some_and(|n| n == "tests.rs") {
+            continue;
+        }
+        let lines = std::fs::read_to_string(file).unwrap().lines().count();
+        let limit = if file.ends_with("src/main.rs") { 200 } else { 1000 };
+        if lines > limit {
+            too_long.push(format!("{} has {lines} lines (at most {limit})", file.display()));
+        }
+    }
+    assert!(too_long.is_empty(), "{}", too_long.join("\n"));
+}
