@@ -127,6 +127,10 @@ enum Cmd {
     /// The case is first shrunk to the smallest size that gives the same outcome through clhip's
     /// workers.
     Repro(ReproArgs),
+    /// Many runs' results files across nights, in a store (SQLite): import results files
+    /// (directories searched for `*.json`), then show each case's outcome night by night,
+    /// flake rates, the first night of each regression and what grew.
+    History(clhip::history::HistoryArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -631,6 +635,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
         }
         Cmd::Run(args) => run(args),
         Cmd::Repro(args) => repro(args),
+        Cmd::History(args) => clhip::history::run(&args),
         Cmd::Report {
             file,
             markdown,
