@@ -456,3 +456,22 @@ fn an_interrupted_run_is_stored_with_its_problem_and_missing_cases_are_no_nights
     // The case not run that night has one night only, and is no flake or regression.
     assert!(h.regressions.is_empty() && h.pending.is_empty() && h.flakes.is_empty());
 }
+
+/// Nights are numbered by start time, whatever order the files came in: a night found late
+/// (an artifact downloaded again) takes its place among the others.
+#[test]
+fn nights_are_in_the_order_the_runs_started_whatever_the_import_order() {
+    let dir = scratch("order");
+    let files = small_nights(dir.path(), 4);
+    let mut store = Store::open(&dir.path().join("h.sqlite"), true).unwrap();
+    // One import, files named latest first: stored oldest first.
+    let done = import(&mut store, &[files[3].clone(), files[1].clone()]).unwrap();
+    let stored: Vec<&PathBuf> = done.stored.iter().map(|(p, _)| p).collect();
+    assert_eq!(stored, [&files[1], &files[3]]);
+    // Then the two missing ones, in a later import.
+    import(&mut store, &[files[2].clone(), files[0].clone()]).unwrap();
+    let h = analyze(&store, &Options::default()).unwrap();
+    let order: Vec<String> = h.runs.iter().map(|r| r.file.clone()).collect();
+    let want: Vec<String> = files.iter().map(|f| f.display().to_string()).collect();
+    assert_eq!(order, want);
+}
