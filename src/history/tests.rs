@@ -113,6 +113,26 @@ fn a_flake_goes_and_comes_back_and_its_rate_counts_nights() {
 }
 
 #[test]
+fn a_regression_takes_its_nights_from_the_flake_and_a_short_stretch_is_too_soon() {
+    // Flaky, then worse for good: the regression from index 8, the flake counted before it.
+    let j = views::judge_case("c", &entries("....F...FFFF"), 0, 3);
+    assert_eq!((j.worse_from, j.regression), (Some(8), true));
+    let f = j.flake.unwrap();
+    assert_eq!((f.other, f.nights), (1, 8));
+    // Only the window's nights count for the flake.
+    let j = views::judge_case("c", &entries("....F...FFFF"), 2, 3);
+    assert_eq!(j.flake.map(|f| (f.other, f.nights)), Some((1, 6)));
+    // Two bad nights at the end, three needed: too soon, and still the flake's.
+    let j = views::judge_case("c", &entries("..F.......FF"), 0, 3);
+    assert_eq!((j.worse_from, j.regression), (Some(10), false));
+    assert_eq!(j.flake.map(|f| (f.other, f.nights)), Some((3, 12)));
+    // A single bad night in the middle: a flake, never a regression.
+    let j = views::judge_case("c", &entries(".....F....."), 0, 1);
+    assert_eq!((j.worse_from, j.regression), (None, false));
+    assert_eq!(j.flake.map(|f| (f.other, f.nights)), Some((1, 11)));
+}
+
+#[test]
 fn growth_is_a_step_of_medians_that_stays() {
     let series = |values: &[f64]| -> Vec<(usize, f64)> {
         values

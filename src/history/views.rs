@@ -315,6 +315,39 @@ pub fn growth(series: &[(usize, f64)], window: usize, grow: f64, floor: f64) -> 
     })
 }
 
+/// What one case's nights say: where its final worse stretch begins (an index into its
+/// entries), whether that stretch is long enough to be a regression, and its flake over the
+/// window.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Judged {
+    pub worse_from: Option<usize>,
+    pub regression: bool,
+    pub flake: Option<Flake>,
+}
+
+/// Judges one case's entries (in night order): a final worse stretch of at least `stay`
+/// nights is a regression, and its nights are left out of the flake's count (they are the
+/// regression's); a shorter one is too soon to tell, and counts as the flake's.
+pub fn judge_case(name: &str, entries: &[Entry], window_start: usize, stay: usize) -> Judged {
+    let ranks: Vec<u8> = entries.iter().map(|e| rank(e.state())).collect();
+    let worse_from = worse_since(&ranks);
+    let regression = worse_from.is_some_and(|i| entries.len() - i >= stay.max(1));
+    let flaky_part = match worse_from {
+        Some(i) if regression => &entries[..i],
+        _ => entries,
+    };
+    let in_window: Vec<Entry> = flaky_part
+        .iter()
+        .filter(|e| e.night >= window_start)
+        .copied()
+        .collect();
+    Judged {
+        worse_from,
+        regression,
+        flake: flake(name, &in_window),
+    }
+}
+
 /// Reads the store and computes every view.
 pub fn analyze(store: &Store, options: &Options) -> anyhow::Result<History> {
     let runs = store.runs()?;
@@ -365,13 +398,10 @@ pub fn analyze(store: &Store, options: &Options) -> anyhow::Result<History> {
         let entries = by_case.get_mut(&id).expect("listed from the map");
         entries.sort_by_key(|e| e.night);
         let entries: &[Entry] = entries;
-        let ranks: Vec<u8> = entries.iter().map(|e| rank(e.state())).collect();
-        // Nights from this index on are a regression's, not a flake's.
-        let mut regressed_from = entries.len();
-        if let Some(i) = worse_since(&ranks) {
+        let judged = judge_case(name, entries, window_start, options.stay);
+        if let Some(i) = judged.worse_from {
             let (before, first) = (entries[i - 1], entries[i]);
-            if entries.len() - i >= options.stay.max(1) {
-                regressed_from = i;
+            if judged.regression {
                 let (removed, added) = fingerprint_diff(
                     &runs[before.night].fingerprint,
                     &runs[first.night].fingerprint,
@@ -399,12 +429,7 @@ pub fn analyze(store: &Store, options: &Options) -> anyhow::Result<History> {
             }
             shown.insert(id);
         }
-        let in_window: Vec<Entry> = entries[..regressed_from]
-            .iter()
-            .filter(|e| e.night >= window_start)
-            .copied()
-            .collect();
-        if let Some(f) = flake(name, &in_window) {
+        if let Some(f) = judged.flake {
             flakes.push(f);
             shown.insert(id);
         }
