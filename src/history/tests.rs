@@ -329,7 +329,7 @@ fn synthetic_nights_give_back_what_was_planted() {
     assert!(html.contains("<span class=\"removed\">- opencl nvidia0 driver: 580.159.04</span>"));
 
     // Again: every night is there already; the corrupt file is still named; nothing changes.
-    let again = import(&mut store, &[nights.clone()]).unwrap();
+    let again = import(&mut store, std::slice::from_ref(&nights)).unwrap();
     assert_eq!(
         (again.stored.len(), again.already.len(), again.errors.len()),
         (0, NIGHTS, 1)

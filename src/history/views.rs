@@ -348,6 +348,9 @@ pub fn judge_case(name: &str, entries: &[Entry], window_start: usize, stay: usiz
     }
 }
 
+/// A measure's values of one case: (night, value), in night order.
+type Series = Vec<(usize, f64)>;
+
 /// Reads the store and computes every view.
 pub fn analyze(store: &Store, options: &Options) -> anyhow::Result<History> {
     let runs = store.runs()?;
@@ -365,7 +368,7 @@ pub fn analyze(store: &Store, options: &Options) -> anyhow::Result<History> {
         }
     })?;
     let mut measure_names: Vec<String> = Vec::new();
-    let mut measures: HashMap<(i64, usize), Vec<(usize, f64)>> = HashMap::new();
+    let mut measures: HashMap<(i64, usize), Series> = HashMap::new();
     store.measures(|case_id, run, name, value| {
         let Some(&night) = night_of.get(&run) else {
             return;
@@ -440,8 +443,7 @@ pub fn analyze(store: &Store, options: &Options) -> anyhow::Result<History> {
             shown.insert(id);
         }
         let times: Vec<(usize, f64)> = entries.iter().map(|e| (e.night, e.duration_s)).collect();
-        let mut series: Vec<(String, Vec<(usize, f64)>, f64)> =
-            vec![(TIME.to_string(), times, TIME_FLOOR_S)];
+        let mut series: Vec<(String, Series, f64)> = vec![(TIME.to_string(), times, TIME_FLOOR_S)];
         for (k, n) in measure_names.iter().enumerate() {
             if let Some(s) = measures.get_mut(&(id, k)) {
                 s.sort_by_key(|v| v.0);
