@@ -462,7 +462,11 @@ fn an_interrupted_run_is_stored_with_its_problem_and_missing_cases_are_no_nights
     cut.summary = crate::report::Summary::of(&cut.results);
     cut.started_at = "2030-01-01T00:00:00Z".into();
     let cut_path = dir.path().join("cut.json");
-    std::fs::write(&cut_path, serde_json::to_vec(&cut).unwrap()).unwrap();
+    // A results file that records the commit of the clhip that wrote it (this version's do
+    // not): kept with the run.
+    let mut value = serde_json::to_value(&cut).unwrap();
+    value["clhip_commit"] = "abc1234".into();
+    std::fs::write(&cut_path, serde_json::to_vec(&value).unwrap()).unwrap();
 
     let mut store = Store::open(&dir.path().join("h.sqlite"), true).unwrap();
     let done = import(&mut store, &[files[0].clone(), cut_path.clone()]).unwrap();
@@ -472,6 +476,8 @@ fn an_interrupted_run_is_stored_with_its_problem_and_missing_cases_are_no_nights
     let h = analyze(&store, &Options::default()).unwrap();
     assert_eq!(h.runs[1].status, "incomplete: interrupted");
     assert_eq!(h.runs[1].fingerprint, cut.fingerprint.lines());
+    assert_eq!(h.runs[0].clhip_commit, None);
+    assert_eq!(h.runs[1].clhip_commit.as_deref(), Some("abc1234"));
     assert!(render_text(&h).contains("Runs stored with problems:\n  night 2: "));
     // The case not run that night has one night only, and is no flake or regression.
     assert!(h.regressions.is_empty() && h.pending.is_empty() && h.flakes.is_empty());
