@@ -18,6 +18,7 @@ pub mod filter;
 pub mod fingerprint;
 pub mod generate;
 pub mod hash;
+pub mod history;
 pub mod input;
 pub mod ipc;
 pub mod kmsg;

@@ -48,6 +48,10 @@ enum Cmd {
     /// The case is first shrunk to the smallest size that gives the same outcome through clhip's
     /// workers.
     Repro(repro::ReproArgs),
+    /// Many runs' results files across nights, in a store (SQLite): import results files
+    /// (directories searched for `*.json`), then show each case's outcome night by night,
+    /// flake rates, the first night of each regression and what grew.
+    History(clhip::history::HistoryArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -132,6 +136,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
         Cmd::Diff(args) => diff::diff(args),
         Cmd::Merge(args) => merge::merge(args),
         Cmd::Repro(args) => repro::repro(args),
+        Cmd::History(args) => clhip::history::run(&args),
         Cmd::Bench { what } => bench::bench(what),
         Cmd::Worker(args) => internal::worker(args),
         Cmd::BenchInteropChild(args) => internal::bench_interop_child(args),

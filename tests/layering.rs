@@ -26,9 +26,10 @@ const FORBIDDEN: &[(&[&str], &[&str], &str)] = &[
         "the IPC exporter opens its peer through `peer`, below ops (ops -> paths -> ipc)",
     ),
     (
-        &["report", "fingerprint"],
+        &["report", "fingerprint", "history"],
         &["runtimes"],
-        "reports are read on machines without any runtime; the fingerprint has its own records",
+        "reports and history are read on machines without any runtime; the fingerprint has its \
+         own records",
     ),
     (
         &["reference", "tolerance", "generate"],
@@ -36,7 +37,14 @@ const FORBIDDEN: &[(&[&str], &[&str], &str)] = &[
         "the CPU truth, its bounds and the data know nothing of runtimes",
     ),
     (
-        &["report", "cases", "expectations", "merge", "consistency"],
+        &[
+            "report",
+            "cases",
+            "expectations",
+            "merge",
+            "consistency",
+            "history",
+        ],
         &["runner"],
         "results files are read and judged on machines that run nothing: their records live in \
          `results`, below the runner",

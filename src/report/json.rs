@@ -301,11 +301,17 @@ pub struct Loaded {
 /// results: a stored one that disagrees is a problem, never trusted.
 pub fn load(path: &Path) -> anyhow::Result<Loaded> {
     let text = crate::input::read_text("a results file", path, crate::input::RESULTS_LIMIT)?;
+    load_text(path, &text)
+}
+
+/// [`load`] of a file's text already read (`path` names it in errors): for a reader that
+/// needs the very bytes it judged, as `history` hashes them.
+pub fn load_text(path: &Path, text: &str) -> anyhow::Result<Loaded> {
     let mut report = match text.lines().next().map(serde_json::from_str::<JournalHead>) {
         Some(Ok(head)) if head.schema == crate::output::JOURNAL_SCHEMA => {
-            read_journal(path, &text, head.report)?
+            read_journal(path, text, head.report)?
         }
-        _ => parse_results(path, &text)?,
+        _ => parse_results(path, text)?,
     };
     check_times(path, &report)?;
     let problems = judge(path, &report);
