@@ -319,3 +319,116 @@ fn negative_controls_tolerate_fail_but_not_crash() {
     assert!(!Expectation::Known(OutcomeKind::Fault).is_unexpected(OutcomeKind::Fault));
     assert!(Expectation::Known(OutcomeKind::Fault).is_unexpected(OutcomeKind::Fail));
 }
+
+/// Which cases get a negative control's latitude: every `none`, and `finish` on exactly the
+/// paths whose memory OpenCL hands over only by map/unmap (USE_HOST_PTR) or acquire/release
+/// (imported memory). No other sync makes one, on any path.
+#[test]
+fn negative_controls_are_no_sync_and_finish_where_the_path_needs_more() {
+    use PathKind::*;
+    let finish_breaks_a_rule = [
+        UseHostPtr,
+        PinnedUseHostPtr,
+        DeviceUseHostPtr,
+        ManagedUseHostPtr,
+        VmmFdClImport,
+        VkMemoryImport,
+    ];
+    let finish_is_enough = [
+        Copy,
+        ClSvmCoarse,
+        ClSvmFine,
+        DevicePtrAsClArg,
+        ClSvmCoarseMemcpy,
+        ClSvmFineMemcpy,
+        ClGpuVa,
+        ClDmabufHipImport,
+        IpcDevicePtrAsClArg,
+    ];
+    assert_eq!(
+        finish_breaks_a_rule.len() + finish_is_enough.len(),
+        PathKind::ALL.len()
+    );
+    let case = |path, sync| Case {
+        pair: pocl_host(),
+        path,
+        sync,
+        op: Op::Handoff,
+        n: 1,
+    };
+    for path in finish_breaks_a_rule.into_iter().chain(finish_is_enough) {
+        let finish = finish_breaks_a_rule.contains(&path);
+        assert!(is_negative_control(path, SyncMode::None), "{path}");
+        assert_eq!(
+            is_negative_control(path, SyncMode::Finish),
+            finish,
+            "{path}"
+        );
+        assert!(case(path, SyncMode::None).is_negative_control(), "{path}");
+        assert_eq!(
+            case(path, SyncMode::Finish).is_negative_control(),
+            finish,
+            "{path}"
+        );
+        for sync in [
+            SyncMode::Event,
+            SyncMode::Map,
+            SyncMode::AcquireRelease,
+            SyncMode::Semaphore,
+        ] {
+            assert!(!is_negative_control(path, sync), "{path}/{sync}");
+            assert!(!case(path, sync).is_negative_control(), "{path}/{sync}");
+        }
+    }
+}
+
+/// The codes each runtime reports a device memory fault by, and neighbours that are not one.
+#[test]
+fn device_faults_are_named_by_each_runtimes_own_codes() {
+    let error = |api, code, name: &str| ApiError {
+        api,
+        call: "call".into(),
+        code,
+        name: name.into(),
+        detail: String::new(),
+    };
+    let opencl = |code| error(Api::OpenCl, code, "CL_ERROR").is_device_fault();
+    assert!(opencl(-5) && opencl(-14));
+    assert!(!opencl(-4) && !opencl(-36) && !opencl(0));
+    for (api, name, fault) in [
+        (Api::Cuda, "CUDA_ERROR_ILLEGAL_ADDRESS", true),
+        (Api::Cuda, "CUDA_ERROR_LAUNCH_FAILED", true),
+        (Api::Cuda, "CUDA_ERROR_ILLEGAL_INSTRUCTION", true),
+        (Api::Cuda, "CUDA_ERROR_MISALIGNED_ADDRESS", true),
+        (Api::Cuda, "CUDA_ERROR_OUT_OF_MEMORY", false),
+        (Api::Hip, "hipErrorIllegalAddress", true),
+        (Api::Hip, "hipErrorLaunchFailure", true),
+        (Api::Hip, "hipErrorInvalidValue", false),
+        (Api::Host, "hipErrorIllegalAddress", false),
+    ] {
+        assert_eq!(
+            error(api, 700, name).is_device_fault(),
+            fault,
+            "{api:?} {name}"
+        );
+    }
+    assert!(!error(Api::Host, -5, "CL_OUT_OF_RESOURCES").is_device_fault());
+}
+
+/// gemm and cholesky need a BLAS/solver library on the peer (placement a device): the host
+/// peer gets no such case; they are the matrix ops.
+#[test]
+fn ops_apply_to_the_peers_that_can_run_them() {
+    let hip = Api::Hip;
+    for op in [Op::Handoff, Op::Fft, Op::Pipeline] {
+        assert!(op.applies_to(Api::Host) && op.applies_to(hip), "{op}");
+        assert!(!op.is_matrix(), "{op}");
+    }
+    for op in [Op::Gemm, Op::Cholesky, Op::Placement] {
+        assert!(
+            !op.applies_to(Api::Host) && op.applies_to(hip) && op.applies_to(Api::Cuda),
+            "{op}"
+        );
+    }
+    assert!(Op::Gemm.is_matrix() && Op::Cholesky.is_matrix() && !Op::Placement.is_matrix());
+}

@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use num_complex::Complex32;
+use num_complex::{Complex32, Complex64};
 
 use crate::generate;
 use crate::model::{Api, Case, CaseError};
@@ -60,19 +60,44 @@ pub(super) fn cholesky(
         };
         Ok((info, factor, bad_info))
     })?;
-    let peer_name = case.pair.peer.label();
+    let references = || {
+        data.get("cholesky references", n, n * ld * 16, || {
+            let non_hpd_info = match reference::cholesky(Uplo::Lower, n, non_hpd, ld) {
+                Err(info) => info,
+                Ok(_) => 0,
+            };
+            (reference::cholesky(Uplo::Lower, n, hpd, ld), non_hpd_info)
+        })
+    };
+    verdict(
+        &case.pair.peer.label(),
+        (info, &factor, bad_info),
+        references,
+        n,
+        ld,
+    )
+}
+
+/// What [`reference::cholesky`] gives for the HPD matrix (the factor, or the order of the minor
+/// it stopped at), and the info it gives for the non-HPD one.
+type References = (Result<Vec<Complex64>, usize>, usize);
+
+/// The op's verdict in the order its steps ran: the HPD matrix's `info`, its factor (`n x n`,
+/// leading dimension `ld`) against the f64 reference, then the non-HPD matrix's `info` against
+/// the reference's. The references are made only once the first `info` is right.
+fn verdict(
+    peer_name: &str,
+    (info, factor, bad_info): (i32, &[Complex32], i32),
+    references: impl FnOnce() -> Arc<References>,
+    n: usize,
+    ld: usize,
+) -> Result<String, CaseError> {
     tolerance::check_info(
         &format!("cpotrf info on {peer_name} (HPD input)"),
         info as i64,
         0,
     )?;
-    let references = data.get("cholesky references", n, n * ld * 16, || {
-        let non_hpd_info = match reference::cholesky(Uplo::Lower, n, non_hpd, ld) {
-            Err(info) => info,
-            Ok(_) => 0,
-        };
-        (reference::cholesky(Uplo::Lower, n, hpd, ld), non_hpd_info)
-    });
+    let references = references();
     let (factored, want_info) = &*references;
     let want = factored.as_ref().map_err(|&info| {
         CaseError::Broken(crate::model::ApiError {
@@ -84,7 +109,7 @@ pub(super) fn cholesky(
         })
     })?;
     let what = format!("cpotrf factor on {peer_name} read back through OpenCL");
-    let summary = tolerance::check_cholesky(&what, &factor, want, Uplo::Lower, n, ld)?;
+    let summary = tolerance::check_cholesky(&what, factor, want, Uplo::Lower, n, ld)?;
     tolerance::check_info(
         &format!("cpotrf info on {peer_name} (non-HPD input)"),
         bad_info as i64,
@@ -94,3 +119,6 @@ pub(super) fn cholesky(
         "{summary}; non-HPD info {bad_info} as the reference"
     ))
 }
+
+#[cfg(test)]
+mod tests;

@@ -11,7 +11,7 @@ use crate::runtimes::PeerRuntime;
 use crate::runtimes::opencl::ClSession;
 use crate::sync::{self, Access};
 use crate::tolerance;
-use num_complex::Complex32;
+use num_complex::{Complex32, Complex64};
 
 use super::{Inputs, Plant, peer_done, peer_work, take_output, with_shared};
 
@@ -56,7 +56,15 @@ pub(super) fn fft_op(
     let want = data.get("fft reference", n, n * 16, || {
         reference::fft_forward(&input)
     });
-    let what = format!("OpenCL FFT output read by {}", case.pair.peer.label());
-    let summary = tolerance::check_fft(&what, &got, &want)?;
+    verdict(&case.pair.peer.label(), &got, &want)
+}
+
+/// The op's verdict: OpenCL's FFT output, as the peer read it, against the f64 reference.
+fn verdict(peer_name: &str, got: &[Complex32], want: &[Complex64]) -> Result<String, CaseError> {
+    let what = format!("OpenCL FFT output read by {peer_name}");
+    let summary = tolerance::check_fft(&what, got, want)?;
     Ok(summary.to_string())
 }
+
+#[cfg(test)]
+mod tests;

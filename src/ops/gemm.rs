@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use num_complex::Complex32;
+use num_complex::{Complex32, Complex64};
 
 use crate::generate;
 use crate::model::{Case, CaseError};
@@ -91,10 +91,22 @@ pub(super) fn gemm(
             ld,
         )
     });
-    let what = format!(
-        "cgemm on {} read back through OpenCL",
-        case.pair.peer.label()
-    );
-    let summary = tolerance::check_cgemm(&what, &got, &want, n, n, ld, n, false)?;
+    verdict(&case.pair.peer.label(), &got, &want, n, ld)
+}
+
+/// The op's verdict: C (`n x n`, leading dimension `ld`), as OpenCL read it back, against the
+/// f64 reference, with the bound of a k = n sum of inputs that are not exact.
+fn verdict(
+    peer_name: &str,
+    got: &[Complex32],
+    want: &[Complex64],
+    n: usize,
+    ld: usize,
+) -> Result<String, CaseError> {
+    let what = format!("cgemm on {peer_name} read back through OpenCL");
+    let summary = tolerance::check_cgemm(&what, got, want, n, n, ld, n, false)?;
     Ok(summary.to_string())
 }
+
+#[cfg(test)]
+mod tests;

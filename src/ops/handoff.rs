@@ -90,10 +90,21 @@ pub(super) fn handoff(
     // Every step under test has run; reading the results now adds no sync to the case.
     let ra: Vec<u32> = result_a.read(session, CL_CHECK_WORDS)?;
     let rc: Vec<u32> = result_c.read(session, CL_CHECK_WORDS)?;
-    // Report the first wrong crossing in causal order.
+    verdict(&peer_name, (&ra, seen_by_peer, &rc), [a, b, c], words)
+}
+
+/// The op's verdict from its three checks: OpenCL's result words of the first crossing, the
+/// peer's check of the second, OpenCL's result words of the last. The first wrong crossing in
+/// causal order is the one reported.
+fn verdict(
+    peer_name: &str,
+    (ra, seen_by_peer, rc): (&[u32], PatternCheck, &[u32]),
+    [a, b, c]: [u32; 3],
+    words: u32,
+) -> Result<String, CaseError> {
     cl_pattern_verdict(
         format!("pattern written by {peer_name}, read by OpenCL"),
-        &ra,
+        ra,
         a,
         words,
     )?;
@@ -105,7 +116,7 @@ pub(super) fn handoff(
     )?;
     cl_pattern_verdict(
         format!("pattern rewritten by {peer_name}, read by OpenCL"),
-        &rc,
+        rc,
         c,
         words,
     )?;
@@ -243,6 +254,81 @@ mod tests {
     fn handoff_seeds_differ() {
         let [a, b, c] = handoff_seeds(42);
         assert!(a != b && b != c && a != c);
+    }
+
+    /// The C reproducer computes the same three seeds (repro/emit.rs), so the patterns of a
+    /// case and of its reproducer are the same words: both halves of the run seed count.
+    #[test]
+    fn handoff_seeds_fold_the_run_seed_as_the_reproducer_does() {
+        assert_eq!(
+            handoff_seeds(0x0000_000F_0000_00FF),
+            [0xF0, 0x5555_55A5, 0xAAAA_AA5A]
+        );
+    }
+
+    /// The peer's check: no mismatch passes; any mismatch fails at the first word, with the
+    /// word seen there, the pattern's word and the count.
+    #[test]
+    fn the_peers_pattern_check_fails_on_one_word() {
+        let what = || "pattern written by OpenCL, read by hip0".to_string();
+        let clean = PatternCheck {
+            mismatches: 0,
+            first: None,
+        };
+        assert!(pattern_verdict(what(), clean, 7, 8).is_ok());
+        let one = PatternCheck {
+            mismatches: 1,
+            first: Some((3, 0xdead)),
+        };
+        let reason = fail_reason(pattern_verdict(what(), one, 7, 8));
+        assert_eq!(
+            reason,
+            format!(
+                "pattern written by OpenCL, read by hip0: 1 of 8 words differ (bit-exact), first at [3] got 0x0000dead want {:#010x}",
+                generate::pattern_word(7, 3)
+            )
+        );
+    }
+
+    /// The op's verdict: each of the three checks alone fails it, named by its crossing and
+    /// seed; with several wrong, the first in causal order is reported.
+    #[test]
+    fn the_handoff_verdict_reports_the_first_wrong_crossing() {
+        let seeds = [11, 22, 33];
+        let clean_cl = [0, u32::MAX, 8, 0];
+        let clean_peer = PatternCheck {
+            mismatches: 0,
+            first: None,
+        };
+        let wrong_cl = [1, 2, 8, 0xbad];
+        let wrong_peer = PatternCheck {
+            mismatches: 1,
+            first: Some((4, 0xbad)),
+        };
+        let run = |checks| fail_reason(verdict("hip0", checks, seeds, 8).map(drop));
+        assert_eq!(
+            verdict("hip0", (&clean_cl, clean_peer, &clean_cl), seeds, 8).unwrap(),
+            "8 words bit-exact across 4 crossings"
+        );
+        let first = run((&wrong_cl, wrong_peer, &wrong_cl));
+        let want = |seed, i| format!("want {:#010x}", generate::pattern_word(seed, i));
+        assert!(
+            first.starts_with("pattern written by hip0, read by OpenCL: ")
+                && first.ends_with(&want(11, 2)),
+            "{first}"
+        );
+        let second = run((&clean_cl, wrong_peer, &wrong_cl));
+        assert!(
+            second.starts_with("pattern written by OpenCL, read by hip0: ")
+                && second.ends_with(&want(22, 4)),
+            "{second}"
+        );
+        let third = run((&clean_cl, clean_peer, &wrong_cl));
+        assert!(
+            third.starts_with("pattern rewritten by hip0, read by OpenCL: ")
+                && third.ends_with(&want(33, 2)),
+            "{third}"
+        );
     }
 
     fn fail_reason(r: Result<(), CaseError>) -> String {

@@ -21,7 +21,7 @@ use num_complex::Complex32;
 
 use crate::fft::FftCache;
 use crate::generate::DataKind;
-use crate::model::{Case, CaseError, Op, Outcome, Peer, Phase, SyncMode};
+use crate::model::{ApiError, Case, CaseError, Op, Outcome, Peer, Phase, SyncMode};
 use crate::paths::{self, DeviceBuffer, Shared};
 pub use crate::peer::open_peer;
 use crate::runtimes::opencl::{self, ClArg, ClDevice, ClEvent, ClSession, SessionError};
@@ -317,12 +317,17 @@ pub fn execute_with_data(
         Ok(note) => Outcome::Pass { note },
         Err(e) => e.into_outcome(),
     };
-    // A fault the case's own calls did not name as one (a library's EXECUTION_FAILED, an
-    // allocation failing on a poisoned context) is still the fault it was.
     let sticky = match state.peers.get_mut(&case.pair.peer) {
         Some(Ok(p)) => p.as_device().and_then(|d| d.sticky_fault()),
         _ => None,
     };
+    with_sticky_fault(sticky, outcome)
+}
+
+/// A fault the case's own calls did not name as one (a library's EXECUTION_FAILED, an
+/// allocation failing on a poisoned context), still pending on the peer's device after the
+/// case, is still the fault it was: the case's outcome, with what the case saw as its detail.
+fn with_sticky_fault(sticky: Option<ApiError>, outcome: Outcome) -> Outcome {
     match (sticky, &outcome) {
         (Some(_), Outcome::Fault { .. }) | (None, _) => outcome,
         (Some(mut error), earlier) => {
@@ -583,5 +588,42 @@ mod tests {
         assert_ne!(data_seed(1, Op::Fft, 4), data_seed(2, Op::Fft, 4));
         // Pinned: a change here changes every case's data, which invalidates recorded runs.
         assert_eq!(data_seed(24301, Op::Handoff, 1), 0x4fa5_18b1_1c2c_e523);
+    }
+
+    /// A fault still pending on the peer's device after the case is the case's outcome, with
+    /// what the case saw (a pass, wrong data) as its detail; a fault the case named itself, and
+    /// any outcome with nothing pending, stay as they were.
+    #[test]
+    fn a_fault_pending_after_the_case_is_its_outcome() {
+        let pending = ApiError {
+            api: crate::model::Api::Hip,
+            call: "hipDeviceSynchronize".into(),
+            code: 700,
+            name: "hipErrorIllegalAddress".into(),
+            detail: String::new(),
+        };
+        let pass = Outcome::Pass {
+            note: "8 words bit-exact across 4 crossings".into(),
+        };
+        assert_eq!(with_sticky_fault(None, pass.clone()), pass);
+        let Outcome::Fault { error } = with_sticky_fault(Some(pending.clone()), pass) else {
+            panic!("a pass with a pending fault is no fault");
+        };
+        assert_eq!(
+            error,
+            ApiError {
+                detail:
+                    "pending after the case, which saw: pass 8 words bit-exact across 4 crossings"
+                        .into(),
+                ..pending.clone()
+            }
+        );
+        let named = Outcome::Fault {
+            error: ApiError {
+                name: "hipErrorLaunchFailure".into(),
+                ..pending.clone()
+            },
+        };
+        assert_eq!(with_sticky_fault(Some(pending), named.clone()), named);
     }
 }

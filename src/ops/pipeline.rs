@@ -142,10 +142,21 @@ pub(super) fn pipeline(
     let want = data.get("pipeline reference", n, n * 40, || {
         reference::pipeline(a, b, scale)
     });
-    let what = format!(
-        "pipeline magnitude (scaled on {}) read back through OpenCL",
-        case.pair.peer.label()
-    );
-    let summary = check_output(&what, &got, &want, scale)?;
+    verdict(&case.pair.peer.label(), &got, &want, scale)
+}
+
+/// The op's verdict: the magnitudes the peer wrote, as OpenCL read them back, against the f64
+/// reference.
+fn verdict(
+    peer_name: &str,
+    got: &[Complex32],
+    want: &PipelineReference,
+    scale: f32,
+) -> Result<String, CaseError> {
+    let what = format!("pipeline magnitude (scaled on {peer_name}) read back through OpenCL");
+    let summary = check_output(&what, got, want, scale)?;
     Ok(summary.to_string())
 }
+
+#[cfg(test)]
+mod tests;

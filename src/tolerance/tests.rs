@@ -1286,3 +1286,155 @@ fn bit_checks_measure_differing_bits_against_the_element_width() {
     let m = check_exact_c32("c", &[flipped], &[z]).expect_err("one bit differs");
     assert_eq!((m.max_abs_err, m.max_rel_err), (1.0, 1.0 / 64.0));
 }
+
+/// On a pass, `bound` is the bound at the element of the largest error/bound ratio, the first
+/// of equals (element 0 when every element is exact); an empty output passes with the
+/// absolute term, zero here (no FFT to bound).
+#[test]
+fn a_pipeline_pass_reports_the_bound_at_its_worst_element() {
+    let n = 8;
+    let want = PipelineReference {
+        fft: vec![Complex64::new(0.5, -0.25); n],
+        magnitude: (0..n).map(|i| 0.25 * (i + 1) as f64).collect(),
+    };
+    let scale = 1.0;
+    let exact: Vec<f32> = want.magnitude.iter().map(|&x| x as f32).collect();
+    // The bound at element i, as the check reports it where i alone is out of bound.
+    let bound_at = |i: usize| {
+        let mut got = exact.clone();
+        got[i] += 1.0;
+        check_pipeline("worst", &got, &want, scale)
+            .expect_err("1.0 off")
+            .bound
+    };
+    assert!(bound_at(0) < bound_at(3) && bound_at(3) < bound_at(n - 1));
+    let s = check_pipeline("worst", &exact, &want, scale).expect("exact");
+    assert_eq!(s.bound, bound_at(0));
+    for worst in [3, n - 1] {
+        let mut got = exact.clone();
+        got[worst] += (0.5 * bound_at(worst)) as f32;
+        got[1] += (0.25 * bound_at(1)) as f32;
+        let s = check_pipeline("worst", &got, &want, scale).expect("within bound");
+        assert_eq!(s.bound, bound_at(worst), "worst at {worst}");
+    }
+    let empty = PipelineReference {
+        fft: vec![],
+        magnitude: vec![],
+    };
+    let s = check_pipeline("empty", &[], &empty, 1.0).expect("nothing to be wrong");
+    assert_eq!((s.len, s.bound), (0, 0.0));
+}
+
+/// Columns past `n` are outside the block as much as rows past `m`: a cgemm must leave them
+/// bit-identical, so even a 1-ULP change there fails, as padding.
+#[test]
+fn cgemm_columns_past_n_are_padding_too() {
+    let (m, n, ldc) = (2, 1, 2);
+    let want: Vec<Complex64> = [0.5, -0.25, 0.75, 0.125]
+        .iter()
+        .map(|&x| Complex64::new(x, -x))
+        .collect();
+    let mut got: Vec<Complex32> = want
+        .iter()
+        .map(|z| Complex32::new(z.re as f32, z.im as f32))
+        .collect();
+    assert!(check_cgemm("cols", &got, &want, m, n, ldc, 4, false).is_ok());
+    got[3].re = f32::from_bits(got[3].re.to_bits() + 1);
+    let mm = check_cgemm("cols", &got, &want, m, n, ldc, 4, false).expect_err("column 1 written");
+    assert_eq!((mm.index, mm.count, mm.bound), (3, 1, 0.0));
+    assert!(mm.formula.contains("padding"), "{}", mm.formula);
+}
+
+/// A non-finite reference inside the block (in one component) is named at its own index; one
+/// in the padding before it is not the block's.
+#[test]
+fn cgemm_names_the_first_nonfinite_reference_in_the_block() {
+    let (m, n, ldc) = (2, 2, 3);
+    let mut want = vec![Complex64::new(0.5, 0.25); ldc * n];
+    want[2] = Complex64::new(f64::INFINITY, f64::NAN);
+    want[4] = Complex64::new(1.0, f64::INFINITY);
+    let got: Vec<Complex32> = want
+        .iter()
+        .map(|z| Complex32::new(z.re as f32, z.im as f32))
+        .collect();
+    let mm = check_cgemm("ref", &got, &want, m, n, ldc, 2, false).expect_err("inf reference");
+    assert_eq!(mm.index, 4, "{mm}");
+    assert!(
+        mm.formula.contains("reference must be finite"),
+        "{}",
+        mm.formula
+    );
+    assert_eq!(mm.want, fmt_c64(want[4]));
+}
+
+/// The factor triangle is the `n x n` one: elements of columns past `n` (a longer slice) are
+/// not checked, whatever they hold, and `len` counts the triangle's elements.
+#[test]
+fn cholesky_checks_the_n_by_n_triangle_only() {
+    let (n, lda) = (2, 2);
+    // Upper: [a00 a01; . a11], then a third column that is no part of the factor.
+    let mut want = vec![Complex64::new(1.0, 0.0); lda * (n + 1)];
+    want[1] = Complex64::new(9.0, 9.0); // below the diagonal: LAPACK's to use
+    want[4] = Complex64::new(f64::NAN, 0.0);
+    let mut got: Vec<Complex32> = want
+        .iter()
+        .map(|z| Complex32::new(z.re as f32, z.im as f32))
+        .collect();
+    got[1] = Complex32::new(-3.0, 1.0);
+    got[4] = Complex32::new(5.0, 5.0);
+    got[5] = Complex32::new(-5.0, 5.0);
+    let s = check_cholesky("tri", &got, &want, Uplo::Upper, n, lda).expect("triangle exact");
+    assert_eq!((s.len, s.max_abs_err), (3, 0.0));
+    got[2].im = 1.0;
+    let m = check_cholesky("tri", &got, &want, Uplo::Upper, n, lda).expect_err("a01 wrong");
+    assert_eq!((m.index, m.count, m.len), (2, 1, 3));
+}
+
+/// A reference element that is infinite in one component is named as a non-finite reference,
+/// not compared; an output element of (inf, NaN) reports its error as NaN, not hypot's inf.
+#[test]
+fn cholesky_names_a_half_infinite_reference_and_a_nan_error() {
+    let (n, lda) = (2, 2);
+    let mut want = vec![Complex64::new(1.0, 0.0); lda * n];
+    want[1] = Complex64::new(0.5, -0.5);
+    let exact: Vec<Complex32> = want
+        .iter()
+        .map(|z| Complex32::new(z.re as f32, z.im as f32))
+        .collect();
+    let mut bad_ref = want.clone();
+    bad_ref[1].im = f64::INFINITY;
+    let m = check_cholesky("ref", &exact, &bad_ref, Uplo::Lower, n, lda).expect_err("inf ref");
+    assert_eq!(m.index, 1);
+    assert!(
+        m.formula.contains("reference must be finite"),
+        "{}",
+        m.formula
+    );
+
+    let mut got = exact.clone();
+    got[1] = Complex32::new(f32::INFINITY, f32::NAN);
+    let m = check_cholesky("nan", &got, &want, Uplo::Lower, n, lda).expect_err("(inf, NaN)");
+    assert!(m.max_abs_err.is_nan(), "{m}");
+}
+
+/// A failing factor counts the elements over an even share of the budget (budget / sqrt of the
+/// triangle's element count) and, with none over the whole budget, reports the largest.
+#[test]
+fn cholesky_counts_the_elements_over_an_even_share_of_the_budget() {
+    let (n, lda) = (4, 4);
+    let want: Vec<Complex64> = (0..lda * n)
+        .map(|p| Complex64::new(if p % lda == p / lda { 1.0 } else { 0.0 }, 0.0))
+        .collect();
+    let mut got: Vec<Complex32> = want
+        .iter()
+        .map(|z| Complex32::new(z.re as f32, 0.0))
+        .collect();
+    // n eps ||ref||_F, with ||ref||_F = 2; 10 elements in the lower triangle.
+    let budget = n as f64 * EPS32 * 2.0;
+    let share = budget / 10f64.sqrt();
+    got[1].re = (0.84 * budget) as f32; // over the share, under the budget
+    got[2].re = (0.63 * budget) as f32; // over the share
+    got[7].re = (0.9 * share) as f32; // under the share
+    let m = check_cholesky("share", &got, &want, Uplo::Lower, n, lda).expect_err("over budget");
+    assert_eq!((m.index, m.count, m.len), (1, 2, 10), "{m}");
+}
