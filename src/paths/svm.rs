@@ -175,7 +175,7 @@ impl Path for Svm {
     }
 
     fn c_release(&self, _c: &mut dyn CWriter, m: &CMem) -> String {
-        format!("clSVMFree(context, {}_svm);", m.v)
+        format!("CALL(clSVMFree(context, {}_svm));", m.v)
     }
 
     fn c_to_peer(

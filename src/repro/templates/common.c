@@ -19,6 +19,38 @@ static const char *cl_error_name(long long code)
         [59] = "CL_INVALID_OPERATION", [61] = "CL_INVALID_BUFFER_SIZE", [63] = "CL_INVALID_GLOBAL_WORK_SIZE"};
     return code < 0 && code > -64 && names[-code] ? names[-code] : "an OpenCL error (CL/cl.h names its code)";
 }
+
+/* With CLHIP_PRINT_CALLS=FILE, each API call's name goes to FILE before the call is made, one a
+   line, as clhip's workers record theirs (docs/repro.md, "Calls"); call_scope marks steps that
+   are not compared. Unset, nothing is written. */
+static const char *call_scope;
+
+static void said(const char *call)
+{
+    static FILE *out;
+    static int opened;
+    const char *path = opened++ ? NULL : getenv("CLHIP_PRINT_CALLS"), *name = call, *at;
+    int len = (int)strlen(call);
+    if (path && *path && !(out = fopen(path, "w"))) {
+        printf("ERROR: CLHIP_PRINT_CALLS: cannot write %s\n", path);
+        exit(2);
+    }
+    if (!out)
+        return;
+    /* the called function: the first name a '(' follows */
+    for (at = call; *at; at++)
+        if (*at == '(' && at > call && (isalnum((unsigned char)at[-1]) || at[-1] == '_')) {
+            for (name = at; name > call && (isalnum((unsigned char)name[-1]) || name[-1] == '_'); name--)
+                ;
+            len = (int)(at - name);
+            break;
+        }
+    fprintf(out, "%s%s%.*s\n", call_scope ? call_scope : "", call_scope ? "/" : "", len, name);
+    fflush(out);
+}
+
+/* A call whose result is not an error code (a pointer, void), printed as CHECK prints its own. */
+#define CALL(call) (said(#call), (call))
 /*@ chacha @*/
 /* clhip's generator (src/generate.rs): RFC 8439 ChaCha20, zero nonce, block counter from 0,
    keyed by seed | stream tag | "clhip/generate/1" (little-endian, as on x86-64); values come
@@ -203,6 +235,7 @@ static void cl_open(void)
     cl_platform_id platforms[16];
     cl_uint np = 0, seen = 0;
     cl_int err;
+    call_scope = "open";
     CHECK(CL, clGetPlatformIDs(16, platforms, &np));
     for (cl_uint p = 0; p < np && !device; p++) {
         char name[256] = "";
@@ -228,6 +261,7 @@ static void cl_open(void)
         printf("ERROR: clBuildProgram failed:\n%s\n", log);
         exit(2);
     }
+    call_scope = NULL;
 }
 /*@ cl_launch @*/
 /* A kernel argument: a buffer, an SVM (or raw device) pointer, or a uint. */
@@ -298,8 +332,10 @@ static cl_event fft_forward(struct arg data, size_t n, cl_uint nwait, const cl_e
                 double a = -2.0 * M_PI * (double)(r * k) / (double)(FFT_PASSES[p].ns * FFT_PASSES[p].radix);
                 tw[2 * t] = (float)cos(a), tw[2 * t + 1] = (float)sin(a);
             }
+    call_scope = "fft-plan"; /* clhip makes these once per size */
     CHECK(CL, (scratch = clCreateBuffer(context, CL_MEM_READ_WRITE, 8 * n, NULL, &err), err));
     CHECK(CL, (table = clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, 8 * FFT_TWIDDLES, tw, &err), err));
+    call_scope = NULL;
     struct arg src = data, dst = mem(scratch), swap;
     cl_event last = NULL;
     for (int p = 0; p < FFT_NPASSES; p++) {
@@ -497,7 +533,7 @@ static void *svm_alloc(int fine, size_t bytes)
                fine ? "fine-grain" : "coarse-grain", (unsigned long long)caps);
         exit(2);
     }
-    void *p = clSVMAlloc(context, CL_MEM_READ_WRITE | (fine ? CL_MEM_SVM_FINE_GRAIN_BUFFER : 0), bytes, 0);
+    void *p = CALL(clSVMAlloc(context, CL_MEM_READ_WRITE | (fine ? CL_MEM_SVM_FINE_GRAIN_BUFFER : 0), bytes, 0));
     if (!p) {
         printf("ERROR: clSVMAlloc(%zu bytes) returned NULL\n", bytes);
         exit(2);
@@ -539,11 +575,32 @@ static int pattern_verdict(const char *what, const uint64_t seen[3], uint32_t se
     return seen[0] != 0;
 }
 
-/* The verdict of OpenCL's check from its result words, read after the case's steps. */
-static int cl_pattern_verdict(const char *what, cl_mem result, uint32_t seed)
+/* OpenCL's check's result words (a blocking read: before the case, or after all its steps). */
+static void read_words(cl_mem result, uint32_t r[4])
 {
-    uint32_t r[4];
     CHECK(CL, clEnqueueReadBuffer(queue, result, CL_TRUE, 0, 16, r, 0, NULL, NULL));
+}
+
+/* The result words as written, read back before the case (clhip's
+   DeviceBuffer::with_words_read_back): a dropped write would otherwise show only later, as
+   counters that make no sense. */
+static void check_written(const char *what, cl_mem result, const uint32_t want[4])
+{
+    static const char *names[4] = {"mismatch count", "first mismatching index", "ran-marker",
+                                   "word seen at the first mismatch"};
+    uint32_t r[4];
+    read_words(result, r);
+    for (int i = 0; i < 4; i++)
+        if (r[i] != want[i]) {
+            printf("FAIL: %s, read back after clEnqueueWriteBuffer (word %d is the %s): got 0x%08x want 0x%08x\n",
+                   what, i, names[i], r[i], want[i]);
+            exit(1);
+        }
+}
+
+/* The verdict of OpenCL's check from its result words, read after the case's steps. */
+static int cl_pattern_verdict(const char *what, const uint32_t r[4], uint32_t seed)
+{
     if (r[2] != 2 * N)
         printf("FAIL: %s: OpenCL's check kernel did not run (ran-marker %u)\n", what, r[2]);
     return r[2] != 2 * N || pattern_verdict(what, (uint64_t[3]){r[0], r[1], r[3]}, seed);
@@ -553,6 +610,7 @@ static int cl_pattern_verdict(const char *what, cl_mem result, uint32_t seed)
 static uint64_t host_alloc(size_t len)
 {
     size_t bytes = (8 * len + 4095) / 4096 * 4096;
+    said("host_alloc");
     return (uintptr_t)memset(aligned_alloc(4096, bytes), 0, bytes);
 }
 /*@ end @*/
