@@ -119,6 +119,13 @@ pub const FFT_PLAN: &str = "fft-plan";
 /// The scope of clhip's look, after a case, for a device fault it left pending.
 pub const PENDING_FAULT: &str = "pending-fault";
 
+/// The scope of reading the first wrong word back, which a check does only when it found one.
+pub const MISMATCH: &str = "mismatch";
+
+/// The scope of calls made for a note beside a verdict, which the reproducer leaves out
+/// (placement's timings on the peer's own memory).
+pub const NOTE: &str = "note";
+
 /// Stretches whose calls are not compared, and why.
 pub const UNCOMPARED_SCOPES: &[(&str, &str)] = &[
     (
@@ -130,6 +137,16 @@ pub const UNCOMPARED_SCOPES: &[(&str, &str)] = &[
         FFT_PLAN,
         "the FFT plan's scratch and twiddle buffers: a worker makes them once per size and \
          keeps them, a reproducer at each transform",
+    ),
+    (
+        MISMATCH,
+        "reading the first wrong word back, only when a check found one: what a negative \
+         control's race leaves differs from run to run",
+    ),
+    (
+        NOTE,
+        "placement's timings of the same passes on the peer's own memory, a note beside the \
+         verdict that the reproducer leaves out",
     ),
     (
         PENDING_FAULT,
@@ -181,6 +198,37 @@ pub const UNCOMPARED_CALLS: &[(&str, &str)] = &[
     (
         "hipModuleGetFunction",
         "kernel handles (as cuModuleGetFunction)",
+    ),
+    (
+        "cuDeviceGetAttribute",
+        "an info query: clhip asks whether the device has managed memory before allocating it",
+    ),
+    (
+        "cuMemGetInfo",
+        "an info query: clhip asks how much is free before a managed allocation",
+    ),
+    (
+        "hipDeviceGetAttribute",
+        "an info query (as cuDeviceGetAttribute)",
+    ),
+    ("hipMemGetInfo", "an info query (as cuMemGetInfo)"),
+    (
+        "cublasCreate",
+        "a library handle: a worker makes one at its first gemm and keeps it, a reproducer one \
+         per program",
+    ),
+    ("cublasSetStream", "a library handle (as cublasCreate)"),
+    ("cublasSetPointerMode", "a library handle (as cublasCreate)"),
+    ("cusolverDnCreate", "a library handle (as cublasCreate)"),
+    ("cusolverDnSetStream", "a library handle (as cublasCreate)"),
+    (
+        "rocblas_create_handle",
+        "a library handle (as cublasCreate)",
+    ),
+    ("rocblas_set_stream", "a library handle (as cublasCreate)"),
+    (
+        "rocblas_set_pointer_mode",
+        "a library handle (as cublasCreate)",
     ),
     (
         "cuEventCreate",
