@@ -130,8 +130,11 @@ static void peer_check_pattern(uint64_t p, uint32_t seed, uint64_t seen[3])
         printf("FAIL: the peer's check kernel did not run (ran-marker %llu)\n", result[2]);
         exit(1);
     }
-    if (result[0]) /* the word itself, read where it lies */
+    if (result[0]) { /* the word itself, read where it lies */
+        call_scope = "mismatch";
         peer_download(p + 4 * result[1], &word, 4);
+        call_scope = NULL;
+    }
     seen[0] = result[0], seen[1] = result[1], seen[2] = word;
 }
 /*@ elementwise @*/
