@@ -307,100 +307,26 @@ fn every_host_case_builds_and_the_synced_ones_pass_on_pocl() {
 }
 
 /// Stand-ins for the CUDA toolkit's headers, declaring what the reproducers call with the
-/// toolkit's signatures, so the emitted C is compile-checked where no toolkit is installed.
+/// toolkit's signatures, so the emitted C is compile-checked where no toolkit is installed
+/// (tests/agreement.rs builds them against the host stub of tests/fixtures/cuda-stub).
 const CUDA_STUBS: [(&str, &str); 4] = [
-    (
-        "cuda.h",
-        r#"#pragma once
-#include <stddef.h>
-typedef enum { CUDA_SUCCESS = 0, CUDA_ERROR_ILLEGAL_ADDRESS = 700, CUDA_ERROR_MISALIGNED_ADDRESS = 716, CUDA_ERROR_ILLEGAL_INSTRUCTION = 715, CUDA_ERROR_LAUNCH_FAILED = 719 } CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
-typedef struct CUmod_st *CUmodule;
-typedef struct CUfunc_st *CUfunction;
-typedef enum { CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76 } CUdevice_attribute;
-typedef enum { CU_EVENT_DISABLE_TIMING = 2 } CUevent_flags;
-typedef enum { CU_MEM_ATTACH_GLOBAL = 1 } CUmemAttach_flags;
-#define CU_MEMHOSTALLOC_PORTABLE 0x01
-#define CU_MEMHOSTALLOC_DEVICEMAP 0x02
-CUresult cuInit(unsigned int Flags);
-CUresult cuDeviceGet(CUdevice *device, int ordinal);
-CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
-CUresult cuCtxSetCurrent(CUcontext ctx);
-CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);
-CUresult cuStreamSynchronize(CUstream hStream);
-CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags);
-CUresult cuEventRecord(CUevent hEvent, CUstream hStream);
-CUresult cuEventSynchronize(CUevent hEvent);
-CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize);
-CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
-CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
-CUresult cuMemFree(CUdeviceptr dptr);
-CUresult cuMemFreeHost(void *p);
-CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
-CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream);
-CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream);
-CUresult cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N);
-CUresult cuModuleLoadData(CUmodule *module, const void *image);
-CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
-CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
-CUresult cuGetErrorName(CUresult error, const char **pStr);
-"#,
-    ),
+    ("cuda.h", include_str!("fixtures/cuda-stub/include/cuda.h")),
     (
         "nvrtc.h",
-        r#"#pragma once
-#include <stddef.h>
-typedef enum { NVRTC_SUCCESS = 0 } nvrtcResult;
-typedef struct _nvrtcProgram *nvrtcProgram;
-const char *nvrtcGetErrorString(nvrtcResult result);
-nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, const char *name, int numHeaders, const char *const *headers, const char *const *includeNames);
-nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char *const *options);
-nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t *logSizeRet);
-nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char *log);
-nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t *cubinSizeRet);
-nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin);
-"#,
+        include_str!("fixtures/cuda-stub/include/nvrtc.h"),
     ),
     (
         "cublas_v2.h",
-        r#"#pragma once
-#include "cublas_api.h"
-typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 } cublasOperation_t;
-typedef enum { CUBLAS_POINTER_MODE_HOST = 0 } cublasPointerMode_t;
-typedef struct cublasContext *cublasHandle_t;
-cublasStatus_t cublasCreate(cublasHandle_t *handle);
-cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t streamId);
-cublasStatus_t cublasSetPointerMode(cublasHandle_t handle, cublasPointerMode_t mode);
-cublasStatus_t cublasCgemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuComplex *alpha, const cuComplex *A, int lda, const cuComplex *B, int ldb, const cuComplex *beta, cuComplex *C, int ldc);
-const char *cublasGetStatusName(cublasStatus_t status);
-"#,
+        include_str!("fixtures/cuda-stub/include/cublas_v2.h"),
     ),
     (
         "cusolverDn.h",
-        r#"#pragma once
-#include "cublas_api.h"
-typedef enum { CUSOLVER_STATUS_SUCCESS = 0 } cusolverStatus_t;
-typedef struct cusolverDnContext *cusolverDnHandle_t;
-cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t *handle);
-cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t handle, cudaStream_t streamId);
-cusolverStatus_t cusolverDnCpotrf_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex *A, int lda, int *Lwork);
-cusolverStatus_t cusolverDnCpotrf(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex *A, int lda, cuComplex *Workspace, int Lwork, int *devInfo);
-"#,
+        include_str!("fixtures/cuda-stub/include/cusolverDn.h"),
     ),
 ];
 
 /// What cublas_v2.h and cusolverDn.h share (cublas_api.h, cuComplex.h, driver_types.h).
-const CUBLAS_API_STUB: &str = r#"#pragma once
-typedef struct { float x, y; } cuComplex;
-typedef struct CUstream_st *cudaStream_t;
-typedef enum { CUBLAS_STATUS_SUCCESS = 0 } cublasStatus_t;
-typedef enum { CUBLAS_FILL_MODE_LOWER = 0, CUBLAS_FILL_MODE_UPPER = 1 } cublasFillMode_t;
-"#;
+const CUBLAS_API_STUB: &str = include_str!("fixtures/cuda-stub/include/cublas_api.h");
 
 #[test]
 fn every_cuda_case_compiles_against_the_cuda_api() {
