@@ -4,7 +4,8 @@
 //!
 //! Recording: with `CLHIP_RECORD_CALLS=DIR`, a worker writes each case's calls to
 //! `DIR/<file_name(case id)>`, one line per call as it is made: the call's name, or
-//! `<scope>/<name>` inside a [`scoped`] stretch (`open/clCreateContext`). Each API's calls are
+//! `<scope>/<name>` inside a [`scoped`] stretch (`open/clCreateContext`); a reproducer writes
+//! each call's text where clhip writes its name, and [`canonical`] finds the name in either. Each API's calls are
 //! named in one place (OpenCL's `ClResultExt::call`, the CUDA and HIP status mappers), which
 //! calls [`record`]; calls that cannot fail, and the host peer's, call it themselves. Off (the
 //! default), a call costs one relaxed atomic load.
@@ -241,19 +242,30 @@ pub const UNCOMPARED_CALLS: &[(&str, &str)] = &[
     ),
 ];
 
-/// A recorded name as compared: the identifier before any `(` (clhip names some calls with
-/// their flag, `clCreateBuffer(CL_MEM_USE_HOST_PTR)`), without the `_v2` that CUDA's headers
-/// add to some names by macro (`cuMemAlloc` is `cuMemAlloc_v2` in the library).
-pub fn canonical(name: &str) -> &str {
-    let name = name.split('(').next().unwrap_or(name).trim();
+/// The function a recorded or printed call calls, as compared: the first name a `(` follows
+/// (a reproducer writes the call's text, `(m_buf = clCreateBuffer(context, ...), err)`; clhip
+/// names some calls with their flag, `clCreateBuffer(CL_MEM_USE_HOST_PTR)`), else the whole
+/// text (`cuMemAlloc_v2`); without the `_v2` that CUDA's headers add to some names by macro
+/// (`cuMemAlloc` is `cuMemAlloc_v2` in the library).
+pub fn canonical(call: &str) -> &str {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    let called = call.match_indices('(').find_map(|(at, _)| {
+        let start = call[..at].rfind(|c| !ident(c)).map_or(0, |s| s + 1);
+        (start < at).then(|| &call[start..at])
+    });
+    let name = called.unwrap_or(call).trim();
     name.strip_suffix("_v2").unwrap_or(name)
 }
 
-/// One recorded line: its scope, if any, and the call's name.
+/// One recorded line: its scope, if any, and the call.
 pub fn parse_line(line: &str) -> (Option<&str>, &str) {
     match line.split_once('/') {
-        // A scope is a word; a name's own text (`clCreateBuffer(A/B)`) never comes first.
-        Some((scope, name)) if !scope.contains('(') => (Some(scope), name),
+        // A scope is a lower-case word; a call's own text (`(n + 255) / 256`) is not one.
+        Some((scope, call))
+            if !scope.is_empty() && scope.chars().all(|c| c.is_ascii_lowercase() || c == '-') =>
+        {
+            (Some(scope), call)
+        }
         _ => (None, line),
     }
 }

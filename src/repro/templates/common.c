@@ -20,36 +20,21 @@ static const char *cl_error_name(long long code)
     return code < 0 && code > -64 && names[-code] ? names[-code] : "an OpenCL error (CL/cl.h names its code)";
 }
 
-/* With CLHIP_PRINT_CALLS=FILE, each API call's name goes to FILE before the call is made, one a
-   line, as clhip's workers record theirs (docs/repro.md, "Calls"); call_scope marks steps that
-   are not compared. Unset, nothing is written. */
+/* With CLHIP_PRINT_CALLS=FILE, the text of each call (CHECK's, CALL's) goes to FILE before it
+   is made, as clhip records its own (docs/repro.md, "Calls"); call_scope marks steps that are
+   not compared. Unset, nothing is written. */
 static const char *call_scope;
 
 static void said(const char *call)
 {
     static FILE *out;
     static int opened;
-    const char *path = opened++ ? NULL : getenv("CLHIP_PRINT_CALLS"), *name = call, *at;
-    int len = (int)strlen(call);
-    if (path && *path && !(out = fopen(path, "w"))) {
-        printf("ERROR: CLHIP_PRINT_CALLS: cannot write %s\n", path);
-        exit(2);
-    }
-    if (!out)
-        return;
-    /* the called function: the first name a '(' follows */
-    for (at = call; *at; at++)
-        if (*at == '(' && at > call && (isalnum((unsigned char)at[-1]) || at[-1] == '_')) {
-            for (name = at; name > call && (isalnum((unsigned char)name[-1]) || name[-1] == '_'); name--)
-                ;
-            len = (int)(at - name);
-            break;
-        }
-    fprintf(out, "%s%s%.*s\n", call_scope ? call_scope : "", call_scope ? "/" : "", len, name);
-    fflush(out);
+    const char *path = opened++ ? NULL : getenv("CLHIP_PRINT_CALLS");
+    if (path && *path && !(out = fopen(path, "w")))
+        printf("ERROR: CLHIP_PRINT_CALLS: cannot write %s\n", path), exit(2);
+    if (out)
+        fprintf(out, "%s%s%s\n", call_scope ? call_scope : "", call_scope ? "/" : "", call), fflush(out);
 }
-
-/* A call whose result is not an error code (a pointer, void), printed as CHECK prints its own. */
 #define CALL(call) (said(#call), (call))
 /*@ chacha @*/
 /* clhip's generator (src/generate.rs): RFC 8439 ChaCha20, zero nonce, block counter from 0,
@@ -581,21 +566,15 @@ static void read_words(cl_mem result, uint32_t r[4])
     CHECK(CL, clEnqueueReadBuffer(queue, result, CL_TRUE, 0, 16, r, 0, NULL, NULL));
 }
 
-/* The result words as written, read back before the case (clhip's
-   DeviceBuffer::with_words_read_back): a dropped write would otherwise show only later, as
-   counters that make no sense. */
+/* The result words as written, read back before the case as clhip does: a dropped write shows
+   here, not later as counters that make no sense. */
 static void check_written(const char *what, cl_mem result, const uint32_t want[4])
 {
-    static const char *names[4] = {"mismatch count", "first mismatching index", "ran-marker",
-                                   "word seen at the first mismatch"};
     uint32_t r[4];
     read_words(result, r);
-    for (int i = 0; i < 4; i++)
-        if (r[i] != want[i]) {
-            printf("FAIL: %s, read back after clEnqueueWriteBuffer (word %d is the %s): got 0x%08x want 0x%08x\n",
-                   what, i, names[i], r[i], want[i]);
-            exit(1);
-        }
+    if (memcmp(r, want, 16) != 0)
+        printf("FAIL: %s, read back after clEnqueueWriteBuffer: {0x%08x, 0x%08x, 0x%08x, 0x%08x}, not the "
+               "words written\n", what, r[0], r[1], r[2], r[3]), exit(1);
 }
 
 /* The verdict of OpenCL's check from its result words, read after the case's steps. */
