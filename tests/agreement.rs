@@ -5,9 +5,10 @@
 //! calls.
 //!
 //! - `host_cases_on_pocl`: every host case of the default matrix on PoCL.
-//! - `cuda_cases_on_pocl_and_a_host_stub`: every cuda case of the matrix the reproducer
-//!   covers, on PoCL, with CUDA's libraries replaced by a stub that does on the host what
-//!   clhip's calls ask (tests/fixtures/cuda-stub): both sides make their real calls, into it.
+//! - `cuda_cases_on_pocl_and_a_host_stub`, `hip_cases_on_pocl_and_a_host_stub`: every path,
+//!   sync and op of the matrix's cuda (hip) cases the reproducer covers, on PoCL, with CUDA's
+//!   (HIP's) libraries replaced by a stub that does on the host what each call asks
+//!   (tests/fixtures/gpu-stub): both sides make their real calls, into it.
 //! - `cuda_cases_on_this_gpu`: every cuda case the reproducer covers, on this machine's
 //!   NVIDIA GPU and OpenCL, the reproducers built by nvcc (`build.sh`). Ignored without
 //!   libcuda; `CLHIP_REQUIRE_CUDA=1` makes that a failure.
@@ -43,6 +44,10 @@ fn main() {
         Trial::ignorable_test(
             "cuda_cases_on_pocl_and_a_host_stub",
             cuda_cases_on_pocl_and_a_host_stub,
+        ),
+        Trial::ignorable_test(
+            "hip_cases_on_pocl_and_a_host_stub",
+            hip_cases_on_pocl_and_a_host_stub,
         ),
         Trial::ignorable_test("cuda_cases_on_this_gpu", cuda_cases_on_this_gpu),
     ];
@@ -99,8 +104,14 @@ struct Setup {
 enum Build {
     /// `build.sh`, as a person runs it.
     Script,
-    /// `cc` against the stub's headers and libraries in this directory.
-    Stub(PathBuf),
+    /// `cc` against a stub: its headers, the directory of its libraries, the defines and
+    /// libraries a reproducer of its API takes.
+    Stub {
+        include: PathBuf,
+        lib: PathBuf,
+        defines: &'static [&'static str],
+        libs: &'static [&'static str],
+    },
 }
 
 /// What one case gave on each side.
@@ -227,19 +238,20 @@ fn reproduce(id: &str, dir: &Path, printed: &Path, setup: &Setup) -> Result<i32,
         .map_err(|e| format!("writing the reproducer: {e:#}"))?;
     let built = match &setup.build {
         Build::Script => Command::new("sh").arg("build.sh").current_dir(dir).output(),
-        Build::Stub(stub) => Command::new("cc")
-            .args(["-std=gnu11", "-O1", "-o", "repro", "repro.c", "-I"])
-            .arg(stub.join("include"))
+        Build::Stub {
+            include,
+            lib,
+            defines,
+            libs,
+        } => Command::new("cc")
+            .args(["-std=gnu11", "-O1", "-o", "repro", "repro.c"])
+            .args(*defines)
+            .arg("-I")
+            .arg(include)
             .arg("-L")
-            .arg(stub)
-            .args([
-                "-lcuda",
-                "-lnvrtc",
-                "-lcublas",
-                "-lcusolver",
-                "-lOpenCL",
-                "-lm",
-            ])
+            .arg(lib)
+            .args(*libs)
+            .args(["-lOpenCL", "-lm"])
             .current_dir(dir)
             .output(),
     }
@@ -328,14 +340,12 @@ fn host_cases_on_pocl() -> Result<Completion, Failed> {
     Ok(Completion::Completed)
 }
 
-/// The cuda cases of the default matrix whose reproducers clhip writes, on `opencl`.
-fn covered_cuda_cases(opencl: ClDeviceRef) -> Vec<Case> {
+/// The cases of the default matrix with a peer of `api` whose reproducers clhip writes, on
+/// `opencl`.
+fn covered_cases(api: Api, opencl: ClDeviceRef) -> Vec<Case> {
     let pair = Pair {
         opencl,
-        peer: Peer {
-            api: Api::Cuda,
-            ordinal: 0,
-        },
+        peer: Peer { api, ordinal: 0 },
         install: None,
     };
     Matrix::default_matrix()
@@ -345,61 +355,119 @@ fn covered_cuda_cases(opencl: ClDeviceRef) -> Vec<Case> {
         .collect()
 }
 
-/// The host stub of CUDA's libraries (tests/fixtures/cuda-stub), carried in this binary.
-const STUB_SOURCE: &str = include_str!("fixtures/cuda-stub/stub.c");
-const STUB_HEADERS: [(&str, &str); 5] = [
-    ("cuda.h", include_str!("fixtures/cuda-stub/include/cuda.h")),
+/// The host stubs of CUDA's and HIP's libraries (tests/fixtures/gpu-stub), carried in this
+/// binary.
+const STUB_FILES: [(&str, &str); 10] = [
+    ("host.h", include_str!("fixtures/gpu-stub/host.h")),
+    ("cuda.c", include_str!("fixtures/gpu-stub/cuda.c")),
+    ("hip.c", include_str!("fixtures/gpu-stub/hip.c")),
     (
-        "nvrtc.h",
-        include_str!("fixtures/cuda-stub/include/nvrtc.h"),
+        "include/cuda.h",
+        include_str!("fixtures/gpu-stub/include/cuda.h"),
     ),
     (
-        "cublas_v2.h",
-        include_str!("fixtures/cuda-stub/include/cublas_v2.h"),
+        "include/nvrtc.h",
+        include_str!("fixtures/gpu-stub/include/nvrtc.h"),
     ),
     (
-        "cublas_api.h",
-        include_str!("fixtures/cuda-stub/include/cublas_api.h"),
+        "include/cublas_v2.h",
+        include_str!("fixtures/gpu-stub/include/cublas_v2.h"),
     ),
     (
-        "cusolverDn.h",
-        include_str!("fixtures/cuda-stub/include/cusolverDn.h"),
+        "include/cublas_api.h",
+        include_str!("fixtures/gpu-stub/include/cublas_api.h"),
+    ),
+    (
+        "include/cusolverDn.h",
+        include_str!("fixtures/gpu-stub/include/cusolverDn.h"),
+    ),
+    (
+        "include/rocblas/rocblas.h",
+        include_str!("fixtures/gpu-stub/include/rocblas/rocblas.h"),
+    ),
+    (
+        "include/rocsolver/rocsolver.h",
+        include_str!("fixtures/gpu-stub/include/rocsolver/rocsolver.h"),
     ),
 ];
 
-/// The stub built into `dir`, under every name cudarc and the reproducers' `-l` look for,
-/// with its headers in `dir/include`.
-fn build_stub(dir: &Path) -> Result<(), Failed> {
-    let include = dir.join("include");
-    std::fs::create_dir_all(&include).map_err(|e| e.to_string())?;
-    for (name, text) in STUB_HEADERS {
-        std::fs::write(include.join(name), text).map_err(|e| e.to_string())?;
-    }
-    std::fs::write(dir.join("stub.c"), STUB_SOURCE).map_err(|e| e.to_string())?;
-    let o = Command::new("cc")
-        .args([
-            "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-I", "include",
-        ])
-        .args(["-o", "libcuda.so", "stub.c", "-lm"])
-        .current_dir(dir)
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !o.status.success() {
-        return Err(format!(
-            "the CUDA stub did not build:\n{}",
-            String::from_utf8_lossy(&o.stderr)
-        )
-        .into());
-    }
-    for name in [
+/// One API's stub: its source, the library it builds into `lib/` (and the other names it is
+/// installed under there), the defines it and the reproducers take, the reproducers' -l.
+struct Stub {
+    api: Api,
+    source: &'static str,
+    library: &'static str,
+    aliases: &'static [&'static str],
+    defines: &'static [&'static str],
+    libs: &'static [&'static str],
+}
+
+const CUDA_STUB: Stub = Stub {
+    api: Api::Cuda,
+    source: "cuda.c",
+    library: "libcuda.so",
+    aliases: &[
         "libcuda.so.1",
         "libnvrtc.so",
         "libcublas.so",
         "libcusolver.so",
-    ] {
-        std::os::unix::fs::symlink("libcuda.so", dir.join(name)).map_err(|e| e.to_string())?;
+    ],
+    defines: &[],
+    libs: &["-lcuda", "-lnvrtc", "-lcublas", "-lcusolver"],
+};
+
+/// HIP 5.2 (the version of Debian's headers it is built against): hiprtc inside libamdhip64.
+const HIP_STUB: Stub = Stub {
+    api: Api::Hip,
+    source: "hip.c",
+    library: "libamdhip64.so.5",
+    aliases: &[
+        "libamdhip64.so",
+        "libhiprtc.so",
+        "librocblas.so",
+        "librocblas.so.0",
+        "librocsolver.so",
+        "librocsolver.so.0",
+    ],
+    defines: &["-D__HIP_PLATFORM_AMD__"],
+    libs: &["-lamdhip64", "-lrocblas", "-lrocsolver"],
+};
+
+/// `stub` built into `dir/lib` under its names, with the headers in `dir/include`; why not,
+/// if the build failed (`Ok(Err)`: the HIP headers are not installed).
+fn build_stub(dir: &Path, stub: &Stub) -> Result<Result<(), String>, Failed> {
+    let io = |e: std::io::Error| Failed::from(e.to_string());
+    for (name, text) in STUB_FILES {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).map_err(io)?;
+        std::fs::write(path, text).map_err(io)?;
     }
-    Ok(())
+    let lib = dir.join("lib");
+    std::fs::create_dir_all(&lib).map_err(io)?;
+    let o = Command::new("cc")
+        .args([
+            "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-I", "include",
+        ])
+        .args(stub.defines)
+        .arg("-o")
+        .arg(lib.join(stub.library))
+        .args([stub.source, "-lm"])
+        .current_dir(dir)
+        .output()
+        .map_err(io)?;
+    if !o.status.success() {
+        let log = String::from_utf8_lossy(&o.stderr).into_owned();
+        if stub.api == Api::Hip && log.contains("hip/hip_runtime_api.h") {
+            return Ok(Err(
+                "no HIP headers to build the HIP stub against (Debian: libamdhip64-dev)".into(),
+            ));
+        }
+        return Err(format!("the {} stub did not build:\n{log}", stub.api.name()).into());
+    }
+    for alias in stub.aliases {
+        std::os::unix::fs::symlink(stub.library, lib.join(alias)).map_err(io)?;
+    }
+    Ok(Ok(()))
 }
 
 /// `cases` with one case per path, sync and op: the smallest size the matrix gives it.
@@ -417,11 +485,19 @@ fn smallest_of_each(cases: Vec<Case>) -> Vec<Case> {
     by_kind.into_values().collect()
 }
 
-/// Every (path, sync, op) of the matrix's cuda cases that the reproducer covers, at the
-/// smallest size the matrix gives it, on PoCL with the stub as CUDA: a case's calls depend
-/// on its size only through the FFT's passes, which the host cases hold at every size, and
-/// the stub does a 2048 x 2048 cgemm on one core.
 fn cuda_cases_on_pocl_and_a_host_stub() -> Result<Completion, Failed> {
+    stub_cases("cuda_cases_on_pocl_and_a_host_stub", &CUDA_STUB)
+}
+
+fn hip_cases_on_pocl_and_a_host_stub() -> Result<Completion, Failed> {
+    stub_cases("hip_cases_on_pocl_and_a_host_stub", &HIP_STUB)
+}
+
+/// Every (path, sync, op) of the matrix's cases with a peer of `stub.api` that the reproducer
+/// covers, at the smallest size the matrix gives it, on PoCL with the stub as the peer's
+/// libraries: a case's calls depend on its size only through the FFT's passes, which the host
+/// cases hold at every size, and the stub does a 2048 x 2048 cgemm on one core.
+fn stub_cases(name: &str, stub: &Stub) -> Result<Completion, Failed> {
     if clhip::runtimes::opencl::test_device().is_none() {
         return Ok(Completion::ignored_with("no OpenCL device"));
     }
@@ -435,26 +511,40 @@ fn cuda_cases_on_pocl_and_a_host_stub() -> Result<Completion, Failed> {
     if let Some(why) = missing("cc") {
         return Ok(Completion::ignored_with(why));
     }
-    let stub = scratch("cuda-stub");
-    build_stub(&stub)?;
+    let dir = scratch(&format!("{}-stub", stub.api.name()));
+    if let Err(why) = build_stub(&dir, stub)? {
+        return Ok(Completion::ignored_with(why));
+    }
+    let lib = dir.join("lib");
     let library_path = match std::env::var("LD_LIBRARY_PATH") {
-        Ok(p) if !p.is_empty() => format!("{}:{p}", stub.display()),
-        _ => stub.display().to_string(),
+        Ok(p) if !p.is_empty() => format!("{}:{p}", lib.display()),
+        _ => lib.display().to_string(),
     };
-    let env = vec![("LD_LIBRARY_PATH".to_string(), library_path)];
-    let mut worker_env = env.clone();
-    // The stub's "cubin" is kept out of the kernel cache people use.
+    let run_env = vec![("LD_LIBRARY_PATH".to_string(), library_path)];
+    let mut worker_env = match stub.api {
+        // cudarc finds libcuda by the loader's path; clhip's HIP, by its ROCm root.
+        Api::Hip => vec![(
+            clhip::pairs::WORKER_ROCM_PATH_ENV.to_string(),
+            dir.display().to_string(),
+        )],
+        _ => run_env.clone(),
+    };
+    // The stub's "kernels" are kept out of the kernel cache people use.
     worker_env.push((
         "CLHIP_KERNEL_CACHE".to_string(),
-        stub.join("kernels").display().to_string(),
+        dir.join("kernels").display().to_string(),
     ));
     let setup = Setup {
         worker_env,
-        build: Build::Stub(stub.clone()),
-        run_env: env,
+        build: Build::Stub {
+            include: dir.join("include"),
+            lib,
+            defines: stub.defines,
+            libs: stub.libs,
+        },
+        run_env,
     };
-    let name = "cuda_cases_on_pocl_and_a_host_stub";
-    let cases = smallest_of_each(covered_cuda_cases(pocl));
+    let cases = smallest_of_each(covered_cases(stub.api, pocl));
     let results = agree(name, cases, &setup)?;
     // The stub does what each call asks: the cases must come out as on a working device, so
     // that a case cut short by a refusal cannot pass as agreeing on a few calls.
@@ -513,7 +603,7 @@ fn cuda_cases_on_this_gpu() -> Result<Completion, Failed> {
     {
         return skip(format!("{why} (NVCC names another)"));
     }
-    let cases: Vec<Case> = covered_cuda_cases(pair.opencl.clone())
+    let cases: Vec<Case> = covered_cases(Api::Cuda, pair.opencl.clone())
         .into_iter()
         .map(|c| Case {
             pair: pair.clone(),

@@ -308,25 +308,22 @@ fn every_host_case_builds_and_the_synced_ones_pass_on_pocl() {
 
 /// Stand-ins for the CUDA toolkit's headers, declaring what the reproducers call with the
 /// toolkit's signatures, so the emitted C is compile-checked where no toolkit is installed
-/// (tests/agreement.rs builds them against the host stub of tests/fixtures/cuda-stub).
+/// (tests/agreement.rs builds reproducers with them against tests/fixtures/gpu-stub).
 const CUDA_STUBS: [(&str, &str); 4] = [
-    ("cuda.h", include_str!("fixtures/cuda-stub/include/cuda.h")),
-    (
-        "nvrtc.h",
-        include_str!("fixtures/cuda-stub/include/nvrtc.h"),
-    ),
+    ("cuda.h", include_str!("fixtures/gpu-stub/include/cuda.h")),
+    ("nvrtc.h", include_str!("fixtures/gpu-stub/include/nvrtc.h")),
     (
         "cublas_v2.h",
-        include_str!("fixtures/cuda-stub/include/cublas_v2.h"),
+        include_str!("fixtures/gpu-stub/include/cublas_v2.h"),
     ),
     (
         "cusolverDn.h",
-        include_str!("fixtures/cuda-stub/include/cusolverDn.h"),
+        include_str!("fixtures/gpu-stub/include/cusolverDn.h"),
     ),
 ];
 
 /// What cublas_v2.h and cusolverDn.h share (cublas_api.h, cuComplex.h, driver_types.h).
-const CUBLAS_API_STUB: &str = include_str!("fixtures/cuda-stub/include/cublas_api.h");
+const CUBLAS_API_STUB: &str = include_str!("fixtures/gpu-stub/include/cublas_api.h");
 
 #[test]
 fn every_cuda_case_compiles_against_the_cuda_api() {
@@ -775,33 +772,16 @@ fn hipcc() -> Option<PathBuf> {
 }
 
 /// Stand-ins for rocBLAS's and rocSOLVER's headers (Debian 12 packages neither) with their C
-/// signatures, over the real HIP headers.
+/// signatures, over the real HIP headers (tests/agreement.rs builds reproducers with them
+/// against tests/fixtures/gpu-stub).
 const ROC_STUBS: [(&str, &str); 2] = [
     (
         "rocblas/rocblas.h",
-        r#"#pragma once
-#include <stdint.h>
-#include <hip/hip_runtime_api.h>
-typedef int32_t rocblas_int;
-typedef struct _rocblas_handle *rocblas_handle;
-typedef struct { float x, y; } rocblas_float_complex;
-typedef enum { rocblas_status_success = 0 } rocblas_status;
-typedef enum { rocblas_operation_none = 111, rocblas_operation_transpose = 112, rocblas_operation_conjugate_transpose = 113 } rocblas_operation;
-typedef enum { rocblas_fill_upper = 121, rocblas_fill_lower = 122 } rocblas_fill;
-typedef enum { rocblas_pointer_mode_host = 0, rocblas_pointer_mode_device = 1 } rocblas_pointer_mode;
-rocblas_status rocblas_create_handle(rocblas_handle *handle);
-rocblas_status rocblas_set_stream(rocblas_handle handle, hipStream_t stream);
-rocblas_status rocblas_set_pointer_mode(rocblas_handle handle, rocblas_pointer_mode pointer_mode);
-rocblas_status rocblas_cgemm(rocblas_handle handle, rocblas_operation transA, rocblas_operation transB, rocblas_int m, rocblas_int n, rocblas_int k, const rocblas_float_complex *alpha, const rocblas_float_complex *A, rocblas_int lda, const rocblas_float_complex *B, rocblas_int ldb, const rocblas_float_complex *beta, rocblas_float_complex *C, rocblas_int ldc);
-const char *rocblas_status_to_string(rocblas_status status);
-"#,
+        include_str!("fixtures/gpu-stub/include/rocblas/rocblas.h"),
     ),
     (
         "rocsolver/rocsolver.h",
-        r#"#pragma once
-#include <rocblas/rocblas.h>
-rocblas_status rocsolver_cpotrf(rocblas_handle handle, const rocblas_fill uplo, const rocblas_int n, rocblas_float_complex *A, const rocblas_int lda, rocblas_int *info);
-"#,
+        include_str!("fixtures/gpu-stub/include/rocsolver/rocsolver.h"),
     ),
 ];
 
