@@ -27,7 +27,7 @@ use std::time::Instant;
 use clhip::calls;
 use clhip::cases::{Baseline, Matrix};
 use clhip::generate::DataKind;
-use clhip::model::{Api, Case, ClDeviceRef, Outcome, Pair, Peer};
+use clhip::model::{Api, Case, ClDeviceRef, Outcome, OutcomeKind, Pair, Peer};
 use clhip::repro::{self, Header, ReproCase};
 use clhip::results::Planned;
 use clhip::runner::{self, RunOptions};
@@ -165,8 +165,11 @@ fn agree(name: &str, cases: Vec<Case>, setup: &Setup) -> Result<Vec<Compared>, F
     let started = Instant::now();
     let next = AtomicUsize::new(0);
     let results = std::sync::Mutex::new(Vec::new());
+    // Two at a time on CI's two cores; more where there are more (a GPU machine's reproducers
+    // check a 2048 x 2048 cgemm in double on the CPU).
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
     std::thread::scope(|s| {
-        for _ in 0..2 {
+        for _ in 0..threads {
             s.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
@@ -274,6 +277,25 @@ fn reproduce(id: &str, dir: &Path, printed: &Path, setup: &Setup) -> Result<i32,
 /// The failures among `results`: a case with no recorded or printed calls, or whose calls
 /// differ; each with the case and both sides' outcomes.
 fn judge(name: &str, results: &[Compared]) -> Result<(), Failed> {
+    // Not the test's verdict (a negative control may race one way in clhip and the other in
+    // its reproducer), but what a person running it wants to see beside it.
+    for r in results {
+        let expected = match r.clhip.kind() {
+            OutcomeKind::Pass => Some(0),
+            OutcomeKind::Fail => Some(1),
+            OutcomeKind::Unsupported => Some(2),
+            OutcomeKind::Fault => Some(3),
+            _ => None,
+        };
+        if r.repro.as_ref().ok() != expected.as_ref() {
+            eprintln!(
+                "{name}: outcomes differ: {}: clhip {}, reproducer exit {:?}",
+                r.id,
+                r.clhip.kind(),
+                r.repro
+            );
+        }
+    }
     let mut failures = Vec::new();
     for r in results {
         let what = match (&r.repro, &r.disagreement) {
