@@ -3,15 +3,15 @@
 //! reproducer to reproduce anything; this is how a test holds them to it.
 //!
 //! Recording: with `CLHIP_RECORD_CALLS=DIR`, a worker writes each case's calls to
-//! `DIR/<file_name(case id)>`, one line per call as it is made: the call's name, or
-//! `<scope>/<name>` inside a [`scoped`] stretch (`open/clCreateContext`); a reproducer writes
-//! each call's text where clhip writes its name, and [`canonical`] finds the name in either. Each API's calls are
+//! `DIR/<file_name(case id)>`, one line per call as it returns: the call's name, or
+//! `<scope>/<name>` inside a [`scoped`] stretch (`open/clCreateContext`). Each API's calls are
 //! named in one place (OpenCL's `ClResultExt::call`, the CUDA and HIP status mappers), which
 //! calls [`record`]; calls that cannot fail, and the host peer's, call it themselves. Off (the
 //! default), a call costs one relaxed atomic load.
 //!
-//! A reproducer run with `CLHIP_PRINT_CALLS=FILE` writes the same lines to `FILE`
-//! (repro/templates/common.c, `said`).
+//! A reproducer run with `CLHIP_PRINT_CALLS=FILE` writes the same lines to `FILE`, each before
+//! its call, with the call's text where clhip writes its name (repro/templates/common.c,
+//! `said`); [`canonical`] finds the called function in either.
 //!
 //! [`normalise`] then keeps the calls that are compared (the case's interop and op calls) and
 //! [`compare`] finds the first place two sequences differ. This module imports nothing of the
@@ -82,8 +82,8 @@ pub fn end_case() {
 }
 
 /// One call, by the name its wrapper gives it (`clCreateBuffer(CL_MEM_USE_HOST_PTR)`,
-/// `cuMemAlloc_v2`), made now. Written at once, so that a worker that dies keeps the calls up
-/// to the one it died in.
+/// `cuMemAlloc_v2`), just made. Written at once, so that a worker that dies keeps the calls it
+/// made before the one it died in.
 pub fn record(name: &str) {
     if !RECORDING.load(Ordering::Relaxed) {
         return;
