@@ -318,7 +318,8 @@ impl FftCache {
         };
         if !fresh {
             self.current = None;
-            self.current = Some(ClFft::new(session, n)?);
+            let plan = crate::calls::scoped(crate::calls::FFT_PLAN, || ClFft::new(session, n));
+            self.current = Some(plan?);
         }
         Ok(self.current.as_ref().expect("set above"))
     }

@@ -78,6 +78,7 @@ pub fn worker_main(
             },
         )?;
         let started = Instant::now();
+        crate::calls::begin_case(&item.id);
         let outcome = crate::trace::timed(&format!("case {}", item.id), || match &item.work {
             Work::Case(case) => {
                 let plant = planting.for_case(&item.id);
@@ -85,6 +86,7 @@ pub fn worker_main(
             }
             Work::Mock(action) => crate::mock::perform(*action),
         });
+        crate::calls::end_case();
         // A fault leaves a context that is not trusted; a timeout the case found itself, a
         // queue that holds a wait that never ends: the worker takes no further case.
         let retires = matches!(outcome, Outcome::Fault { .. } | Outcome::Timeout { .. });

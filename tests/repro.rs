@@ -307,100 +307,23 @@ fn every_host_case_builds_and_the_synced_ones_pass_on_pocl() {
 }
 
 /// Stand-ins for the CUDA toolkit's headers, declaring what the reproducers call with the
-/// toolkit's signatures, so the emitted C is compile-checked where no toolkit is installed.
+/// toolkit's signatures, so the emitted C is compile-checked where no toolkit is installed
+/// (tests/agreement.rs builds reproducers with them against tests/fixtures/gpu-stub).
 const CUDA_STUBS: [(&str, &str); 4] = [
-    (
-        "cuda.h",
-        r#"#pragma once
-#include <stddef.h>
-typedef enum { CUDA_SUCCESS = 0, CUDA_ERROR_ILLEGAL_ADDRESS = 700, CUDA_ERROR_MISALIGNED_ADDRESS = 716, CUDA_ERROR_ILLEGAL_INSTRUCTION = 715, CUDA_ERROR_LAUNCH_FAILED = 719 } CUresult;
-typedef int CUdevice;
-typedef unsigned long long CUdeviceptr;
-typedef struct CUctx_st *CUcontext;
-typedef struct CUstream_st *CUstream;
-typedef struct CUevent_st *CUevent;
-typedef struct CUmod_st *CUmodule;
-typedef struct CUfunc_st *CUfunction;
-typedef enum { CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR = 75, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR = 76 } CUdevice_attribute;
-typedef enum { CU_EVENT_DISABLE_TIMING = 2 } CUevent_flags;
-typedef enum { CU_MEM_ATTACH_GLOBAL = 1 } CUmemAttach_flags;
-#define CU_MEMHOSTALLOC_PORTABLE 0x01
-#define CU_MEMHOSTALLOC_DEVICEMAP 0x02
-CUresult cuInit(unsigned int Flags);
-CUresult cuDeviceGet(CUdevice *device, int ordinal);
-CUresult cuDeviceGetAttribute(int *pi, CUdevice_attribute attrib, CUdevice dev);
-CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev);
-CUresult cuCtxSetCurrent(CUcontext ctx);
-CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags);
-CUresult cuStreamSynchronize(CUstream hStream);
-CUresult cuEventCreate(CUevent *phEvent, unsigned int Flags);
-CUresult cuEventRecord(CUevent hEvent, CUstream hStream);
-CUresult cuEventSynchronize(CUevent hEvent);
-CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize);
-CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags);
-CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);
-CUresult cuMemFree(CUdeviceptr dptr);
-CUresult cuMemFreeHost(void *p);
-CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t ByteCount);
-CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream);
-CUresult cuMemcpyDtoHAsync(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount, CUstream hStream);
-CUresult cuMemsetD32(CUdeviceptr dstDevice, unsigned int ui, size_t N);
-CUresult cuModuleLoadData(CUmodule *module, const void *image);
-CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name);
-CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra);
-CUresult cuGetErrorName(CUresult error, const char **pStr);
-"#,
-    ),
-    (
-        "nvrtc.h",
-        r#"#pragma once
-#include <stddef.h>
-typedef enum { NVRTC_SUCCESS = 0 } nvrtcResult;
-typedef struct _nvrtcProgram *nvrtcProgram;
-const char *nvrtcGetErrorString(nvrtcResult result);
-nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, const char *name, int numHeaders, const char *const *headers, const char *const *includeNames);
-nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char *const *options);
-nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t *logSizeRet);
-nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char *log);
-nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t *cubinSizeRet);
-nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin);
-"#,
-    ),
+    ("cuda.h", include_str!("fixtures/gpu-stub/include/cuda.h")),
+    ("nvrtc.h", include_str!("fixtures/gpu-stub/include/nvrtc.h")),
     (
         "cublas_v2.h",
-        r#"#pragma once
-#include "cublas_api.h"
-typedef enum { CUBLAS_OP_N = 0, CUBLAS_OP_T = 1, CUBLAS_OP_C = 2 } cublasOperation_t;
-typedef enum { CUBLAS_POINTER_MODE_HOST = 0 } cublasPointerMode_t;
-typedef struct cublasContext *cublasHandle_t;
-cublasStatus_t cublasCreate(cublasHandle_t *handle);
-cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t streamId);
-cublasStatus_t cublasSetPointerMode(cublasHandle_t handle, cublasPointerMode_t mode);
-cublasStatus_t cublasCgemm(cublasHandle_t handle, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k, const cuComplex *alpha, const cuComplex *A, int lda, const cuComplex *B, int ldb, const cuComplex *beta, cuComplex *C, int ldc);
-const char *cublasGetStatusName(cublasStatus_t status);
-"#,
+        include_str!("fixtures/gpu-stub/include/cublas_v2.h"),
     ),
     (
         "cusolverDn.h",
-        r#"#pragma once
-#include "cublas_api.h"
-typedef enum { CUSOLVER_STATUS_SUCCESS = 0 } cusolverStatus_t;
-typedef struct cusolverDnContext *cusolverDnHandle_t;
-cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t *handle);
-cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t handle, cudaStream_t streamId);
-cusolverStatus_t cusolverDnCpotrf_bufferSize(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex *A, int lda, int *Lwork);
-cusolverStatus_t cusolverDnCpotrf(cusolverDnHandle_t handle, cublasFillMode_t uplo, int n, cuComplex *A, int lda, cuComplex *Workspace, int Lwork, int *devInfo);
-"#,
+        include_str!("fixtures/gpu-stub/include/cusolverDn.h"),
     ),
 ];
 
 /// What cublas_v2.h and cusolverDn.h share (cublas_api.h, cuComplex.h, driver_types.h).
-const CUBLAS_API_STUB: &str = r#"#pragma once
-typedef struct { float x, y; } cuComplex;
-typedef struct CUstream_st *cudaStream_t;
-typedef enum { CUBLAS_STATUS_SUCCESS = 0 } cublasStatus_t;
-typedef enum { CUBLAS_FILL_MODE_LOWER = 0, CUBLAS_FILL_MODE_UPPER = 1 } cublasFillMode_t;
-"#;
+const CUBLAS_API_STUB: &str = include_str!("fixtures/gpu-stub/include/cublas_api.h");
 
 #[test]
 fn every_cuda_case_compiles_against_the_cuda_api() {
@@ -765,31 +688,31 @@ fn the_cuda_kernels_a_reproducer_embeds_compile() {
 fn common_reproducers_are_short() {
     let seeded = DataKind::Seeded;
     let budget = [
-        ("pocl0+host/copy/finish/handoff/n=4097", seeded, 300),
-        ("pocl0+host/use-host-ptr/map/handoff/n=1", seeded, 310),
-        ("pocl0+host/copy/finish/fft/n=2", DataKind::Ones, 310),
+        ("pocl0+host/copy/finish/handoff/n=4097", seeded, 345),
+        ("pocl0+host/use-host-ptr/map/handoff/n=1", seeded, 355),
+        ("pocl0+host/copy/finish/fft/n=2", DataKind::Ones, 335),
         (
             "pocl0+host/use-host-ptr/map/fft/n=8",
             DataKind::Impulse,
-            355,
+            380,
         ),
-        ("pocl0+host/copy/finish/fft/n=2", seeded, 345),
-        ("pocl0+host/copy/finish/fft/n=4096", seeded, 380),
-        ("nvidia0+cuda0/copy/finish/fft/n=2", DataKind::Ones, 345),
+        ("pocl0+host/copy/finish/fft/n=2", seeded, 370),
+        ("pocl0+host/copy/finish/fft/n=4096", seeded, 405),
+        ("nvidia0+cuda0/copy/finish/fft/n=2", DataKind::Ones, 370),
         (
             "nvidia0+cuda0/cl-svm-coarse+memcpy/finish/fft/n=2",
             DataKind::Ones,
-            345,
+            370,
         ),
-        ("nvidia0+cuda0/copy/finish/gemm/n=2", DataKind::Ones, 360),
-        ("nvidia0+cuda0/copy/finish/gemm/n=33", seeded, 395),
-        ("nvidia0+cuda0/copy/finish/handoff/n=4097", seeded, 430),
+        ("nvidia0+cuda0/copy/finish/gemm/n=2", DataKind::Ones, 380),
+        ("nvidia0+cuda0/copy/finish/gemm/n=33", seeded, 415),
+        ("nvidia0+cuda0/copy/finish/handoff/n=4097", seeded, 480),
         (
             "nvidia0+cuda0/cl-svm-coarse/finish/handoff/n=1",
             seeded,
-            420,
+            465,
         ),
-        ("rocm0+hip0/copy/finish/handoff/n=4097", seeded, 430),
+        ("rocm0+hip0/copy/finish/handoff/n=4097", seeded, 480),
     ];
     let mut over = Vec::new();
     for (id, kind, most) in budget {
@@ -819,13 +742,12 @@ fn common_reproducers_are_short() {
             !src.contains("svm(") || case.path.name().contains("svm"),
             "{id}"
         );
-        // One macro: CHECK (and the OpenCL header's configuration).
+        // Two macros: CHECK and CALL (and the OpenCL header's configuration).
         let macros: Vec<&str> = src.lines().filter(|l| l.starts_with("#define")).collect();
-        assert_eq!(macros.len(), 3, "{id}: {macros:?}");
-        assert!(
-            macros.iter().any(|m| m.starts_with("#define CHECK(")),
-            "{id}"
-        );
+        assert_eq!(macros.len(), 4, "{id}: {macros:?}");
+        for m in ["#define CHECK(", "#define CALL("] {
+            assert!(macros.iter().any(|d| d.starts_with(m)), "{id}: {m}");
+        }
     }
     assert!(over.is_empty(), "over budget:\n{}", over.join("\n"));
 }
@@ -850,33 +772,16 @@ fn hipcc() -> Option<PathBuf> {
 }
 
 /// Stand-ins for rocBLAS's and rocSOLVER's headers (Debian 12 packages neither) with their C
-/// signatures, over the real HIP headers.
+/// signatures, over the real HIP headers (tests/agreement.rs builds reproducers with them
+/// against tests/fixtures/gpu-stub).
 const ROC_STUBS: [(&str, &str); 2] = [
     (
         "rocblas/rocblas.h",
-        r#"#pragma once
-#include <stdint.h>
-#include <hip/hip_runtime_api.h>
-typedef int32_t rocblas_int;
-typedef struct _rocblas_handle *rocblas_handle;
-typedef struct { float x, y; } rocblas_float_complex;
-typedef enum { rocblas_status_success = 0 } rocblas_status;
-typedef enum { rocblas_operation_none = 111, rocblas_operation_transpose = 112, rocblas_operation_conjugate_transpose = 113 } rocblas_operation;
-typedef enum { rocblas_fill_upper = 121, rocblas_fill_lower = 122 } rocblas_fill;
-typedef enum { rocblas_pointer_mode_host = 0, rocblas_pointer_mode_device = 1 } rocblas_pointer_mode;
-rocblas_status rocblas_create_handle(rocblas_handle *handle);
-rocblas_status rocblas_set_stream(rocblas_handle handle, hipStream_t stream);
-rocblas_status rocblas_set_pointer_mode(rocblas_handle handle, rocblas_pointer_mode pointer_mode);
-rocblas_status rocblas_cgemm(rocblas_handle handle, rocblas_operation transA, rocblas_operation transB, rocblas_int m, rocblas_int n, rocblas_int k, const rocblas_float_complex *alpha, const rocblas_float_complex *A, rocblas_int lda, const rocblas_float_complex *B, rocblas_int ldb, const rocblas_float_complex *beta, rocblas_float_complex *C, rocblas_int ldc);
-const char *rocblas_status_to_string(rocblas_status status);
-"#,
+        include_str!("fixtures/gpu-stub/include/rocblas/rocblas.h"),
     ),
     (
         "rocsolver/rocsolver.h",
-        r#"#pragma once
-#include <rocblas/rocblas.h>
-rocblas_status rocsolver_cpotrf(rocblas_handle handle, const rocblas_fill uplo, const rocblas_int n, rocblas_float_complex *A, const rocblas_int lda, rocblas_int *info);
-"#,
+        include_str!("fixtures/gpu-stub/include/rocsolver/rocsolver.h"),
     ),
 ];
 

@@ -19,6 +19,7 @@ use std::collections::HashMap;
 
 use num_complex::Complex32;
 
+use crate::calls;
 use crate::fft::FftCache;
 use crate::generate::DataKind;
 use crate::model::{ApiError, Case, CaseError, Op, Outcome, Peer, Phase, SyncMode};
@@ -317,10 +318,12 @@ pub fn execute_with_data(
         Ok(note) => Outcome::Pass { note },
         Err(e) => e.into_outcome(),
     };
-    let sticky = match state.peers.get_mut(&case.pair.peer) {
-        Some(Ok(p)) => p.as_device().and_then(|d| d.sticky_fault()),
-        _ => None,
-    };
+    let sticky = calls::scoped(calls::PENDING_FAULT, || {
+        match state.peers.get_mut(&case.pair.peer) {
+            Some(Ok(p)) => p.as_device().and_then(|d| d.sticky_fault()),
+            _ => None,
+        }
+    });
     with_sticky_fault(sticky, outcome)
 }
 
@@ -400,8 +403,11 @@ fn run(
         peers,
         data,
     } = state;
-    let session = session(devices, sessions, case)?;
-    let peer = peer(peers, &case.pair.peer, rocm_path.as_deref())?;
+    // Opened once per worker, which a reproducer does at its start: not the case's calls.
+    let session = calls::scoped(calls::OPEN, move || session(devices, sessions, case))?;
+    let peer = calls::scoped(calls::OPEN, || {
+        peer(peers, &case.pair.peer, rocm_path.as_deref())
+    })?;
     session.notes.clear();
     session.skip_kernels = matches!(plant, Some(Plant::ClNoop | Plant::StaleCorrect));
     sync::set_wrong_semaphore(plant == Some(Plant::WrongSemaphore));
@@ -458,12 +464,14 @@ fn open_side_by_side(state: &mut WorkerState, case: &Case, seed: u64, kind: Data
         kind,
         cache: data,
     };
-    std::thread::scope(|s| {
-        s.spawn(|| {
-            let _ = session(devices, sessions, case);
-        });
-        s.spawn(|| make_inputs(&mut inputs, case));
-        let _ = peer(peers, &case.pair.peer, rocm_path.as_deref());
+    calls::scoped(calls::OPEN, || {
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                let _ = session(devices, sessions, case);
+            });
+            s.spawn(|| make_inputs(&mut inputs, case));
+            let _ = peer(peers, &case.pair.peer, rocm_path.as_deref());
+        })
     });
 }
 

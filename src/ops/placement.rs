@@ -58,8 +58,12 @@ pub(super) fn placement(
         &want,
     )?;
     let bytes = n * size_of::<Complex32>();
-    let device_s = reference_placement(peer, case, AllocKind::Device, &input);
-    let host_s = reference_placement(peer, case, AllocKind::PinnedHost, &input);
+    let (device_s, host_s) = crate::calls::scoped(crate::calls::NOTE, || {
+        (
+            reference_placement(peer, case, AllocKind::Device, &input),
+            reference_placement(peer, case, AllocKind::PinnedHost, &input),
+        )
+    });
     Ok(placement_note(bytes, shared_s, device_s, host_s))
 }
 

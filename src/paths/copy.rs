@@ -105,7 +105,7 @@ impl Path for CopyPath {
     fn c_release(&self, c: &mut dyn CWriter, m: &CMem) -> String {
         let v = m.v;
         let mut l = format!(
-            "CHECK(CL, clReleaseMemObject({v}_buf));\nfree((void *)(uintptr_t){v}_staging);"
+            "CHECK(CL, clReleaseMemObject({v}_buf));\nCALL(free((void *)(uintptr_t){v}_staging));"
         );
         if let Some(d) = c.dialect() {
             l.push('\n');

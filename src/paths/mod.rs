@@ -32,7 +32,7 @@ use std::os::fd::{AsRawFd, IntoRawFd, OwnedFd};
 
 use crate::model::{Api, CaseError, PathKind, Phase, SyncMode};
 use crate::runtimes::device::{DeviceRuntime, ExportHandle};
-use crate::runtimes::opencl::{ClEvent, ClMem, ClResultExt, ClSession, cl_error};
+use crate::runtimes::opencl::{ClEvent, ClMem, ClResultExt, ClSession};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::{self, Access, SemaphoreFault, SemaphoreLink};
 
@@ -433,6 +433,7 @@ pub(crate) fn import_fd(
 }
 
 pub(crate) fn release_buffer(b: *mut c_void) {
+    crate::calls::record("clReleaseMemObject");
     // SAFETY: the caller owns this buffer and is done with it; OpenCL defers the release until
     // queued commands using it are done.
     unsafe {
@@ -703,14 +704,12 @@ impl Shared {
             // SAFETY: `mapped` came from clEnqueueMapBuffer on this buffer.
             let r = unsafe {
                 cl3::command_queue::enqueue_unmap_mem_object(queue, buffer, mapped, 0, ptr::null())
-            };
+            }
+            .call("clEnqueueUnmapMemObject");
             match r {
                 Ok(ev) => drop(ClEvent(ev)),
-                Err(code) => {
-                    first_err.get_or_insert(CaseError::Broken(cl_error(
-                        "clEnqueueUnmapMemObject",
-                        code,
-                    )));
+                Err(e) => {
+                    first_err.get_or_insert(CaseError::Broken(e));
                 }
             }
         }
@@ -719,7 +718,8 @@ impl Shared {
             // SAFETY: mapped by to_peer on this queue.
             let unmapped = unsafe {
                 cl3::command_queue::enqueue_svm_unmap(queue, self.cl_svm_ptr(), 0, ptr::null())
-            };
+            }
+            .call("clEnqueueSVMUnmap");
             if let Ok(ev) = unmapped {
                 drop(ClEvent(ev));
             }

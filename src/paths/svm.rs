@@ -69,6 +69,8 @@ pub(super) fn svm_alloc(
         } else {
             0
         };
+    // A NULL is its only failure, so it names itself here rather than through `call`.
+    crate::calls::record("clSVMAlloc");
     // SAFETY: valid context; alignment 0 means the device's default.
     unsafe { cl3::memory::svm_alloc(session.context.get(), flags, bytes, 0) }.map_err(|_| {
         let max_alloc = crate::runtimes::opencl::device_u64(
@@ -107,6 +109,7 @@ pub fn svm_null(fine: bool, bytes: usize, flags: u64, max_alloc: Option<u64>) ->
 }
 
 pub(super) fn svm_free(session: &ClSession, ptr: *mut c_void) {
+    crate::calls::record("clSVMFree");
     // SAFETY: allocated by clSVMAlloc in this context; the caller has drained the queue.
     unsafe {
         let _ = cl3::memory::svm_free(session.context.get(), ptr);
@@ -172,7 +175,7 @@ impl Path for Svm {
     }
 
     fn c_release(&self, _c: &mut dyn CWriter, m: &CMem) -> String {
-        format!("clSVMFree(context, {}_svm);", m.v)
+        format!("CALL(clSVMFree(context, {}_svm));", m.v)
     }
 
     fn c_to_peer(

@@ -101,7 +101,7 @@ impl Path for SvmMemcpy {
             return String::new();
         };
         format!(
-            "clSVMFree(context, {v}_svm);\n{}",
+            "CALL(clSVMFree(context, {v}_svm));\n{}",
             d.call(d.free, &format!("{v}_dev"), "")
         )
     }

@@ -167,7 +167,7 @@ impl Path for UseHostPtr {
         let v = m.v;
         match m.path {
             PathKind::UseHostPtr => format!(
-                "CHECK(CL, clReleaseMemObject({v}_buf));\nfree((void *)(uintptr_t){v}_host);"
+                "CHECK(CL, clReleaseMemObject({v}_buf));\nCALL(free((void *)(uintptr_t){v}_host));"
             ),
             PathKind::PinnedUseHostPtr => {
                 let Some(d) = c::device_dialect(c, m.path) else {

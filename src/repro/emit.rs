@@ -552,10 +552,15 @@ fn handoff(g: &mut Gen, b: &mut Body) {
     );
     g.declare("const uint32_t init[4] = {0, 0xFFFFFFFFu, 0, 0};");
     g.declare("uint64_t seen_b[3] = {0, 0, 0};");
+    g.declare("uint32_t words_a[4], words_c[4];");
     g.declare("cl_mem result_a, result_c;");
     g.out.comment("ops/handoff.rs: the peer writes pattern a; OpenCL checks it and writes b; the peer checks b and writes c; OpenCL checks c");
-    g.out
-        .line("result_a = device_buffer(16, init);\nresult_c = device_buffer(16, init);");
+    g.out.line(format!(
+        "result_a = device_buffer(16, init);\n\
+         check_written(\"OpenCL pattern check's result buffer for the pattern written by {peer}\", result_a, init);\n\
+         result_c = device_buffer(16, init);\n\
+         check_written(\"OpenCL pattern check's result buffer for the pattern rewritten by {peer}\", result_c, init);"
+    ));
     let mut m = g.mem("m", "N");
     g.create(&m);
     g.hand_to_peer(&mut m, g.case.sync, None, Access::Write);
@@ -591,12 +596,14 @@ fn handoff(g: &mut Gen, b: &mut Body) {
         waits(ready.as_deref())
     ));
     g.release(&m);
-    g.out
-        .comment("every step has run: the verdicts (bit-exact), the first wrong crossing first");
+    g.out.comment(
+        "every step has run: OpenCL's result words read, then the verdicts (bit-exact), the first wrong crossing first",
+    );
     g.out.line(format!(
-        "if (cl_pattern_verdict(\"pattern written by {peer}, read by OpenCL\", result_a, a) ||\n    \
+        "read_words(result_a, words_a);\nread_words(result_c, words_c);\n\
+         if (cl_pattern_verdict(\"pattern written by {peer}, read by OpenCL\", words_a, a) ||\n    \
          pattern_verdict(\"pattern written by OpenCL, read by {peer}\", seen_b, b) ||\n    \
-         cl_pattern_verdict(\"pattern rewritten by {peer}, read by OpenCL\", result_c, c))\n    return 1;\n\
+         cl_pattern_verdict(\"pattern rewritten by {peer}, read by OpenCL\", words_c, c))\n    return 1;\n\
          printf(\"PASS: %zu words bit-exact across 4 crossings\\n\", 2 * N);\nreturn 0;"
     ));
 }

@@ -239,7 +239,10 @@ pub(crate) fn check_pattern(
     }
     // The word itself, read where it lies: the kernel only found where.
     let mut got = 0u32;
-    g.copy_out((&raw mut got).cast(), ptr.addr + first as usize * 4, 4)?;
+    let at = ptr.addr + first as usize * 4;
+    crate::calls::scoped(crate::calls::MISMATCH, || {
+        g.copy_out((&raw mut got).cast(), at, 4)
+    })?;
     Ok(PatternCheck {
         mismatches: count as usize,
         first: Some((first as usize, got)),

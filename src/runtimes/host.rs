@@ -1,5 +1,8 @@
 //! The host CPU as a participant: memory is ordinary page-aligned host memory, "kernels" are
 //! loops. It is the reference peer: when a host pair fails, the OpenCL side or the path is wrong.
+//!
+//! Its operations are recorded (crate::calls) under the names of the reproducer's functions
+//! that do the same (repro/templates/host.c), as its API calls.
 
 use std::alloc::{Layout, alloc_zeroed, dealloc};
 
@@ -36,6 +39,7 @@ fn elems(ptr: PeerPtr) -> *mut Complex32 {
 /// `len` complex elements of zeroed, page-aligned, pageable host memory: the host peer's own,
 /// and every peer's staging memory on the copy path.
 pub(crate) fn alloc_pageable(len: usize) -> Result<PeerPtr, CaseError> {
+    crate::calls::record("host_alloc");
     // SAFETY: non-zero size layout.
     let p = unsafe { alloc_zeroed(layout(len)) };
     if p.is_null() {
@@ -52,6 +56,7 @@ pub(crate) fn alloc_pageable(len: usize) -> Result<PeerPtr, CaseError> {
 
 /// Free what [`alloc_pageable`] returned.
 pub(crate) fn free_pageable(ptr: PeerPtr) {
+    crate::calls::record("free");
     // SAFETY: allocated by alloc_pageable with the same layout.
     unsafe { dealloc(ptr.addr as *mut u8, layout(ptr.len)) }
 }
@@ -70,6 +75,7 @@ impl PeerRuntime for HostPeer {
     }
 
     fn fill_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<(), CaseError> {
+        crate::calls::record("peer_fill_pattern");
         let (p, n) = words(ptr);
         for i in 0..n {
             // SAFETY: the path made `ptr` host-accessible for `len` complex elements.
@@ -79,6 +85,7 @@ impl PeerRuntime for HostPeer {
     }
 
     fn check_pattern(&mut self, ptr: PeerPtr, seed: u32) -> Result<PatternCheck, CaseError> {
+        crate::calls::record("peer_check_pattern");
         let (p, n) = words(ptr);
         let mut check = PatternCheck {
             mismatches: 0,
@@ -96,6 +103,7 @@ impl PeerRuntime for HostPeer {
     }
 
     fn upload(&mut self, ptr: PeerPtr, data: &[Complex32]) -> Result<(), CaseError> {
+        crate::calls::record("peer_upload");
         assert_eq!(ptr.len, data.len(), "upload length");
         // SAFETY: `ptr` is host-accessible for ptr.len elements and does not overlap `data`.
         unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), elems(ptr), ptr.len) };
@@ -103,6 +111,7 @@ impl PeerRuntime for HostPeer {
     }
 
     fn download(&mut self, ptr: PeerPtr) -> Result<Vec<Complex32>, CaseError> {
+        crate::calls::record("peer_download");
         let p = elems(ptr);
         // Volatile so that a stale read in a negative control is the memory's real content.
         Ok((0..ptr.len)
@@ -111,6 +120,7 @@ impl PeerRuntime for HostPeer {
     }
 
     fn scale(&mut self, ptr: PeerPtr, s: f32) -> Result<(), CaseError> {
+        crate::calls::record("peer_scale");
         let p = elems(ptr);
         for i in 0..ptr.len {
             // SAFETY: host-accessible for ptr.len elements.
@@ -123,6 +133,7 @@ impl PeerRuntime for HostPeer {
     }
 
     fn magnitude(&mut self, ptr: PeerPtr) -> Result<(), CaseError> {
+        crate::calls::record("peer_magnitude");
         let p = elems(ptr);
         for i in 0..ptr.len {
             // SAFETY: host-accessible for ptr.len elements.
@@ -136,6 +147,7 @@ impl PeerRuntime for HostPeer {
     }
 
     fn flip_bit(&mut self, ptr: PeerPtr, word: usize, bit: u32) -> Result<(), CaseError> {
+        crate::calls::record("peer_flip_bit");
         let (p, n) = words(ptr);
         assert!(word < n, "flip past the buffer");
         // SAFETY: host-accessible for 2 * len words.

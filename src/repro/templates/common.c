@@ -19,6 +19,23 @@ static const char *cl_error_name(long long code)
         [59] = "CL_INVALID_OPERATION", [61] = "CL_INVALID_BUFFER_SIZE", [63] = "CL_INVALID_GLOBAL_WORK_SIZE"};
     return code < 0 && code > -64 && names[-code] ? names[-code] : "an OpenCL error (CL/cl.h names its code)";
 }
+
+/* With CLHIP_PRINT_CALLS=FILE, the text of each call (CHECK's, CALL's) goes to FILE before it
+   is made, as clhip records its own (docs/repro.md, "Calls"); call_scope marks steps that are
+   not compared. Unset, nothing is written. */
+static const char *call_scope;
+
+static void said(const char *call)
+{
+    static FILE *out;
+    static int opened;
+    const char *path = opened++ ? NULL : getenv("CLHIP_PRINT_CALLS");
+    if (path && *path && !(out = fopen(path, "w")))
+        printf("ERROR: CLHIP_PRINT_CALLS: cannot write %s\n", path), exit(2);
+    if (out)
+        fprintf(out, "%s%s%s\n", call_scope ? call_scope : "", call_scope ? "/" : "", call), fflush(out);
+}
+#define CALL(call) (said(#call), (call))
 /*@ chacha @*/
 /* clhip's generator (src/generate.rs): RFC 8439 ChaCha20, zero nonce, block counter from 0,
    keyed by seed | stream tag | "clhip/generate/1" (little-endian, as on x86-64); values come
@@ -203,6 +220,7 @@ static void cl_open(void)
     cl_platform_id platforms[16];
     cl_uint np = 0, seen = 0;
     cl_int err;
+    call_scope = "open";
     CHECK(CL, clGetPlatformIDs(16, platforms, &np));
     for (cl_uint p = 0; p < np && !device; p++) {
         char name[256] = "";
@@ -228,6 +246,7 @@ static void cl_open(void)
         printf("ERROR: clBuildProgram failed:\n%s\n", log);
         exit(2);
     }
+    call_scope = NULL;
 }
 /*@ cl_launch @*/
 /* A kernel argument: a buffer, an SVM (or raw device) pointer, or a uint. */
@@ -299,8 +318,10 @@ static cl_event fft_forward(struct arg data, size_t n, cl_uint nwait, const cl_e
                 double a = -2.0 * M_PI * (double)(r * k) / (double)(FFT_PASSES[p].ns * FFT_PASSES[p].radix);
                 tw[2 * t] = (float)cos(a), tw[2 * t + 1] = (float)sin(a);
             }
+    call_scope = "fft-plan"; /* clhip makes these once per size */
     CHECK(CL, (scratch = clCreateBuffer(context, CL_MEM_READ_WRITE, 8 * n, NULL, &err), err));
     CHECK(CL, (table = clCreateBuffer(context, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, 8 * FFT_TWIDDLES, tw, &err), err));
+    call_scope = NULL;
     struct arg src = data, dst = mem(scratch), swap;
     cl_event last = NULL;
     for (int p = 0; p < FFT_NPASSES; p++) {
@@ -498,7 +519,7 @@ static void *svm_alloc(int fine, size_t bytes)
                fine ? "fine-grain" : "coarse-grain", (unsigned long long)caps);
         exit(2);
     }
-    void *p = clSVMAlloc(context, CL_MEM_READ_WRITE | (fine ? CL_MEM_SVM_FINE_GRAIN_BUFFER : 0), bytes, 0);
+    void *p = CALL(clSVMAlloc(context, CL_MEM_READ_WRITE | (fine ? CL_MEM_SVM_FINE_GRAIN_BUFFER : 0), bytes, 0));
     if (!p) {
         printf("ERROR: clSVMAlloc(%zu bytes) returned NULL\n", bytes);
         exit(2);
@@ -540,11 +561,26 @@ static int pattern_verdict(const char *what, const uint64_t seen[3], uint32_t se
     return seen[0] != 0;
 }
 
-/* The verdict of OpenCL's check from its result words, read after the case's steps. */
-static int cl_pattern_verdict(const char *what, cl_mem result, uint32_t seed)
+/* OpenCL's check's result words (a blocking read: before the case, or after all its steps). */
+static void read_words(cl_mem result, uint32_t r[4])
+{
+    CHECK(CL, clEnqueueReadBuffer(queue, result, CL_TRUE, 0, 16, r, 0, NULL, NULL));
+}
+
+/* The result words as written, read back before the case as clhip does: a dropped write shows
+   here, not later as counters that make no sense. */
+static void check_written(const char *what, cl_mem result, const uint32_t want[4])
 {
     uint32_t r[4];
-    CHECK(CL, clEnqueueReadBuffer(queue, result, CL_TRUE, 0, 16, r, 0, NULL, NULL));
+    read_words(result, r);
+    if (memcmp(r, want, 16) != 0)
+        printf("FAIL: %s, read back after clEnqueueWriteBuffer: {0x%08x, 0x%08x, 0x%08x, 0x%08x}, not the "
+               "words written\n", what, r[0], r[1], r[2], r[3]), exit(1);
+}
+
+/* The verdict of OpenCL's check from its result words, read after the case's steps. */
+static int cl_pattern_verdict(const char *what, const uint32_t r[4], uint32_t seed)
+{
     if (r[2] != 2 * N)
         printf("FAIL: %s: OpenCL's check kernel did not run (ran-marker %u)\n", what, r[2]);
     return r[2] != 2 * N || pattern_verdict(what, (uint64_t[3]){r[0], r[1], r[3]}, seed);
@@ -554,6 +590,7 @@ static int cl_pattern_verdict(const char *what, cl_mem result, uint32_t seed)
 static uint64_t host_alloc(size_t len)
 {
     size_t bytes = (8 * len + 4095) / 4096 * 4096;
+    said("host_alloc");
     return (uintptr_t)memset(aligned_alloc(4096, bytes), 0, bytes);
 }
 /*@ end @*/

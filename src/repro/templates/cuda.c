@@ -26,7 +26,7 @@ static void check(enum api api, long long code, const char *call, int line)
     printf("%s: line %d: %s returned %s (%lld)\n", fault ? "FAULT" : "ERROR", line, call, name, code);
     exit(fault ? 3 : 2);
 }
-#define CHECK(api, call) check(api, (long long)(call), #call, __LINE__)
+#define CHECK(api, call) (said(#call), check(api, (long long)(call), #call, __LINE__))
 /*@ peer @*/
 /* The CUDA device as the peer (runtimes/cuda): its primary context, one blocking stream. */
 static CUdevice cu_device;
@@ -36,12 +36,14 @@ static CUstream stream;
 
 static void peer_open(void)
 {
+    call_scope = "open"; /* clhip opens its peer once per worker */
     CHECK(CU, cuInit(0));
     CHECK(CU, cuDeviceGet(&cu_device, PEER_ORDINAL));
     CHECK(CU, cuDevicePrimaryCtxRetain(&cu_context, cu_device));
     CHECK(CU, cuCtxSetCurrent(cu_context));
     CHECK(CU, cuStreamCreate(&stream, 0));
     /*@@ scratch @@*/
+    call_scope = NULL;
 }
 
 static void peer_synchronize(void) { CHECK(CU, cuStreamSynchronize(stream)); }
@@ -82,6 +84,7 @@ static void peer_load_kernels(void)
     int major, minor;
     size_t size;
     char arch[64], *text;
+    call_scope = "open";
     CHECK(CU, cuDeviceGetAttribute(&major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, cu_device));
     CHECK(CU, cuDeviceGetAttribute(&minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, cu_device));
     snprintf(arch, sizeof arch, "--gpu-architecture=sm_%d%d", major, minor);
@@ -96,6 +99,7 @@ static void peer_load_kernels(void)
     CHECK(NVRTC, nvrtcGetCUBINSize(prog, &size));
     CHECK(NVRTC, nvrtcGetCUBIN(prog, text = malloc(size)));
     CHECK(CU, cuModuleLoadData(&module, text));
+    call_scope = NULL;
 }
 
 static void peer_launch(const char *name, uint64_t threads, void **args)
@@ -126,8 +130,11 @@ static void peer_check_pattern(uint64_t p, uint32_t seed, uint64_t seen[3])
         printf("FAIL: the peer's check kernel did not run (ran-marker %llu)\n", result[2]);
         exit(1);
     }
-    if (result[0]) /* the word itself, read where it lies */
+    if (result[0]) { /* the word itself, read where it lies */
+        call_scope = "mismatch";
         peer_download(p + 4 * result[1], &word, 4);
+        call_scope = NULL;
+    }
     seen[0] = result[0], seen[1] = result[1], seen[2] = word;
 }
 /*@ elementwise @*/

@@ -28,7 +28,7 @@ static void check(enum api api, long long code, const char *call, int line)
     printf("%s: line %d: %s returned %s (%lld)\n", fault ? "FAULT" : "ERROR", line, call, name, code);
     exit(fault ? 3 : 2);
 }
-#define CHECK(api, call) check(api, (long long)(call), #call, __LINE__)
+#define CHECK(api, call) (said(#call), check(api, (long long)(call), #call, __LINE__))
 /*@ peer @*/
 /* The HIP device as the peer (runtimes/hip): current on this thread, one blocking stream. */
 static hipStream_t stream;
@@ -36,9 +36,11 @@ static hipStream_t stream;
 
 static void peer_open(void)
 {
+    call_scope = "open"; /* clhip opens its peer once per worker */
     CHECK(HIP, hipSetDevice(PEER_ORDINAL));
     CHECK(HIP, hipStreamCreate(&stream));
     /*@@ scratch @@*/
+    call_scope = NULL;
 }
 
 static void peer_synchronize(void) { CHECK(HIP, hipStreamSynchronize(stream)); }
@@ -81,6 +83,7 @@ static void peer_load_kernels(void)
     hiprtcProgram prog;
     size_t size;
     char arch[300], *text;
+    call_scope = "open";
     CHECK(HIP, hipGetDeviceProperties(&prop, PEER_ORDINAL));
     snprintf(arch, sizeof arch, "--offload-arch=%s", prop.gcnArchName);
     const char *options[] = {arch};
@@ -94,6 +97,7 @@ static void peer_load_kernels(void)
     CHECK(HIPRTC, hiprtcGetCodeSize(prog, &size));
     CHECK(HIPRTC, hiprtcGetCode(prog, text = malloc(size)));
     CHECK(HIP, hipModuleLoadData(&module, text));
+    call_scope = NULL;
 }
 
 static void peer_launch(const char *name, uint64_t threads, void **args)
@@ -124,8 +128,11 @@ static void peer_check_pattern(uint64_t p, uint32_t seed, uint64_t seen[3])
         printf("FAIL: the peer's check kernel did not run (ran-marker %llu)\n", result[2]);
         exit(1);
     }
-    if (result[0]) /* the word itself, read where it lies */
+    if (result[0]) { /* the word itself, read where it lies */
+        call_scope = "mismatch";
         peer_download(p + 4 * result[1], &word, 4);
+        call_scope = NULL;
+    }
     seen[0] = result[0], seen[1] = result[1], seen[2] = word;
 }
 /*@ elementwise @*/

@@ -11,23 +11,26 @@ static void check(enum api api, long long code, const char *call, int line)
     printf("%s: line %d: %s returned %s (%lld)\n", fault ? "FAULT" : "ERROR", line, call, cl_error_name(code), code);
     exit(fault ? 3 : 2);
 }
-#define CHECK(api, call) check(api, (long long)(call), #call, __LINE__)
+#define CHECK(api, call) (said(#call), check(api, (long long)(call), #call, __LINE__))
 /*@ host_peer @*/
 /* The host as the peer (runtimes/host.rs); its loops read and write through volatile, so a
    stale read shows what the memory held at that moment. */
 static void peer_upload(uint64_t p, const void *data, size_t bytes)
 {
+    said("peer_upload");
     memcpy((void *)(uintptr_t)p, data, bytes);
 }
 
 static void peer_download(uint64_t p, float *out, size_t bytes)
 {
+    said("peer_download");
     for (size_t i = 0; i < bytes / 4; i++)
         out[i] = ((volatile float *)(uintptr_t)p)[i];
 }
 /*@ host_pattern @*/
 static void peer_fill_pattern(uint64_t p, uint32_t seed)
 {
+    said("peer_fill_pattern");
     for (uint32_t i = 0; i < 2 * N; i++)
         ((volatile uint32_t *)(uintptr_t)p)[i] = pattern_word(seed, i);
 }
@@ -35,6 +38,7 @@ static void peer_fill_pattern(uint64_t p, uint32_t seed)
 /* The host's bit-exact check: the mismatches, the first one's index and its word in seen[]. */
 static void peer_check_pattern(uint64_t p, uint32_t seed, uint64_t seen[3])
 {
+    said("peer_check_pattern");
     for (uint32_t i = 0; i < 2 * N; i++) {
         uint32_t x = ((volatile uint32_t *)(uintptr_t)p)[i];
         if (x != pattern_word(seed, i) && seen[0]++ == 0)
@@ -44,6 +48,7 @@ static void peer_check_pattern(uint64_t p, uint32_t seed, uint64_t seen[3])
 /*@ host_elementwise @*/
 static void peer_scale(uint64_t p, float s)
 {
+    said("peer_scale");
     volatile float *x = (volatile float *)(uintptr_t)p;
     for (size_t i = 0; i < 2 * N; i++)
         x[i] = x[i] * s;
@@ -51,6 +56,7 @@ static void peer_scale(uint64_t p, float s)
 
 static void peer_magnitude(uint64_t p)
 {
+    said("peer_magnitude");
     volatile float *x = (volatile float *)(uintptr_t)p;
     for (size_t i = 0; i < N; i++) {
         float re = x[2 * i], im = x[2 * i + 1];

@@ -30,6 +30,7 @@ pub(super) trait Status: Copy + PartialEq + std::fmt::Debug {
         format!("{self:?}")
     }
     fn check(self, call: &str, detail: impl FnOnce() -> String) -> Result<(), ApiError> {
+        crate::calls::record(call);
         if self == Self::SUCCESS {
             Ok(())
         } else {

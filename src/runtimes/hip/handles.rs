@@ -46,6 +46,7 @@ pub(super) fn blas_check(
     s: rocblas_status,
     detail: impl FnOnce() -> String,
 ) -> Result<(), ApiError> {
+    crate::calls::record(call);
     if s == ffi::rocblas_status_success {
         return Ok(());
     }
@@ -131,6 +132,7 @@ pub(super) fn hsa_check(
     s: hsa_status_t,
     detail: impl FnOnce() -> String,
 ) -> Result<(), ApiError> {
+    crate::calls::record(call);
     if s == 0 {
         return Ok(());
     }

@@ -15,6 +15,7 @@ fn rtc_check(
     r: hiprtcResult,
     detail: impl FnOnce() -> String,
 ) -> Result<(), ApiError> {
+    crate::calls::record(call);
     if r == ffi::HIPRTC_SUCCESS {
         return Ok(());
     }

@@ -17,6 +17,7 @@ pub(super) fn api_error(hip: &Hip, call: &str, rc: hipError_t, detail: String) -
 }
 
 pub(super) fn check(hip: &Hip, call: &str, rc: hipError_t) -> Result<(), ApiError> {
+    crate::calls::record(call);
     if rc == hipSuccess {
         Ok(())
     } else {
@@ -40,6 +41,7 @@ pub(super) fn checked(
     rc: hipError_t,
     detail: impl FnOnce() -> String,
 ) -> Result<(), ApiError> {
+    crate::calls::record(call);
     if rc == hipSuccess {
         Ok(())
     } else {

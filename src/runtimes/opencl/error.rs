@@ -21,13 +21,14 @@ pub trait ClResultExt<T> {
 
 impl<T> ClResultExt<T> for Result<T, i32> {
     fn call(self, name: &str) -> Result<T, ApiError> {
+        crate::calls::record(name);
         self.map_err(|code| cl_error(name, code))
     }
 }
 
 impl<T> ClResultExt<T> for Result<T, opencl3::error_codes::ClError> {
     fn call(self, name: &str) -> Result<T, ApiError> {
-        self.map_err(|e| cl_error(name, e.0))
+        self.map_err(|e| e.0).call(name)
     }
 }
 

@@ -1,0 +1,644 @@
+//! clhip and its reproducers make the same API calls in the same order (docs/repro.md,
+//! "Calls"): each case runs through clhip's workers with `CLHIP_RECORD_CALLS`, its reproducer
+//! is written, built and run with `CLHIP_PRINT_CALLS`, and the two sequences, normalised by
+//! `clhip::calls`, must be equal; a difference is reported at its first index with both sides'
+//! calls.
+//!
+//! - `host_cases_on_pocl`: every host case of the default matrix on PoCL.
+//! - `cuda_cases_on_pocl_and_a_host_stub`, `hip_cases_on_pocl_and_a_host_stub`: every path,
+//!   sync and op of the matrix's cuda (hip) cases the reproducer covers, on PoCL, with CUDA's
+//!   (HIP's) libraries replaced by a stub that does on the host what each call asks
+//!   (tests/fixtures/gpu-stub): both sides make their real calls, into it.
+//! - `cuda_cases_on_this_gpu`: every cuda case the reproducer covers, on this machine's
+//!   NVIDIA GPU and OpenCL, the reproducers built by nvcc (`build.sh`). Ignored without
+//!   libcuda; `CLHIP_REQUIRE_CUDA=1` makes that a failure.
+//!
+//! Each needs OpenCL (`CLHIP_REQUIRE_OPENCL=1` makes its absence a failure) and a C compiler
+//! (`cc`; nvcc for the GPU run), and is ignored with the reason where one is missing.
+//! `CLHIP_EXE` names the clhip binary where the test binary was carried without its build tree;
+//! `CLHIP_AGREEMENT_ONLY` (comma-separated globs or substrings of case ids) narrows a run.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+use clhip::calls;
+use clhip::cases::{Baseline, Matrix};
+use clhip::generate::DataKind;
+use clhip::model::{Api, Case, ClDeviceRef, Outcome, OutcomeKind, Pair, Peer};
+use clhip::repro::{self, Header, ReproCase};
+use clhip::results::Planned;
+use clhip::runner::{self, RunOptions};
+use libtest_mimic::{Arguments, Completion, Failed, Trial};
+
+const SEED: u64 = 0x5EED;
+
+fn main() {
+    let mut args = Arguments::from_args();
+    // Each trial runs its cases two at a time; side by side they would only compete.
+    args.test_threads = Some(1);
+    let trials = vec![
+        Trial::ignorable_test("host_cases_on_pocl", host_cases_on_pocl),
+        Trial::ignorable_test(
+            "cuda_cases_on_pocl_and_a_host_stub",
+            cuda_cases_on_pocl_and_a_host_stub,
+        ),
+        Trial::ignorable_test(
+            "hip_cases_on_pocl_and_a_host_stub",
+            hip_cases_on_pocl_and_a_host_stub,
+        ),
+        Trial::ignorable_test("cuda_cases_on_this_gpu", cuda_cases_on_this_gpu),
+    ];
+    libtest_mimic::run(&args, trials).exit();
+}
+
+fn clhip_exe() -> PathBuf {
+    std::env::var_os("CLHIP_EXE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_BIN_EXE_clhip")))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("clhip-agreement-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Why `tool` cannot be run here, if it cannot.
+fn missing(tool: &str) -> Option<String> {
+    match Command::new(tool).arg("--version").output() {
+        Ok(o) if o.status.success() => None,
+        Ok(o) => Some(format!("`{tool} --version` exited {}", o.status)),
+        Err(e) => Some(format!("no `{tool}` here ({e})")),
+    }
+}
+
+fn required(var: &str) -> bool {
+    std::env::var(var).as_deref() == Ok("1")
+}
+
+/// The PoCL device's label, or why there is none (a failure under CLHIP_REQUIRE_OPENCL=1).
+fn pocl() -> Result<ClDeviceRef, String> {
+    let devices = clhip::runtimes::opencl::enumerate().map_err(|e| e.to_string())?;
+    devices
+        .iter()
+        .find(|d| d.r.label.starts_with("pocl"))
+        .map(|d| d.r.clone())
+        .ok_or_else(|| {
+            let seen: Vec<&str> = devices.iter().map(|d| d.r.label.as_str()).collect();
+            format!("no PoCL device (OpenCL lists: {})", seen.join(", "))
+        })
+}
+
+/// How one side of the comparison runs here: the workers' environment, how a reproducer is
+/// built, and the environment it runs in.
+struct Setup {
+    worker_env: Vec<(String, String)>,
+    build: Build,
+    run_env: Vec<(String, String)>,
+}
+
+enum Build {
+    /// `build.sh`, as a person runs it.
+    Script,
+    /// `cc` against a stub: its headers, the directory of its libraries, the defines and
+    /// libraries a reproducer of its API takes.
+    Stub {
+        include: PathBuf,
+        lib: PathBuf,
+        defines: &'static [&'static str],
+        libs: &'static [&'static str],
+    },
+}
+
+/// What one case gave on each side.
+struct Compared {
+    id: String,
+    clhip: Outcome,
+    /// The reproducer's exit code, or why it did not run.
+    repro: Result<i32, String>,
+    disagreement: Option<calls::Disagreement>,
+    /// The compared calls, clhip's (the same as the reproducer's where they agree).
+    calls: Vec<String>,
+}
+
+/// Runs `cases` through clhip's workers with recording, then each one's reproducer with
+/// printing, and compares. The failures, each naming its case, or `Ok` with a summary.
+fn agree(name: &str, cases: Vec<Case>, setup: &Setup) -> Result<Vec<Compared>, Failed> {
+    assert!(!cases.is_empty(), "{name}: no cases");
+    // A narrower run, to look at some cases again: globs or substrings of case ids.
+    let only: Vec<String> = std::env::var("CLHIP_AGREEMENT_ONLY")
+        .map(|v| v.split(',').map(str::to_string).collect())
+        .unwrap_or_default();
+    let cases: Vec<Case> = cases
+        .into_iter()
+        .filter(|c| {
+            only.is_empty()
+                || only
+                    .iter()
+                    .any(|f| clhip::filter::matches_filter(f, &c.id()))
+        })
+        .collect();
+    let dir = scratch(name);
+    let recorded = dir.join("recorded");
+    let started = Instant::now();
+    let mut opts = RunOptions::new(clhip_exe(), SEED);
+    opts.jobs = 2;
+    opts.timeout = std::time::Duration::from_secs(600);
+    opts.worker_env = setup.worker_env.clone();
+    opts.worker_env.push((
+        calls::RECORD_ENV.to_string(),
+        recorded.display().to_string(),
+    ));
+    let plan: Vec<Planned> = cases
+        .iter()
+        .map(|c| Planned::case(c.clone(), Baseline::unbaselined(c)))
+        .collect();
+    let end = runner::run(plan, &opts, &mut |_| {}).map_err(|e| format!("{name}: {e:#}"))?;
+    let outcomes: BTreeMap<String, Outcome> =
+        end.results.into_iter().map(|r| (r.id, r.outcome)).collect();
+    let clhip_s = started.elapsed().as_secs_f64();
+
+    let started = Instant::now();
+    let next = AtomicUsize::new(0);
+    let results = std::sync::Mutex::new(Vec::new());
+    // Two at a time on CI's two cores; more where there are more (a GPU machine's reproducers
+    // check a 2048 x 2048 cgemm in double on the CPU).
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 8));
+    std::thread::scope(|s| {
+        for _ in 0..threads {
+            s.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(case) = cases.get(i) else { break };
+                    let id = case.id();
+                    let at = dir.join(format!("repro-{i}"));
+                    let printed = at.join("calls");
+                    let repro = reproduce(&id, &at, &printed, setup);
+                    let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
+                    let ours = calls::normalise(&read(&recorded.join(calls::file_name(&id))));
+                    let theirs = calls::normalise(&read(&printed));
+                    let clhip = outcomes.get(&id).cloned().unwrap_or(Outcome::Error {
+                        reason: "not run".into(),
+                    });
+                    let stopped = stopped(&clhip, &repro);
+                    let compared = Compared {
+                        disagreement: calls::compare_until_stopped(&ours, &theirs, stopped),
+                        clhip,
+                        repro,
+                        calls: ours,
+                        id,
+                    };
+                    results.lock().unwrap().push(compared);
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap();
+    results.sort_by(|a, b| a.id.cmp(&b.id));
+    eprintln!(
+        "{name}: {} cases; clhip's workers {clhip_s:.1} s, reproducers written, built and run {:.1} s",
+        results.len(),
+        started.elapsed().as_secs_f64()
+    );
+    Ok(results)
+}
+
+/// Which side stopped before its last call: clhip's worker died (a crash, a timeout), or the
+/// reproducer ended on a refused call (2), a fault (3), a signal, or wrong data it checks on
+/// the way (1 where clhip's verdict is not on the case's data: it ended early too).
+fn stopped(clhip: &Outcome, repro: &Result<i32, String>) -> calls::Stopped {
+    let judged_data = matches!(
+        clhip,
+        Outcome::Pass { .. }
+            | Outcome::Fail {
+                reason: clhip::model::FailReason::Mismatch(_)
+            }
+    );
+    calls::Stopped {
+        clhip: matches!(clhip, Outcome::Crash { .. } | Outcome::Timeout { .. }),
+        repro: match repro {
+            Ok(0) => false,
+            Ok(1) => !judged_data,
+            _ => true,
+        },
+    }
+}
+
+/// Writes, builds and runs `id`'s reproducer in `dir`, its calls printed into `printed`: its
+/// exit code, or why it did not build or run.
+fn reproduce(id: &str, dir: &Path, printed: &Path, setup: &Setup) -> Result<i32, String> {
+    let case = ReproCase::parse(id).map_err(|e| format!("{e:#}"))?;
+    let header = Header {
+        seed: SEED,
+        ..Header::default()
+    };
+    repro::generate(&case, DataKind::Seeded, &header, None)
+        .and_then(|r| r.write(dir))
+        .map_err(|e| format!("writing the reproducer: {e:#}"))?;
+    let built = match &setup.build {
+        Build::Script => Command::new("sh").arg("build.sh").current_dir(dir).output(),
+        Build::Stub {
+            include,
+            lib,
+            defines,
+            libs,
+        } => Command::new("cc")
+            .args(["-std=gnu11", "-O1", "-o", "repro", "repro.c"])
+            .args(*defines)
+            .arg("-I")
+            .arg(include)
+            .arg("-L")
+            .arg(lib)
+            .args(*libs)
+            .args(["-lOpenCL", "-lm"])
+            .current_dir(dir)
+            .output(),
+    }
+    .map_err(|e| format!("building: {e}"))?;
+    if !built.status.success() {
+        return Err(format!(
+            "the build failed:\n{}",
+            String::from_utf8_lossy(&built.stderr)
+        ));
+    }
+    let ran = Command::new(dir.join("repro"))
+        .current_dir(dir)
+        .envs(setup.run_env.iter().cloned())
+        .env(calls::PRINT_ENV, printed)
+        .output()
+        .map_err(|e| format!("running: {e}"))?;
+    Ok(ran.status.code().unwrap_or(-1))
+}
+
+/// The failures among `results`: a case with no recorded or printed calls, or whose calls
+/// differ; each with the case and both sides' outcomes.
+fn judge(name: &str, results: &[Compared]) -> Result<(), Failed> {
+    // Not the test's verdict (a negative control may race one way in clhip and the other in
+    // its reproducer), but what a person running it wants to see beside it.
+    for r in results {
+        let expected = match r.clhip.kind() {
+            OutcomeKind::Pass => Some(0),
+            OutcomeKind::Fail => Some(1),
+            OutcomeKind::Unsupported => Some(2),
+            OutcomeKind::Fault => Some(3),
+            _ => None,
+        };
+        if r.repro.as_ref().ok() != expected.as_ref() {
+            eprintln!(
+                "{name}: outcomes differ: {}: clhip {}, reproducer exit {:?}",
+                r.id,
+                r.clhip.kind(),
+                r.repro
+            );
+        }
+    }
+    let mut failures = Vec::new();
+    for r in results {
+        let what = match (&r.repro, &r.disagreement) {
+            (Err(why), _) => Some(format!("the reproducer did not run: {why}")),
+            _ if r.calls.is_empty() => Some("clhip recorded no compared call".to_string()),
+            (_, Some(d)) => Some(d.to_string()),
+            (Ok(_), None) => None,
+        };
+        if let Some(what) = what {
+            failures.push(format!(
+                "{}: {what} [clhip: {}; reproducer exit {:?}]",
+                r.id,
+                r.clhip.kind(),
+                r.repro
+            ));
+        }
+    }
+    if failures.is_empty() {
+        let calls: usize = results.iter().map(|r| r.calls.len()).sum();
+        eprintln!(
+            "{name}: all {} cases agree ({calls} compared calls)",
+            results.len()
+        );
+        Ok(())
+    } else {
+        Err(format!(
+            "{name}: {} of {} cases disagree:\n{}",
+            failures.len(),
+            results.len(),
+            failures.join("\n")
+        )
+        .into())
+    }
+}
+
+/// Every host case of the default matrix on PoCL.
+fn host_cases_on_pocl() -> Result<Completion, Failed> {
+    if clhip::runtimes::opencl::test_device().is_none() {
+        return Ok(Completion::ignored_with("no OpenCL device"));
+    }
+    let label = match pocl() {
+        Ok(d) => d.label,
+        Err(why) if required("CLHIP_REQUIRE_OPENCL") => {
+            return Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into());
+        }
+        Err(why) => return Ok(Completion::ignored_with(why)),
+    };
+    if let Some(why) = missing("cc") {
+        return Ok(Completion::ignored_with(why));
+    }
+    let pairs = clhip::pairs::discover().map_err(|e| e.to_string())?;
+    let cases: Vec<Case> = Matrix::default_matrix()
+        .expand(&pairs)
+        .into_iter()
+        .filter(|c| c.pair.peer.api == Api::Host && c.pair.opencl.label == label)
+        .collect();
+    let setup = Setup {
+        worker_env: Vec::new(),
+        build: Build::Script,
+        run_env: Vec::new(),
+    };
+    let results = agree("host_cases_on_pocl", cases, &setup)?;
+    judge("host_cases_on_pocl", &results)?;
+    Ok(Completion::Completed)
+}
+
+/// The cases of the default matrix with a peer of `api` whose reproducers clhip writes, on
+/// `opencl`.
+fn covered_cases(api: Api, opencl: ClDeviceRef) -> Vec<Case> {
+    let pair = Pair {
+        opencl,
+        peer: Peer { api, ordinal: 0 },
+        install: None,
+    };
+    Matrix::default_matrix()
+        .expand(&[pair])
+        .into_iter()
+        .filter(|c| ReproCase::parse(&c.id()).is_ok_and(|r| repro::check_covered(&r).is_ok()))
+        .collect()
+}
+
+/// The host stubs of CUDA's and HIP's libraries (tests/fixtures/gpu-stub), carried in this
+/// binary.
+const STUB_FILES: [(&str, &str); 10] = [
+    ("host.h", include_str!("fixtures/gpu-stub/host.h")),
+    ("cuda.c", include_str!("fixtures/gpu-stub/cuda.c")),
+    ("hip.c", include_str!("fixtures/gpu-stub/hip.c")),
+    (
+        "include/cuda.h",
+        include_str!("fixtures/gpu-stub/include/cuda.h"),
+    ),
+    (
+        "include/nvrtc.h",
+        include_str!("fixtures/gpu-stub/include/nvrtc.h"),
+    ),
+    (
+        "include/cublas_v2.h",
+        include_str!("fixtures/gpu-stub/include/cublas_v2.h"),
+    ),
+    (
+        "include/cublas_api.h",
+        include_str!("fixtures/gpu-stub/include/cublas_api.h"),
+    ),
+    (
+        "include/cusolverDn.h",
+        include_str!("fixtures/gpu-stub/include/cusolverDn.h"),
+    ),
+    (
+        "include/rocblas/rocblas.h",
+        include_str!("fixtures/gpu-stub/include/rocblas/rocblas.h"),
+    ),
+    (
+        "include/rocsolver/rocsolver.h",
+        include_str!("fixtures/gpu-stub/include/rocsolver/rocsolver.h"),
+    ),
+];
+
+/// One API's stub: its source, the library it builds into `lib/` (and the other names it is
+/// installed under there), the defines it and the reproducers take, the reproducers' -l.
+struct Stub {
+    api: Api,
+    source: &'static str,
+    library: &'static str,
+    aliases: &'static [&'static str],
+    defines: &'static [&'static str],
+    libs: &'static [&'static str],
+}
+
+const CUDA_STUB: Stub = Stub {
+    api: Api::Cuda,
+    source: "cuda.c",
+    library: "libcuda.so",
+    aliases: &[
+        "libcuda.so.1",
+        "libnvrtc.so",
+        "libcublas.so",
+        "libcusolver.so",
+    ],
+    defines: &[],
+    libs: &["-lcuda", "-lnvrtc", "-lcublas", "-lcusolver"],
+};
+
+/// HIP 5.2 (the version of Debian's headers it is built against): hiprtc inside libamdhip64.
+const HIP_STUB: Stub = Stub {
+    api: Api::Hip,
+    source: "hip.c",
+    library: "libamdhip64.so.5",
+    aliases: &[
+        "libamdhip64.so",
+        "libhiprtc.so",
+        "librocblas.so",
+        "librocblas.so.0",
+        "librocsolver.so",
+        "librocsolver.so.0",
+    ],
+    defines: &["-D__HIP_PLATFORM_AMD__"],
+    libs: &["-lamdhip64", "-lrocblas", "-lrocsolver"],
+};
+
+/// `stub` built into `dir/lib` under its names, with the headers in `dir/include`; why not,
+/// if the build failed (`Ok(Err)`: the HIP headers are not installed).
+fn build_stub(dir: &Path, stub: &Stub) -> Result<Result<(), String>, Failed> {
+    let io = |e: std::io::Error| Failed::from(e.to_string());
+    for (name, text) in STUB_FILES {
+        let path = dir.join(name);
+        std::fs::create_dir_all(path.parent().unwrap()).map_err(io)?;
+        std::fs::write(path, text).map_err(io)?;
+    }
+    let lib = dir.join("lib");
+    std::fs::create_dir_all(&lib).map_err(io)?;
+    let o = Command::new("cc")
+        .args([
+            "-shared", "-fPIC", "-O1", "-Wall", "-Werror", "-I", "include",
+        ])
+        .args(stub.defines)
+        .arg("-o")
+        .arg(lib.join(stub.library))
+        .args([stub.source, "-lm"])
+        .current_dir(dir)
+        .output()
+        .map_err(io)?;
+    if !o.status.success() {
+        let log = String::from_utf8_lossy(&o.stderr).into_owned();
+        if stub.api == Api::Hip && log.contains("hip/hip_runtime_api.h") {
+            return Ok(Err(
+                "no HIP headers to build the HIP stub against (Debian: libamdhip64-dev)".into(),
+            ));
+        }
+        return Err(format!("the {} stub did not build:\n{log}", stub.api.name()).into());
+    }
+    for alias in stub.aliases {
+        std::os::unix::fs::symlink(stub.library, lib.join(alias)).map_err(io)?;
+    }
+    Ok(Ok(()))
+}
+
+/// `cases` with one case per path, sync and op: the smallest size the matrix gives it.
+fn smallest_of_each(cases: Vec<Case>) -> Vec<Case> {
+    let mut by_kind: BTreeMap<String, Case> = BTreeMap::new();
+    for c in cases {
+        let kind = format!("{}/{}/{}", c.path, c.sync, c.op);
+        match by_kind.get(&kind) {
+            Some(have) if have.n <= c.n => {}
+            _ => {
+                by_kind.insert(kind, c);
+            }
+        }
+    }
+    by_kind.into_values().collect()
+}
+
+fn cuda_cases_on_pocl_and_a_host_stub() -> Result<Completion, Failed> {
+    stub_cases("cuda_cases_on_pocl_and_a_host_stub", &CUDA_STUB)
+}
+
+fn hip_cases_on_pocl_and_a_host_stub() -> Result<Completion, Failed> {
+    stub_cases("hip_cases_on_pocl_and_a_host_stub", &HIP_STUB)
+}
+
+/// Every (path, sync, op) of the matrix's cases with a peer of `stub.api` that the reproducer
+/// covers, at the smallest size the matrix gives it, on PoCL with the stub as the peer's
+/// libraries: a case's calls depend on its size only through the FFT's passes, which the host
+/// cases hold at every size, and the stub does a 2048 x 2048 cgemm on one core.
+fn stub_cases(name: &str, stub: &Stub) -> Result<Completion, Failed> {
+    if clhip::runtimes::opencl::test_device().is_none() {
+        return Ok(Completion::ignored_with("no OpenCL device"));
+    }
+    let pocl = match pocl() {
+        Ok(d) => d,
+        Err(why) if required("CLHIP_REQUIRE_OPENCL") => {
+            return Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into());
+        }
+        Err(why) => return Ok(Completion::ignored_with(why)),
+    };
+    if let Some(why) = missing("cc") {
+        return Ok(Completion::ignored_with(why));
+    }
+    let dir = scratch(&format!("{}-stub", stub.api.name()));
+    if let Err(why) = build_stub(&dir, stub)? {
+        return Ok(Completion::ignored_with(why));
+    }
+    let lib = dir.join("lib");
+    let library_path = match std::env::var("LD_LIBRARY_PATH") {
+        Ok(p) if !p.is_empty() => format!("{}:{p}", lib.display()),
+        _ => lib.display().to_string(),
+    };
+    let run_env = vec![("LD_LIBRARY_PATH".to_string(), library_path)];
+    let mut worker_env = match stub.api {
+        // cudarc finds libcuda by the loader's path; clhip's HIP, by its ROCm root.
+        Api::Hip => vec![(
+            clhip::pairs::WORKER_ROCM_PATH_ENV.to_string(),
+            dir.display().to_string(),
+        )],
+        _ => run_env.clone(),
+    };
+    // The stub's "kernels" are kept out of the kernel cache people use.
+    worker_env.push((
+        "CLHIP_KERNEL_CACHE".to_string(),
+        dir.join("kernels").display().to_string(),
+    ));
+    let setup = Setup {
+        worker_env,
+        build: Build::Stub {
+            include: dir.join("include"),
+            lib,
+            defines: stub.defines,
+            libs: stub.libs,
+        },
+        run_env,
+    };
+    let cases = smallest_of_each(covered_cases(stub.api, pocl));
+    let results = agree(name, cases, &setup)?;
+    // The stub does what each call asks: the cases must come out as on a working device, so
+    // that a case cut short by a refusal cannot pass as agreeing on a few calls.
+    let cut_short: Vec<String> = results
+        .iter()
+        .filter(|r| {
+            !matches!(r.clhip, Outcome::Pass { .. } | Outcome::Fail { .. })
+                || !matches!(r.repro, Ok(0 | 1))
+        })
+        .map(|r| {
+            format!(
+                "{}: clhip {}: {}; reproducer {:?}",
+                r.id,
+                r.clhip.kind(),
+                r.clhip.reason(),
+                r.repro
+            )
+        })
+        .collect();
+    judge(name, &results)?;
+    if !cut_short.is_empty() {
+        return Err(format!(
+            "{name}: cases that did not run to their verdict on the stub:\n{}",
+            cut_short.join("\n")
+        )
+        .into());
+    }
+    Ok(Completion::Completed)
+}
+
+/// Every cuda case of the matrix the reproducer covers, on this machine's NVIDIA GPU: clhip's
+/// workers record, `build.sh` builds each reproducer with nvcc, and it runs with printing.
+fn cuda_cases_on_this_gpu() -> Result<Completion, Failed> {
+    let require = required("CLHIP_REQUIRE_CUDA");
+    let skip = |why: String| -> Result<Completion, Failed> {
+        if require {
+            Err(format!("CLHIP_REQUIRE_CUDA=1 but {why}").into())
+        } else {
+            Ok(Completion::ignored_with(why))
+        }
+    };
+    let pairs = match clhip::pairs::discover() {
+        Ok(p) => p,
+        Err(e) => return skip(format!("no OpenCL: {e}")),
+    };
+    let Some(pair) = pairs.iter().find(|p| p.peer.api == Api::Cuda) else {
+        let seen: Vec<String> = pairs.iter().map(|p| p.id()).collect();
+        return skip(format!(
+            "no CUDA GPU paired with an OpenCL device (pairs: {})",
+            seen.join(", ")
+        ));
+    };
+    let nvcc = std::env::var("NVCC").unwrap_or_else(|_| "nvcc".into());
+    if let Some(why) =
+        missing(&nvcc).and_then(|why| missing("/usr/local/cuda/bin/nvcc").map(|_| why))
+    {
+        return skip(format!("{why} (NVCC names another)"));
+    }
+    let cases: Vec<Case> = covered_cases(Api::Cuda, pair.opencl.clone())
+        .into_iter()
+        .map(|c| Case {
+            pair: pair.clone(),
+            ..c
+        })
+        .collect();
+    let setup = Setup {
+        worker_env: Vec::new(),
+        build: Build::Script,
+        run_env: Vec::new(),
+    };
+    let name = "cuda_cases_on_this_gpu";
+    let results = agree(name, cases, &setup)?;
+    judge(name, &results)?;
+    Ok(Completion::Completed)
+}
