@@ -25,7 +25,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
 use clhip::calls;
-use clhip::cases::{Baseline, Matrix};
+use clhip::cases::Matrix;
+use clhip::expectations::Baseline;
 use clhip::generate::DataKind;
 use clhip::model::{Api, Case, ClDeviceRef, Outcome, OutcomeKind, Pair, Peer};
 use clhip::repro::{self, Header, ReproCase};
