@@ -16,6 +16,13 @@ use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
 use super::svm::{svm_alloc, svm_free};
 use super::{Handover, Made, Memory, Owner, Path, device_peer};
 
+declare_paths! {
+    room: ClDmabufImport;
+    /// OpenCL SVM exported as a dma-buf by the HSA runtime (hsa_amd_portable_export_dmabuf)
+    /// and imported with hipImportExternalMemory (seed 001 A). ROCm only.
+    ClDmabufHipImport => "cl-dmabuf+hip-import",
+}
+
 pub(super) struct ClDmabufImport;
 
 /// OpenCL SVM mapped into the peer through a dma-buf export and import.

@@ -16,6 +16,14 @@ use crate::sync::Access;
 use super::c::{self, CMem, CWriter};
 use super::{Handover, Made, Memory, Owner, Path};
 
+declare_paths! {
+    room: Svm;
+    /// clSVMAlloc coarse-grain buffer, used directly by the peer.
+    ClSvmCoarse => "cl-svm-coarse",
+    /// clSVMAlloc with CL_MEM_SVM_FINE_GRAIN_BUFFER, used directly by the peer.
+    ClSvmFine => "cl-svm-fine",
+}
+
 pub(super) struct Svm;
 
 #[derive(Debug)]
@@ -153,6 +161,10 @@ impl Path for Svm {
             memory: Box::new(SvmMemory { ptr: p }),
             owner: Owner::OpenCl,
         })
+    }
+
+    fn c_reproducible(&self) -> bool {
+        true
     }
 
     fn c_cl_is_svm(&self) -> bool {
