@@ -33,6 +33,11 @@ struct ClExported {
 }
 
 impl Path for ClDmabufImport {
+    /// hsa_amd_portable_export_dmabuf exports coarse-grain SVM (in VRAM on ROCm).
+    fn svm_fine_grain(&self, _path: PathKind) -> Option<bool> {
+        Some(false)
+    }
+
     fn syncs(&self, _path: PathKind, _peer: Api) -> &'static [SyncMode] {
         SHARED_ADDRESS_SYNCS
     }
@@ -56,7 +61,7 @@ impl Path for ClDmabufImport {
         let dev = device_peer(peer, path)?;
         // Coarse-grain SVM: ROCm places it in VRAM, an allocation the HSA runtime knows and
         // can export (fine-grain SVM is system memory).
-        let ptr = svm_alloc(session, PathKind::ClSvmCoarse, bytes)?;
+        let ptr = svm_alloc(session, path, bytes)?;
         let alloc = match dev.import_cl_memory(ptr as usize, bytes, len) {
             Ok(a) => a,
             Err(e) => {

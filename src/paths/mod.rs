@@ -113,6 +113,13 @@ pub(crate) trait Path: Sync {
         false
     }
 
+    /// The SVM `path` allocates for OpenCL: fine-grain (`Some(true)`), coarse-grain
+    /// (`Some(false)`), or none of its own. A device that lacks it refuses the case, decided
+    /// from the probe without a worker, in the words a worker's allocation would use.
+    fn svm_fine_grain(&self, _path: PathKind) -> Option<bool> {
+        None
+    }
+
     /// Allocate through `path`. A combination the device lacks, or that a call refuses, is
     /// `Unsupported` with the capability or the call and its code; anything made before a
     /// refusal is undone.

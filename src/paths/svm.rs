@@ -32,13 +32,9 @@ struct SvmMemory {
 }
 
 /// Whether `path` allocates fine-grain SVM (`Some(true)`), coarse-grain (`Some(false)`), or
-/// no SVM of its own.
+/// no SVM of its own: its room says ([`Path::svm_fine_grain`]).
 fn svm_fine_grain(path: PathKind) -> Option<bool> {
-    match path {
-        PathKind::ClSvmFine | PathKind::ClSvmFineMemcpy => Some(true),
-        PathKind::ClSvmCoarse | PathKind::ClSvmCoarseMemcpy => Some(false),
-        _ => None,
-    }
+    super::room(path).svm_fine_grain(path)
 }
 
 /// Why a device with `caps` cannot allocate the SVM `path` needs, if it cannot. The runner
@@ -122,6 +118,10 @@ pub(super) fn svm_free(session: &ClSession, ptr: *mut c_void) {
 }
 
 impl Path for Svm {
+    fn svm_fine_grain(&self, path: PathKind) -> Option<bool> {
+        Some(path == PathKind::ClSvmFine)
+    }
+
     /// A device peer's kernels work on the allocation in place, so finish/event order them
     /// against OpenCL's, and a semaphore can too. The host may touch coarse SVM only between
     /// map and unmap (OpenCL 3.0 §5.6.1); fine-grain SVM it may touch once OpenCL's work is

@@ -37,6 +37,10 @@ struct SvmMemcpyMemory {
 }
 
 impl Path for SvmMemcpy {
+    fn svm_fine_grain(&self, path: PathKind) -> Option<bool> {
+        Some(path == PathKind::ClSvmFineMemcpy)
+    }
+
     /// The data cross in copies the host waits for: no semaphore (there is no device work
     /// left to order).
     fn syncs(&self, _path: PathKind, _peer: Api) -> &'static [SyncMode] {

@@ -23,6 +23,12 @@ fn svm_refusal_names_the_missing_kind_for_svm_paths_only() {
             .unwrap()
             .contains("coarse-grain")
     );
+    // dma-buf export takes coarse-grain SVM: its room says so.
+    assert!(
+        svm_refusal(PathKind::ClDmabufHipImport, &none)
+            .unwrap()
+            .contains("coarse-grain")
+    );
     for other in [PathKind::Copy, PathKind::UseHostPtr, PathKind::ClGpuVa] {
         assert_eq!(svm_refusal(other, &none), None, "{other}");
     }
