@@ -14,6 +14,8 @@ mod gemm;
 pub(crate) mod handoff;
 pub(crate) mod pipeline;
 mod placement;
+#[cfg(test)]
+mod stand_in;
 
 use std::collections::HashMap;
 

@@ -18,6 +18,16 @@ use super::c::{self, CMem, CWriter};
 use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
 use super::{DeviceBuffer, Handover, Made, Memory, Owner, Path, device_peer, release_buffer};
 
+declare_paths! {
+    room: ClGpuVa;
+    // A pass says where the address came from: reports show it beside the measurements.
+    pass_note_is_a_finding;
+    /// A plain OpenCL buffer whose device address the peer dereferences (seed 001 B): the
+    /// address from seed 001's query tokens 0x4100/0x4101 when a driver answers them, else
+    /// from a kernel that writes `(ulong)` of its argument.
+    ClGpuVa => "cl-gpu-va",
+}
+
 pub(super) struct ClGpuVa;
 
 /// A plain OpenCL buffer whose device address the peer dereferences.
@@ -120,6 +130,10 @@ impl Path for ClGpuVa {
             memory: Box::new(GpuVa { buffer }),
             owner: Owner::OpenCl,
         })
+    }
+
+    fn c_reproducible(&self) -> bool {
+        true
     }
 
     fn c_create(&self, c: &mut dyn CWriter, m: &CMem) {

@@ -17,6 +17,12 @@ use crate::sync::{self, Access};
 use super::c::{self, CMem, CWriter};
 use super::{Handover, Made, Memory, Owner, Path, release_buffer};
 
+declare_paths! {
+    room: CopyPath;
+    /// Each side has its own memory; data crosses by explicit read/write through the host.
+    Copy => "copy",
+}
+
 pub(super) struct CopyPath;
 
 /// A device buffer, the host memory data is staged through, and the peer's own memory (for a
@@ -79,6 +85,10 @@ impl Path for CopyPath {
             }),
             owner: Owner::OpenCl,
         })
+    }
+
+    fn c_reproducible(&self) -> bool {
+        true
     }
 
     fn c_create(&self, c: &mut dyn CWriter, m: &CMem) {

@@ -14,6 +14,12 @@ use crate::sync::Access;
 use super::c::{self, CMem, CWriter};
 use super::{Handover, Made, Memory, Owner, Path, device_peer};
 
+declare_paths! {
+    room: DevicePtrAsClArg;
+    /// A device allocation passed to OpenCL kernels with clSetKernelArgSVMPointer.
+    DevicePtrAsClArg => "device-ptr-as-cl-arg",
+}
+
 pub(super) struct DevicePtrAsClArg;
 
 /// A device allocation OpenCL kernels take as an SVM pointer.
@@ -59,6 +65,10 @@ impl Path for DevicePtrAsClArg {
             memory: Box::new(DeviceArg { alloc }),
             owner: Owner::OpenCl,
         })
+    }
+
+    fn c_reproducible(&self) -> bool {
+        true
     }
 
     fn c_cl_is_svm(&self) -> bool {

@@ -16,6 +16,13 @@ use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
 use super::svm::{svm_alloc, svm_free};
 use super::{Handover, Made, Memory, Owner, Path, device_peer};
 
+declare_paths! {
+    room: ClDmabufImport;
+    /// OpenCL SVM exported as a dma-buf by the HSA runtime (hsa_amd_portable_export_dmabuf)
+    /// and imported with hipImportExternalMemory (seed 001 A). ROCm only.
+    ClDmabufHipImport => "cl-dmabuf+hip-import",
+}
+
 pub(super) struct ClDmabufImport;
 
 /// OpenCL SVM mapped into the peer through a dma-buf export and import.
@@ -26,6 +33,11 @@ struct ClExported {
 }
 
 impl Path for ClDmabufImport {
+    /// hsa_amd_portable_export_dmabuf exports coarse-grain SVM (in VRAM on ROCm).
+    fn svm_fine_grain(&self, _path: PathKind) -> Option<bool> {
+        Some(false)
+    }
+
     fn syncs(&self, _path: PathKind, _peer: Api) -> &'static [SyncMode] {
         SHARED_ADDRESS_SYNCS
     }
@@ -49,7 +61,7 @@ impl Path for ClDmabufImport {
         let dev = device_peer(peer, path)?;
         // Coarse-grain SVM: ROCm places it in VRAM, an allocation the HSA runtime knows and
         // can export (fine-grain SVM is system memory).
-        let ptr = svm_alloc(session, PathKind::ClSvmCoarse, bytes)?;
+        let ptr = svm_alloc(session, path, bytes)?;
         let alloc = match dev.import_cl_memory(ptr as usize, bytes, len) {
             Ok(a) => a,
             Err(e) => {

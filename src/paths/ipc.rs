@@ -15,6 +15,13 @@ use crate::sync::Access;
 use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
 use super::{Handover, Made, Memory, Owner, Path, device_peer};
 
+declare_paths! {
+    room: IpcDevicePtr;
+    /// A device allocation of another process, opened with hipIpcOpenMemHandle /
+    /// cuIpcOpenMemHandle and passed to OpenCL kernels as an SVM pointer (seed 001 §3).
+    IpcDevicePtrAsClArg => "ipc+device-ptr-as-cl-arg",
+}
+
 pub(super) struct IpcDevicePtr;
 
 /// Another process's allocation opened through IPC; the exporter holds it until released.

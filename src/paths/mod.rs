@@ -6,20 +6,46 @@
 //! which peer, how it allocates, how its memory is handed to the peer and back to OpenCL, how
 //! it is freed, and the C its reproducer contains, side by side. What every path shares (the
 //! poison, the owner, the semaphore handovers of `sync`) is here; `model` keeps only the
-//! names. Adding a path is one room, its row in [`room`], and rows in cases/.
+//! names.
+//!
+//! Adding a path is one room and rows in cases/: the room's [`declare_paths!`] block names its
+//! paths, and build.rs makes `PathKind`, the rooms' `mod` lines and [`room`] from the blocks,
+//! in the order of cases/paths.toml (docs/paths.md, "Adding a path").
 
 mod buffer;
 pub(crate) mod c;
-mod cl_gpu_va;
-mod copy;
-mod device_ptr_as_cl_arg;
-mod dmabuf;
-mod ipc;
-mod svm;
-mod svm_memcpy;
-mod use_host_ptr;
-mod vk_memory;
-mod vmm_import;
+
+/// A room's declaration of the paths it implements, at the top of its file:
+///
+/// ```text
+/// declare_paths! {
+///     room: UseHostPtr;            // the room's type, a `Path`
+///     hands_over_only_by: Map;     // optional: the one sync OpenCL may hand over with
+///     pass_note_is_a_finding;      // optional: a pass's note is a finding (cl-gpu-va)
+///     /// What the path is (the doc of its `PathKind` variant).
+///     UseHostPtr => "use-host-ptr",
+/// }
+/// ```
+///
+/// build.rs reads the block line by line (one item a line) to make `PathKind` and [`room`];
+/// the compiler checks it here again: the room is a [`Path`], each variant a `PathKind`, the
+/// handover a `SyncMode`.
+macro_rules! declare_paths {
+    (
+        room: $room:ident;
+        $(hands_over_only_by: $sync:ident;)?
+        $(pass_note_is_a_finding;)?
+        $($(#[doc = $doc:literal])+ $variant:ident => $name:literal,)+
+    ) => {
+        /// This room, as [`room`](crate::paths::room) hands it out for each of its paths.
+        pub(super) const ROOM: &dyn crate::paths::Path = &$room;
+        const _: &[crate::model::PathKind] = &[$(crate::model::PathKind::$variant,)+];
+        $(const _: crate::model::SyncMode = crate::model::SyncMode::$sync;)?
+    };
+}
+
+// The rooms' `mod` lines and `room()`, made by build.rs.
+include!(concat!(env!("OUT_DIR"), "/rooms.rs"));
 
 use std::ffi::c_void;
 use std::ptr;
@@ -87,15 +113,11 @@ pub(crate) trait Path: Sync {
         false
     }
 
-    /// OpenCL's object is another API's export imported with cl_khr_external_memory, which
-    /// OpenCL must acquire before use and release after.
-    fn is_imported(&self) -> bool {
-        false
-    }
-
-    /// OpenCL's object is a CL_MEM_USE_HOST_PTR buffer over the peer's memory.
-    fn is_use_host_ptr(&self) -> bool {
-        false
+    /// The SVM `path` allocates for OpenCL: fine-grain (`Some(true)`), coarse-grain
+    /// (`Some(false)`), or none of its own. A device that lacks it refuses the case, decided
+    /// from the probe without a worker, in the words a worker's allocation would use.
+    fn svm_fine_grain(&self, _path: PathKind) -> Option<bool> {
+        None
     }
 
     /// Allocate through `path`. A combination the device lacks, or that a call refuses, is
@@ -108,6 +130,12 @@ pub(crate) trait Path: Sync {
         path: PathKind,
         len: usize,
     ) -> Result<Made, CaseError>;
+
+    /// Whether the reproducer generator can write this room's paths as C (its `c_*` methods
+    /// are written), for the peers each path applies to.
+    fn c_reproducible(&self) -> bool {
+        false
+    }
 
     /// Whether OpenCL kernels take the reproducer's allocation as an SVM pointer (`<v>_svm`)
     /// rather than a buffer (`<v>_buf`).
@@ -151,25 +179,6 @@ pub(crate) trait Path: Sync {
     }
 }
 
-/// The room of `path`.
-pub(crate) fn room(path: PathKind) -> &'static dyn Path {
-    match path {
-        PathKind::Copy => &copy::CopyPath,
-        PathKind::ClSvmCoarse | PathKind::ClSvmFine => &svm::Svm,
-        PathKind::UseHostPtr
-        | PathKind::PinnedUseHostPtr
-        | PathKind::DeviceUseHostPtr
-        | PathKind::ManagedUseHostPtr => &use_host_ptr::UseHostPtr,
-        PathKind::DevicePtrAsClArg => &device_ptr_as_cl_arg::DevicePtrAsClArg,
-        PathKind::VmmFdClImport => &vmm_import::VmmImport,
-        PathKind::ClSvmCoarseMemcpy | PathKind::ClSvmFineMemcpy => &svm_memcpy::SvmMemcpy,
-        PathKind::ClGpuVa => &cl_gpu_va::ClGpuVa,
-        PathKind::ClDmabufHipImport => &dmabuf::ClDmabufImport,
-        PathKind::IpcDevicePtrAsClArg => &ipc::IpcDevicePtr,
-        PathKind::VkMemoryImport => &vk_memory::VkMemoryImport,
-    }
-}
-
 /// What each path's room says about it, asked of a [`PathKind`].
 pub trait PathFacts: Copy {
     /// The sync modes that mean something on this path for this peer. A case file naming a
@@ -183,10 +192,15 @@ pub trait PathFacts: Copy {
     fn applies_to(self, peer: Api) -> bool;
     /// See [`Path::shares_one_address`].
     fn shares_one_address(self) -> bool;
-    /// See [`Path::is_imported`].
+    /// OpenCL's object is another API's export imported with cl_khr_external_memory, which
+    /// OpenCL must acquire before use and release after: the room declares
+    /// `hands_over_only_by: AcquireRelease`.
     fn is_imported(self) -> bool;
-    /// See [`Path::is_use_host_ptr`].
+    /// OpenCL's object is a CL_MEM_USE_HOST_PTR buffer over the peer's memory, handed over
+    /// by map/unmap only: the room declares `hands_over_only_by: Map`.
     fn is_use_host_ptr(self) -> bool;
+    /// Whether the reproducer generator covers this path on a pair with `peer`.
+    fn has_reproducer(self, peer: Api) -> bool;
 }
 
 impl PathFacts for PathKind {
@@ -213,11 +227,15 @@ impl PathFacts for PathKind {
     }
 
     fn is_imported(self) -> bool {
-        room(self).is_imported()
+        self.only_handed_over_by() == Some(SyncMode::AcquireRelease)
     }
 
     fn is_use_host_ptr(self) -> bool {
-        room(self).is_use_host_ptr()
+        self.only_handed_over_by() == Some(SyncMode::Map)
+    }
+
+    fn has_reproducer(self, peer: Api) -> bool {
+        room(self).c_reproducible() && self.applies_to(peer)
     }
 }
 

@@ -16,6 +16,14 @@ use crate::sync::Access;
 use super::c::{self, CMem, CWriter};
 use super::{Handover, Made, Memory, Owner, Path};
 
+declare_paths! {
+    room: Svm;
+    /// clSVMAlloc coarse-grain buffer, used directly by the peer.
+    ClSvmCoarse => "cl-svm-coarse",
+    /// clSVMAlloc with CL_MEM_SVM_FINE_GRAIN_BUFFER, used directly by the peer.
+    ClSvmFine => "cl-svm-fine",
+}
+
 pub(super) struct Svm;
 
 #[derive(Debug)]
@@ -24,13 +32,9 @@ struct SvmMemory {
 }
 
 /// Whether `path` allocates fine-grain SVM (`Some(true)`), coarse-grain (`Some(false)`), or
-/// no SVM of its own.
+/// no SVM of its own: its room says ([`Path::svm_fine_grain`]).
 fn svm_fine_grain(path: PathKind) -> Option<bool> {
-    match path {
-        PathKind::ClSvmFine | PathKind::ClSvmFineMemcpy => Some(true),
-        PathKind::ClSvmCoarse | PathKind::ClSvmCoarseMemcpy => Some(false),
-        _ => None,
-    }
+    super::room(path).svm_fine_grain(path)
 }
 
 /// Why a device with `caps` cannot allocate the SVM `path` needs, if it cannot. The runner
@@ -117,6 +121,10 @@ pub(super) fn svm_free(session: &ClSession, ptr: *mut c_void) {
 }
 
 impl Path for Svm {
+    fn svm_fine_grain(&self, path: PathKind) -> Option<bool> {
+        Some(path == PathKind::ClSvmFine)
+    }
+
     /// A device peer's kernels work on the allocation in place, so finish/event order them
     /// against OpenCL's, and a semaphore can too. The host may touch coarse SVM only between
     /// map and unmap (OpenCL 3.0 §5.6.1); fine-grain SVM it may touch once OpenCL's work is
@@ -156,6 +164,10 @@ impl Path for Svm {
             memory: Box::new(SvmMemory { ptr: p }),
             owner: Owner::OpenCl,
         })
+    }
+
+    fn c_reproducible(&self) -> bool {
+        true
     }
 
     fn c_cl_is_svm(&self) -> bool {

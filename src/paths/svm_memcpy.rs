@@ -17,6 +17,16 @@ use super::c::{self, CMem, CWriter};
 use super::svm::{svm_alloc, svm_free};
 use super::{Handover, Made, Memory, Owner, Path, device_of, device_peer};
 
+declare_paths! {
+    room: SvmMemcpy;
+    /// Coarse-grain SVM for OpenCL; the peer moves data between it and its own memory with
+    /// its memcpy (hipMemcpy, cuMemcpy) on the SVM pointer, which it never allocated: clr
+    /// falls back to a host memcpy for pointers it does not know.
+    ClSvmCoarseMemcpy => "cl-svm-coarse+memcpy",
+    /// As `cl-svm-coarse+memcpy`, over fine-grain SVM.
+    ClSvmFineMemcpy => "cl-svm-fine+memcpy",
+}
+
 pub(super) struct SvmMemcpy;
 
 /// SVM for OpenCL and the peer's own memory, between which the peer's memcpy moves data.
@@ -27,6 +37,10 @@ struct SvmMemcpyMemory {
 }
 
 impl Path for SvmMemcpy {
+    fn svm_fine_grain(&self, path: PathKind) -> Option<bool> {
+        Some(path == PathKind::ClSvmFineMemcpy)
+    }
+
     /// The data cross in copies the host waits for: no semaphore (there is no device work
     /// left to order).
     fn syncs(&self, _path: PathKind, _peer: Api) -> &'static [SyncMode] {
@@ -66,6 +80,10 @@ impl Path for SvmMemcpy {
             memory: Box::new(SvmMemcpyMemory { ptr, peer_mem }),
             owner: Owner::OpenCl,
         })
+    }
+
+    fn c_reproducible(&self) -> bool {
+        true
     }
 
     fn c_cl_is_svm(&self) -> bool {

@@ -23,6 +23,12 @@ fn svm_refusal_names_the_missing_kind_for_svm_paths_only() {
             .unwrap()
             .contains("coarse-grain")
     );
+    // dma-buf export takes coarse-grain SVM: its room says so.
+    assert!(
+        svm_refusal(PathKind::ClDmabufHipImport, &none)
+            .unwrap()
+            .contains("coarse-grain")
+    );
     for other in [PathKind::Copy, PathKind::UseHostPtr, PathKind::ClGpuVa] {
         assert_eq!(svm_refusal(other, &none), None, "{other}");
     }
@@ -55,20 +61,133 @@ fn an_advertised_svm_kind_that_allocates_null_fails() {
     }
 }
 
-/// The model's negative controls (a rule broken on purpose) name the paths whose rooms say
-/// they hand over by map/unmap or by acquire/release: `model` is below the rooms and cannot
-/// ask them, so this holds the two to one answer.
+/// The model's negative controls (a rule broken on purpose) are read from the rooms'
+/// declarations: `finish` on the paths whose memory OpenCL hands over only by map/unmap
+/// (CL_MEM_USE_HOST_PTR) or acquire/release (imported memory), `none` everywhere. The paths
+/// that were there when the declarations came are pinned by name, so that a room that loses
+/// its declaration is seen; a path added since answers for itself.
 #[test]
-fn the_models_negative_controls_are_the_rooms_rule_breakers() {
+fn the_negative_controls_are_the_declared_rule_breakers() {
+    use PathKind::*;
+    let map = [
+        UseHostPtr,
+        PinnedUseHostPtr,
+        DeviceUseHostPtr,
+        ManagedUseHostPtr,
+    ];
+    let acquire = [VmmFdClImport, VkMemoryImport];
+    let neither = [
+        Copy,
+        ClSvmCoarse,
+        ClSvmFine,
+        DevicePtrAsClArg,
+        ClSvmCoarseMemcpy,
+        ClSvmFineMemcpy,
+        ClGpuVa,
+        ClDmabufHipImport,
+        IpcDevicePtrAsClArg,
+    ];
     for &path in PathKind::ALL {
+        let want = path.only_handed_over_by();
+        let pinned = if map.contains(&path) {
+            Some(Some(SyncMode::Map))
+        } else if acquire.contains(&path) {
+            Some(Some(SyncMode::AcquireRelease))
+        } else if neither.contains(&path) {
+            Some(None)
+        } else {
+            None
+        };
+        if let Some(pinned) = pinned {
+            assert_eq!(want, pinned, "{path}");
+        }
+        assert_eq!(
+            path.is_use_host_ptr(),
+            want == Some(SyncMode::Map),
+            "{path}"
+        );
+        assert_eq!(
+            path.is_imported(),
+            want == Some(SyncMode::AcquireRelease),
+            "{path}"
+        );
         for &sync in SyncMode::ALL {
-            let rooms = sync == SyncMode::None
-                || (sync == SyncMode::Finish && (path.is_use_host_ptr() || path.is_imported()));
+            let control = sync == SyncMode::None || (sync == SyncMode::Finish && want.is_some());
             assert_eq!(
                 crate::model::is_negative_control(path, sync),
-                rooms,
+                control,
                 "{path}/{sync}"
             );
+        }
+    }
+}
+
+/// A room that declares the one sync OpenCL may hand its memory over by takes that sync, and
+/// `finish` (the negative control that leaves it out), wherever its paths apply: the declared
+/// rule and the syncs the room offers are one answer.
+#[test]
+fn a_declared_handover_is_a_sync_its_room_takes() {
+    for &path in PathKind::ALL {
+        let Some(only) = path.only_handed_over_by() else {
+            continue;
+        };
+        for api in [Api::Host, Api::Cuda, Api::Hip] {
+            if path.applies_to(api) {
+                let syncs = path.syncs(api);
+                assert!(syncs.contains(&only), "{path} on {api:?}: {syncs:?}");
+                assert!(syncs.contains(&SyncMode::Finish), "{path} on {api:?}");
+            }
+        }
+    }
+}
+
+/// The reproducer generator covers what the rooms with C say, for the peers their paths apply
+/// to: at least the four host paths and the ten device paths whose C was written when the
+/// rooms came to say so (a path added since may bring C of its own), and none of the four
+/// without C.
+#[test]
+fn the_rooms_with_c_are_the_reproducers_paths() {
+    use PathKind::*;
+    let covered = |api| -> Vec<PathKind> {
+        PathKind::ALL
+            .iter()
+            .copied()
+            .filter(|p| p.has_reproducer(api))
+            .collect()
+    };
+    let host = [Copy, ClSvmCoarse, ClSvmFine, UseHostPtr];
+    let device = [
+        Copy,
+        ClSvmCoarse,
+        ClSvmFine,
+        PinnedUseHostPtr,
+        DeviceUseHostPtr,
+        ManagedUseHostPtr,
+        DevicePtrAsClArg,
+        ClSvmCoarseMemcpy,
+        ClSvmFineMemcpy,
+        ClGpuVa,
+    ];
+    let without_c = [
+        VmmFdClImport,
+        ClDmabufHipImport,
+        IpcDevicePtrAsClArg,
+        VkMemoryImport,
+    ];
+    for (api, with_c) in [
+        (Api::Host, &host[..]),
+        (Api::Cuda, &device),
+        (Api::Hip, &device),
+    ] {
+        let covered = covered(api);
+        for path in with_c {
+            assert!(covered.contains(path), "{path} on {api:?}: {covered:?}");
+        }
+        for path in without_c {
+            assert!(!covered.contains(&path), "{path} on {api:?} has no C");
+        }
+        for path in &covered {
+            assert!(path.applies_to(api), "{path} does not apply to {api:?}");
         }
     }
 }

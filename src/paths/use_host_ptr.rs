@@ -21,6 +21,22 @@ use super::{
     wrap_host_ptr,
 };
 
+declare_paths! {
+    room: UseHostPtr;
+    // CL_MEM_USE_HOST_PTR: OpenCL hands the memory over by map/unmap only (OpenCL 3.0 §5.4.2).
+    hands_over_only_by: Map;
+    /// The host's ordinary memory wrapped by clCreateBuffer(CL_MEM_USE_HOST_PTR).
+    UseHostPtr => "use-host-ptr",
+    /// The device runtime's pinned host memory (cuMemHostAlloc, hipHostMalloc) wrapped
+    /// with CL_MEM_USE_HOST_PTR.
+    PinnedUseHostPtr => "pinned+use-host-ptr",
+    /// A device allocation (cuMemAlloc, hipMalloc) handed to CL_MEM_USE_HOST_PTR as if it
+    /// were host memory (seed 000 saw a memory fault on MI100).
+    DeviceUseHostPtr => "device+use-host-ptr",
+    /// Managed memory (cuMemAllocManaged, hipMallocManaged) wrapped with USE_HOST_PTR.
+    ManagedUseHostPtr => "managed+use-host-ptr",
+}
+
 pub(super) struct UseHostPtr;
 
 /// CL_MEM_USE_HOST_PTR over the host's memory or a device runtime's allocation.
@@ -44,10 +60,6 @@ impl Path for UseHostPtr {
             PathKind::UseHostPtr => peer == Api::Host,
             _ => peer != Api::Host,
         }
-    }
-
-    fn is_use_host_ptr(&self) -> bool {
-        true
     }
 
     fn create(
@@ -109,6 +121,10 @@ impl Path for UseHostPtr {
             memory: Box::new(memory),
             owner: Owner::OpenCl,
         })
+    }
+
+    fn c_reproducible(&self) -> bool {
+        true
     }
 
     fn c_create(&self, c: &mut dyn CWriter, m: &CMem) {

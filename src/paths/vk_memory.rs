@@ -18,6 +18,17 @@ use crate::sync::Access;
 use super::vmm_import::IMPORTED_SYNCS;
 use super::{Handover, Made, Memory, Owner, Path, device_peer, import_fd, release_buffer};
 
+declare_paths! {
+    room: VkMemoryImport;
+    // Imported memory: OpenCL acquires it before use and releases it after (cl_khr_external_memory).
+    hands_over_only_by: AcquireRelease;
+    /// Memory a third API exports (Vulkan's vkGetMemoryFdKHR, an opaque fd per importer),
+    /// imported by OpenCL (cl_khr_external_memory_opaque_fd) and by the peer
+    /// (cuImportExternalMemory / hipImportExternalMemory): zero copy without either side
+    /// exporting anything.
+    VkMemoryImport => "vk-memory+import",
+}
+
 pub(super) struct VkMemoryImport;
 
 /// Memory the Vulkan broker exported, imported by OpenCL (`buffer`) and by the peer (`alloc`,
@@ -92,10 +103,6 @@ impl Path for VkMemoryImport {
 
     fn applies_to(&self, _path: PathKind, peer: Api) -> bool {
         peer != Api::Host
-    }
-
-    fn is_imported(&self) -> bool {
-        true
     }
 
     fn create(

@@ -13,6 +13,15 @@ use crate::sync::Access;
 
 use super::{Handover, Made, Memory, Owner, Path, device_peer, import_fd, release_buffer};
 
+declare_paths! {
+    room: VmmImport;
+    // Imported memory: OpenCL acquires it before use and releases it after (cl_khr_external_memory).
+    hands_over_only_by: AcquireRelease;
+    /// A VMM allocation exported as a POSIX fd (CUDA) or dma-buf (ROCm) and imported by
+    /// OpenCL (cl_khr_external_memory_opaque_fd / _dma_buf).
+    VmmFdClImport => "vmm-fd+cl-import",
+}
+
 pub(super) struct VmmImport;
 
 /// A VMM allocation exported as an fd and imported as an OpenCL buffer.
@@ -39,10 +48,6 @@ impl Path for VmmImport {
 
     fn applies_to(&self, _path: PathKind, peer: Api) -> bool {
         peer != Api::Host
-    }
-
-    fn is_imported(&self) -> bool {
-        true
     }
 
     fn create(

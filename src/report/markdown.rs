@@ -5,7 +5,7 @@ use std::fmt::{self, Write as _};
 
 use crate::escape::{markdown_code, markdown_fence, markdown_text};
 use crate::fingerprint::Fingerprint;
-use crate::model::{Op, OutcomeKind, PathKind};
+use crate::model::{Op, OutcomeKind};
 use crate::results::CaseResult;
 
 use super::json::{RunReport, closing_line};
@@ -221,7 +221,7 @@ pub(super) fn is_measurement(r: &CaseResult) -> bool {
     r.outcome.kind() == OutcomeKind::Pass
         && r.work
             .case()
-            .is_some_and(|c| c.op == Op::Placement || c.path == PathKind::ClGpuVa)
+            .is_some_and(|c| c.op == Op::Placement || c.path.pass_note_is_a_finding())
 }
 
 pub(super) fn fingerprint_rows(f: &Fingerprint) -> Vec<Vec<String>> {

@@ -1,25 +1,11 @@
 //! cuda pairs: OpenCL beside CUDA's driver API, NVRTC, cuBLAS and cuSOLVER (runtimes/cuda),
 //! built with nvcc (the host code is C; the kernels are NVRTC's, from a string).
 
-use crate::model::{Op, PathKind};
+use crate::model::Op;
 
 use super::ReproCase;
 use super::device::{DeviceApi, target};
 use super::emit::{Body, Dialect, assemble};
-
-/// The cuda pairs' paths the generator covers.
-pub(super) const PATHS: &[PathKind] = &[
-    PathKind::Copy,
-    PathKind::ClSvmCoarse,
-    PathKind::ClSvmFine,
-    PathKind::PinnedUseHostPtr,
-    PathKind::DeviceUseHostPtr,
-    PathKind::ManagedUseHostPtr,
-    PathKind::DevicePtrAsClArg,
-    PathKind::ClSvmCoarseMemcpy,
-    PathKind::ClSvmFineMemcpy,
-    PathKind::ClGpuVa,
-];
 
 /// The cuda pairs' ops the generator covers.
 pub(super) const OPS: &[Op] = &[

@@ -2,14 +2,11 @@
 //! built with hipcc as C (the kernels are hiprtc's, from a string). Written from the headers
 //! and from runtimes/hip; none has run on AMD hardware.
 
-use crate::model::{Op, PathKind};
+use crate::model::Op;
 
 use super::ReproCase;
 use super::device::{DeviceApi, target};
 use super::emit::{Body, Dialect, assemble};
-
-/// The hip pairs' paths the generator covers: those of the cuda pairs.
-pub(super) const PATHS: &[PathKind] = super::cuda::PATHS;
 
 /// The hip pairs' ops the generator covers: those of the cuda pairs.
 pub(super) const OPS: &[Op] = super::cuda::OPS;

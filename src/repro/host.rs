@@ -1,19 +1,11 @@
 //! Host pairs: OpenCL alone; the host CPU is the peer (runtimes/host.rs), built with `cc`.
 
-use crate::model::{Op, PathKind};
+use crate::model::Op;
 
 use super::ReproCase;
 use super::emit::{Body, Target, assemble, section};
 
 const HOST: &str = include_str!("templates/host.c");
-
-/// The host pairs' paths the generator covers: every one clhip has.
-pub(super) const PATHS: &[PathKind] = &[
-    PathKind::Copy,
-    PathKind::ClSvmCoarse,
-    PathKind::ClSvmFine,
-    PathKind::UseHostPtr,
-];
 
 /// The host's ops: every one clhip runs on a host pair.
 pub(super) const OPS: &[Op] = &[Op::Handoff, Op::Fft, Op::Pipeline];

@@ -85,6 +85,11 @@ pub enum AllocKind {
     /// Another process's `Device` allocation opened with hipIpcOpenMemHandle /
     /// cuIpcOpenMemHandle.
     IpcOpened,
+    /// Pageable host memory the caller allocated, page-locked and mapped for the device with
+    /// hipHostRegister / cuMemHostRegister: `ptr` is its device pointer
+    /// (hipHostGetDevicePointer / cuMemHostGetDevicePointer), `handle` the host address that
+    /// `free` unregisters. The memory itself stays the caller's.
+    Registered,
 }
 
 /// The kind of fd [`DeviceRuntime::export_fd`] gives, which decides how OpenCL must import it.
@@ -184,6 +189,12 @@ pub trait DeviceRuntime: PeerRuntime {
         bytes: usize,
         len: usize,
     ) -> Result<DeviceAlloc, CaseError>;
+
+    /// Register `len` elements of pageable host memory at `addr` with the runtime, mapped for
+    /// the device (hipHostRegister / cuMemHostRegister, portable and mapped), with the device
+    /// pointer the device dereferences (hipHostGetDevicePointer / cuMemHostGetDevicePointer).
+    /// `free` unregisters it; the caller frees the memory after.
+    fn register_host(&mut self, addr: usize, len: usize) -> Result<DeviceAlloc, CaseError>;
 
     /// The IPC handle of a `Device` allocation (hipIpcGetMemHandle / cuIpcGetMemHandle).
     fn ipc_handle(&mut self, alloc: &DeviceAlloc) -> Result<IpcHandle, CaseError>;

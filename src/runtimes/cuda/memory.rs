@@ -163,6 +163,40 @@ impl GpuMemory for CudaPeer {
         unsafe { call!(cu::cuMemRelease(handle)) }
     }
 
+    /// PORTABLE: registered for every context; DEVICEMAP: mapped into the device's address
+    /// space, so that cuMemHostGetDevicePointer has a pointer to give. No alignment is
+    /// required of `addr` or `bytes` (CUDA 4.1 and later).
+    fn host_register(&self, addr: usize, bytes: usize) -> Result<(), CaseError> {
+        let flags = cu::CU_MEMHOSTREGISTER_PORTABLE | cu::CU_MEMHOSTREGISTER_DEVICEMAP;
+        let p = addr as *mut c_void;
+        // SAFETY: the caller keeps `bytes` at `addr` allocated until it unregisters them.
+        unsafe {
+            call!(
+                cu::cuMemHostRegister_v2(p, bytes, flags),
+                "{addr:#x}, {bytes} bytes"
+            )
+        }
+        .refused("cuMemHostRegister")
+    }
+
+    fn host_device_pointer(&self, addr: usize) -> Result<usize, CaseError> {
+        let mut d: cu::CUdeviceptr = 0;
+        // SAFETY: live out-parameter; flags must be 0.
+        unsafe {
+            call!(
+                cu::cuMemHostGetDevicePointer_v2(&mut d, addr as *mut c_void, 0),
+                "{addr:#x}"
+            )
+        }
+        .refused("cuMemHostGetDevicePointer")?;
+        Ok(d as usize)
+    }
+
+    fn host_unregister(&self, addr: usize) -> Result<(), ApiError> {
+        // SAFETY: memory host_register registered, unregistered once.
+        unsafe { call!(cu::cuMemHostUnregister(addr as *mut c_void)) }
+    }
+
     fn free_device(&self, addr: usize) -> Result<(), ApiError> {
         // SAFETY: a cuMemAlloc, cuMemAllocManaged or mapped external buffer, freed once.
         unsafe { call!(cu::cuMemFree_v2(addr as cu::CUdeviceptr)) }
@@ -470,6 +504,37 @@ mod tests {
             Err(e) => panic!("expected unsupported, got {e:?}"),
         }
         p.free(a);
+        p.health_check().unwrap();
+    }
+
+    /// Pageable host memory registered with cuMemHostRegister, page-aligned and one element
+    /// past a page boundary: the device's writes through cuMemHostGetDevicePointer's pointer
+    /// are the host's memory, bit for bit, and the host memory outlives its unregistration.
+    #[test]
+    fn registered_host_memory_is_the_devices_through_its_pointer() {
+        let Some(mut p) = gpu_or_skip("registered_host_memory_is_the_devices_through_its_pointer")
+        else {
+            return;
+        };
+        let len = 4097;
+        for offset in [0, 1] {
+            let host = p.alloc_host(len + 1).unwrap();
+            let addr = host.addr + offset * size_of::<Complex32>();
+            let r = p.register_host(addr, len).unwrap();
+            assert_eq!((r.kind, r.handle), (AllocKind::Registered, addr as u64));
+            p.fill_pattern(r.ptr, 9).unwrap();
+            p.synchronize().unwrap();
+            // SAFETY: `len` elements of the live host allocation at `addr`.
+            let seen = unsafe { std::slice::from_raw_parts(addr as *const u32, 2 * len) };
+            assert_eq!(seen, &pattern(9, 2 * len)[..], "offset {offset} elements");
+            eprintln!(
+                "registered at {addr:#x} (offset {offset}): device pointer {:#x}",
+                r.ptr.addr
+            );
+            p.free(r);
+            assert_eq!(seen[0], pattern(9, 1)[0], "the memory stays the caller's");
+            p.free_host(host);
+        }
         p.health_check().unwrap();
     }
 

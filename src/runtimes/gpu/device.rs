@@ -75,6 +75,10 @@ impl<T: GpuDevice> DeviceRuntime for T {
         memory::import_cl_memory(self, addr, bytes, len)
     }
 
+    fn register_host(&mut self, addr: usize, len: usize) -> Result<DeviceAlloc, CaseError> {
+        memory::register_host(self, addr, len)
+    }
+
     fn ipc_handle(&mut self, alloc: &DeviceAlloc) -> Result<IpcHandle, CaseError> {
         memory::ipc_handle(self, alloc)
     }
@@ -205,6 +209,8 @@ mod tests {
         managed: bool,
         free_bytes: usize,
         vulkan: Option<Result<Rc<Broker>, CaseError>>,
+        /// The address host_unregister was given.
+        unregistered: RefCell<Option<usize>>,
     }
 
     impl Fake {
@@ -340,6 +346,19 @@ mod tests {
             self.call("vmm_release")
         }
 
+        fn host_register(&self, _: usize, _: usize) -> Result<(), CaseError> {
+            self.refused("host_register")
+        }
+
+        fn host_device_pointer(&self, _: usize) -> Result<usize, CaseError> {
+            self.refused("host_device_pointer").map(|()| 0x8000)
+        }
+
+        fn host_unregister(&self, addr: usize) -> Result<(), ApiError> {
+            *self.unregistered.borrow_mut() = Some(addr);
+            self.call("host_unregister")
+        }
+
         fn free_device(&self, _: usize) -> Result<(), ApiError> {
             self.call("free_device")
         }
@@ -444,6 +463,34 @@ mod tests {
             Err(CaseError::Unsupported { reason, .. }) => reason,
             other => panic!("expected unsupported, got {other:?}"),
         }
+    }
+
+    /// Registered host memory: the device dereferences the device pointer, and `free`
+    /// unregisters the host address; a refused device pointer undoes the registration, and a
+    /// refused registration leaves nothing to undo.
+    #[test]
+    fn registered_host_memory_is_unregistered_by_its_host_address() {
+        let mut f = Fake::default();
+        let r = f.register_host(0x9000, 10).unwrap();
+        let seen = (r.kind, r.ptr.addr, r.ptr.len, r.handle, r.bytes);
+        assert_eq!(seen, (AllocKind::Registered, 0x8000, 10, 0x9000, 80));
+        let made = ["bind", "host_register", "host_device_pointer"];
+        assert_eq!(f.calls(), made);
+        f.free(r);
+        assert_eq!(f.calls()[3..], ["bind", "host_unregister"]);
+        assert_eq!(*f.unregistered.borrow(), Some(0x9000));
+
+        let mut f = Fake::failing("host_device_pointer");
+        assert_eq!(reason(f.register_host(0x9000, 10)), "host_device_pointer");
+        assert_eq!(f.calls(), [&made[..], &["host_unregister"]].concat());
+        assert_eq!(*f.unregistered.borrow(), Some(0x9000));
+
+        let mut f = Fake::failing("host_register");
+        assert_eq!(reason(f.register_host(0x9000, 10)), "host_register");
+        assert_eq!(f.calls(), ["bind", "host_register"]);
+        assert_eq!(*f.unregistered.borrow(), None);
+        // Registered memory comes from register_host alone.
+        assert!(reason(f.alloc(AllocKind::Registered, 10)).contains("register_host"));
     }
 
     #[test]

@@ -63,6 +63,12 @@ pub(crate) trait GpuMemory: GpuCore {
     fn vmm_address_free(&self, va: usize, size: usize) -> Result<(), ApiError>;
     fn vmm_release(&self, handle: u64) -> Result<(), ApiError>;
 
+    /// Page-lock `bytes` of pageable host memory at `addr` and map them for the device.
+    fn host_register(&self, addr: usize, bytes: usize) -> Result<(), CaseError>;
+    /// The device pointer of registered host memory at `addr`.
+    fn host_device_pointer(&self, addr: usize) -> Result<usize, CaseError>;
+    fn host_unregister(&self, addr: usize) -> Result<(), ApiError>;
+
     fn free_device(&self, addr: usize) -> Result<(), ApiError>;
     fn free_pinned(&self, addr: usize) -> Result<(), ApiError>;
     fn ipc_close(&self, addr: usize) -> Result<(), ApiError>;
@@ -128,9 +134,12 @@ pub(crate) fn allocate(
             Ok(plain(g.alloc_managed(bytes)?))
         }
         AllocKind::Exportable => g.alloc_exportable(bytes, len),
-        AllocKind::ImportedExternal | AllocKind::IpcOpened => Err(CaseError::unsupported(format!(
-            "{kind:?} memory is not allocated: it comes from import_cl_memory or ipc_open"
-        ))),
+        AllocKind::ImportedExternal | AllocKind::IpcOpened | AllocKind::Registered => {
+            Err(CaseError::unsupported(format!(
+                "{kind:?} memory is not allocated: it comes from import_cl_memory, ipc_open or \
+                 register_host"
+            )))
+        }
     }
 }
 
@@ -189,6 +198,30 @@ pub(crate) fn import_cl_memory(
     Ok(sized(AllocKind::ImportedExternal, mapped, len, ext, bytes))
 }
 
+/// Host memory at `addr` registered and mapped for the device, with its device pointer; a
+/// registration whose device pointer is refused is undone.
+pub(crate) fn register_host(
+    g: &impl GpuMemory,
+    addr: usize,
+    len: usize,
+) -> Result<DeviceAlloc, CaseError> {
+    g.bind()?;
+    let bytes = len.max(1) * size_of::<Complex32>();
+    g.host_register(addr, bytes)?;
+    match g.host_device_pointer(addr) {
+        Ok(device) => Ok(DeviceAlloc::new(
+            AllocKind::Registered,
+            device,
+            len,
+            addr as u64,
+        )),
+        Err(e) => {
+            let _ = g.host_unregister(addr);
+            Err(e)
+        }
+    }
+}
+
 /// Each kind released by the calls that pair with its allocation, once.
 pub(crate) fn release<G: GpuMemory + PeerRuntime>(g: &G, alloc: DeviceAlloc) {
     if g.bind().is_err() {
@@ -205,6 +238,8 @@ pub(crate) fn release<G: GpuMemory + PeerRuntime>(g: &G, alloc: DeviceAlloc) {
             unmapped.and(unreserved).and(released)
         }
         AllocKind::IpcOpened => g.ipc_close(p),
+        // The registration goes; the host memory is the caller's to free.
+        AllocKind::Registered => g.host_unregister(alloc.handle as usize),
         // The mapped buffer is freed as device memory, then the external-memory object is
         // destroyed (cuExternalMemoryGetMappedBuffer's documentation; clr's ihipFree).
         AllocKind::ImportedExternal => {

@@ -257,6 +257,41 @@ impl GpuMemory for HipPeer {
         unsafe { hip_call!(&self.hip, hipFree(addr as *mut c_void)) }
     }
 
+    /// Portable: registered for every device; Mapped: mapped into the device's address space,
+    /// so that hipHostGetDevicePointer has a pointer to give.
+    fn host_register(&self, addr: usize, bytes: usize) -> Result<(), CaseError> {
+        let flags = ffi::hipHostRegisterPortable | ffi::hipHostRegisterMapped;
+        let p = addr as *mut c_void;
+        // SAFETY: the caller keeps `bytes` at `addr` allocated until it unregisters them.
+        unsafe {
+            hip_call!(
+                &self.hip,
+                hipHostRegister(p, bytes, flags),
+                "{addr:#x}, {bytes} bytes"
+            )
+        }
+        .refused("hipHostRegister")
+    }
+
+    fn host_device_pointer(&self, addr: usize) -> Result<usize, CaseError> {
+        let mut d: *mut c_void = null_mut();
+        // SAFETY: live out-parameter; flags must be 0.
+        unsafe {
+            hip_call!(
+                &self.hip,
+                hipHostGetDevicePointer(&mut d, addr as *mut c_void, 0),
+                "{addr:#x}"
+            )
+        }
+        .refused("hipHostGetDevicePointer")?;
+        Ok(d as usize)
+    }
+
+    fn host_unregister(&self, addr: usize) -> Result<(), ApiError> {
+        // SAFETY: memory host_register registered, unregistered once.
+        unsafe { hip_call!(&self.hip, hipHostUnregister(addr as *mut c_void)) }
+    }
+
     fn free_pinned(&self, addr: usize) -> Result<(), ApiError> {
         // SAFETY: a hipExtHostAlloc or hipHostMalloc allocation, freed once.
         unsafe { hip_call!(&self.hip, hipHostFree(addr as *mut c_void)) }

@@ -65,6 +65,9 @@ pub const hipMemcpyDefault: c_int = 4;
 /// hipHostMalloc/hipExtHostAlloc flags (hip_runtime_api.h): Portable 0x1, Mapped 0x2.
 pub const hipHostMallocPortable: c_uint = 0x1;
 pub const hipHostMallocMapped: c_uint = 0x2;
+/// hipHostRegister flags (hip_runtime_api.h): Portable 0x1, Mapped 0x2.
+pub const hipHostRegisterPortable: c_uint = 0x1;
+pub const hipHostRegisterMapped: c_uint = 0x2;
 /// hipMallocManaged flag hipMemAttachGlobal (hip_runtime_api.h).
 pub const hipMemAttachGlobal: c_uint = 0x1;
 /// hipEventCreateWithFlags: hipEventDisableTiming 0x2 (hip_runtime_api.h).
@@ -491,6 +494,9 @@ fn_table!(HipFns, HIP_SYMBOLS {
     Core hipMalloc: fn(*mut Vp, usize) -> hipError_t;
     Core hipFree: fn(Vp) -> hipError_t;
     Core hipHostFree: fn(Vp) -> hipError_t;
+    Core hipHostRegister: fn(Vp, usize, c_uint) -> hipError_t;
+    Core hipHostGetDevicePointer: fn(*mut Vp, Vp, c_uint) -> hipError_t;
+    Core hipHostUnregister: fn(Vp) -> hipError_t;
     Core hipMallocManaged: fn(*mut Vp, usize, c_uint) -> hipError_t;
     Core hipMemGetInfo: fn(*mut usize, *mut usize) -> hipError_t;
     Core hipMemcpy: fn(Vp, Cvp, usize, c_int) -> hipError_t;

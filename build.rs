@@ -1,0 +1,288 @@
+//! Makes `PathKind` and the room dispatch from the rooms themselves, so that a new path is one
+//! file of src/paths/ plus rows in cases/ (docs/paths.md, "Adding a path").
+//!
+//! Each room, `src/paths/<family>.rs`, declares the paths it implements in one
+//! `declare_paths! { ... }` block, which is also Rust: paths/mod.rs's macro checks the same
+//! block again at compile time. cases/paths.toml gives the paths' order. Written to OUT_DIR:
+//!
+//! - `path_kind.rs`, included by model.rs: the enum (names, docs, order) and the facts the
+//!   declarations state, which the model needs and cannot ask the rooms for (it sits below
+//!   them);
+//! - `rooms.rs`, included by paths/mod.rs: one `mod` per room and `room()`.
+//!
+//! A declaration this script cannot read fails the build, naming its file and line.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+
+/// One path as its room declares it.
+struct Declared {
+    variant: String,
+    name: String,
+    doc: Vec<String>,
+    /// The room's module (its file stem) and absolute file.
+    module: String,
+    file: String,
+    /// The room's `hands_over_only_by` sync (a `SyncMode` variant), if any.
+    only_by: Option<String>,
+    finding: bool,
+    /// `src/paths/<file>:<line>`, for errors.
+    at: String,
+}
+
+fn main() {
+    let root = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let out = std::env::var("OUT_DIR").expect("cargo sets OUT_DIR");
+    // A new room, an edited declaration or a reordered list all change what is generated.
+    println!("cargo::rerun-if-changed=cases/paths.toml");
+    println!("cargo::rerun-if-changed=src/paths");
+    match generate(Path::new(&root)) {
+        Ok((kinds, rooms)) => {
+            let write = |name: &str, text: String| {
+                let file = Path::new(&out).join(name);
+                std::fs::write(&file, text)
+                    .unwrap_or_else(|e| panic!("writing {}: {e}", file.display()));
+            };
+            write("path_kind.rs", kinds);
+            write("rooms.rs", rooms);
+        }
+        Err(errors) => {
+            for e in errors {
+                println!("cargo::error={e}");
+            }
+        }
+    }
+}
+
+/// The two generated files, or every error found.
+fn generate(root: &Path) -> Result<(String, String), Vec<String>> {
+    let mut errors = Vec::new();
+    let mut declared: BTreeMap<String, Declared> = BTreeMap::new();
+    let dir = root.join("src/paths");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .map_err(|e| vec![format!("src/paths: {e}")])?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "rs") && !p.ends_with("mod.rs"))
+        .collect();
+    files.sort();
+    for file in files {
+        match read_room(&file) {
+            Ok(paths) => {
+                for p in paths {
+                    if let Some(first) = declared.values().find(|d| d.variant == p.variant) {
+                        errors.push(format!(
+                            "{}: `{}` is declared at {} too",
+                            p.at, p.variant, first.at
+                        ));
+                    } else if let Some(first) = declared.get(&p.name) {
+                        errors.push(format!(
+                            "{}: `{}` is declared at {} too",
+                            p.at, p.name, first.at
+                        ));
+                    } else {
+                        declared.insert(p.name.clone(), p);
+                    }
+                }
+            }
+            Err(e) => errors.push(e),
+        }
+    }
+    let order = read_order(root).map_err(|e| vec![e])?;
+    let mut kinds = Vec::new();
+    for name in &order {
+        match declared.remove(name) {
+            Some(d) => kinds.push(d),
+            None if kinds.iter().any(|d| &d.name == name) => {
+                errors.push(format!("cases/paths.toml: `{name}` is listed twice"));
+            }
+            None => errors.push(format!(
+                "cases/paths.toml: `{name}` is declared by no room of src/paths/"
+            )),
+        }
+    }
+    for d in declared.values() {
+        errors.push(format!(
+            "{}: path `{}` is not in cases/paths.toml's order (add it where its rows sort)",
+            d.at, d.name
+        ));
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    Ok((path_kind(&kinds), rooms(&kinds)))
+}
+
+/// The `order` list of cases/paths.toml.
+fn read_order(root: &Path) -> Result<Vec<String>, String> {
+    let file = "cases/paths.toml";
+    let text = std::fs::read_to_string(root.join(file)).map_err(|e| format!("{file}: {e}"))?;
+    let table: toml::Table = text.parse().map_err(|e| format!("{file}: {e}"))?;
+    let list = table.get("order").and_then(|v| v.as_array());
+    let names = list.map(|l| l.iter().map(|v| v.as_str().map(str::to_string)).collect());
+    names
+        .flatten()
+        .ok_or_else(|| format!("{file}: expected `order = [\"copy\", ...]`, a list of path names"))
+}
+
+/// A room's `declare_paths!` block: none in a file that is no room (c.rs, buffer.rs).
+fn read_room(file: &Path) -> Result<Vec<Declared>, String> {
+    let rel = format!(
+        "src/paths/{}",
+        file.file_name().unwrap_or_default().to_string_lossy()
+    );
+    let text = std::fs::read_to_string(file).map_err(|e| format!("{rel}: {e}"))?;
+    let starts = |l: &str| l.trim_start().starts_with("declare_paths!");
+    let mut lines = text.lines().enumerate();
+    let Some((start, _)) = lines.by_ref().find(|(_, l)| starts(l)) else {
+        return Ok(Vec::new());
+    };
+    let module = file
+        .file_stem()
+        .unwrap_or_default()
+        .to_string_lossy()
+        .into_owned();
+    let (mut room, mut only_by, mut finding) = (false, None, false);
+    let (mut doc, mut paths) = (Vec::new(), Vec::<Declared>::new());
+    for (i, line) in lines.by_ref() {
+        let at = format!("{rel}:{}", i + 1);
+        let l = line.trim();
+        if l == "}" {
+            if !room || paths.is_empty() {
+                return Err(format!(
+                    "{at}: declare_paths! needs `room: Type;` and a path"
+                ));
+            }
+            break;
+        }
+        if let Some(d) = l.strip_prefix("///") {
+            doc.push(d.to_string());
+        } else if l.is_empty() || l.starts_with("//") {
+        } else if let Some(r) = l.strip_prefix("room:").and_then(|r| r.strip_suffix(';')) {
+            ident(r.trim(), &at)?;
+            room = true;
+        } else if let Some(s) = l
+            .strip_prefix("hands_over_only_by:")
+            .and_then(|s| s.strip_suffix(';'))
+        {
+            ident(s.trim(), &at)?;
+            only_by = Some(s.trim().to_string());
+        } else if l == "pass_note_is_a_finding;" {
+            finding = true;
+        } else if let Some((variant, name)) = l.strip_suffix(',').and_then(|e| e.split_once("=>")) {
+            let (variant, name) = (variant.trim(), name.trim());
+            let Some(name) = name.strip_prefix('"').and_then(|n| n.strip_suffix('"')) else {
+                return Err(format!(
+                    "{at}: the case-id name `{name}` must be a string literal"
+                ));
+            };
+            ident(variant, &at)?;
+            if doc.is_empty() {
+                return Err(format!(
+                    "{at}: path `{name}` needs a `///` line saying what it is"
+                ));
+            }
+            paths.push(Declared {
+                variant: variant.into(),
+                name: name.into(),
+                doc: std::mem::take(&mut doc),
+                module: module.clone(),
+                file: file.display().to_string(),
+                only_by: None,
+                finding: false,
+                at,
+            });
+        } else {
+            return Err(format!(
+                "{at}: declare_paths! cannot read `{l}` (expected `room: Type;`, \
+                 `hands_over_only_by: SyncVariant;`, `pass_note_is_a_finding;`, `/// doc` or \
+                 `Variant => \"case-id-name\",`)"
+            ));
+        }
+    }
+    if !room {
+        return Err(format!(
+            "{rel}:{}: declare_paths! is not closed by a `}}` line",
+            start + 1
+        ));
+    }
+    if lines.any(|(_, l)| starts(l)) {
+        return Err(format!("{rel}: one declare_paths! block a room"));
+    }
+    for p in &mut paths {
+        (p.only_by, p.finding) = (only_by.clone(), finding);
+    }
+    Ok(paths)
+}
+
+/// `s` must be a plain Rust identifier: the generated code pastes it as one.
+fn ident(s: &str, at: &str) -> Result<(), String> {
+    let mut chars = s.chars();
+    let first = chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    if first && chars.all(|c| c.is_ascii_alphanumeric() || c == '_') {
+        Ok(())
+    } else {
+        Err(format!("{at}: `{s}` is no Rust identifier"))
+    }
+}
+
+/// The enum, through model.rs's `named_enum!`, and the facts of the declarations.
+fn path_kind(kinds: &[Declared]) -> String {
+    let mut s = String::from(
+        "// Generated by build.rs from src/paths/*.rs and cases/paths.toml.\nnamed_enum! {\n    \
+         /// How memory owned by one API becomes addressable by the other: each declared by its\n    \
+         /// room in src/paths/, in the order of cases/paths.toml.\n    pub enum PathKind {\n",
+    );
+    for d in kinds {
+        for line in &d.doc {
+            let _ = writeln!(s, "        ///{line}");
+        }
+        let _ = writeln!(s, "        {} => {:?},", d.variant, d.name);
+    }
+    s.push_str("    }\n}\n\nimpl PathKind {\n");
+    s.push_str(
+        "    /// The one sync by which OpenCL may hand this path's memory over, where its room\n    \
+         /// declares one (`hands_over_only_by`): `map` for CL_MEM_USE_HOST_PTR, `acquire-release`\n    \
+         /// for imported memory. `finish` without it breaks that rule on purpose.\n    \
+         pub fn only_handed_over_by(self) -> Option<SyncMode> {\n        match self {\n",
+    );
+    for d in kinds {
+        let sync = d
+            .only_by
+            .as_ref()
+            .map_or("None".into(), |v| format!("Some(SyncMode::{v})"));
+        let _ = writeln!(s, "            PathKind::{} => {sync},", d.variant);
+    }
+    s.push_str(
+        "        }\n    }\n\n    \
+         /// Whether a pass on this path carries a finding in its note (where an address came\n    \
+         /// from), which reports show beside the measurements.\n    \
+         pub fn pass_note_is_a_finding(self) -> bool {\n        match self {\n",
+    );
+    for d in kinds {
+        let _ = writeln!(s, "            PathKind::{} => {},", d.variant, d.finding);
+    }
+    s.push_str("        }\n    }\n}\n");
+    s
+}
+
+/// The rooms' modules and the dispatch from a path to its room.
+fn rooms(kinds: &[Declared]) -> String {
+    let mut s =
+        String::from("// Generated by build.rs from src/paths/*.rs and cases/paths.toml.\n");
+    let modules: BTreeMap<&str, &str> = kinds
+        .iter()
+        .map(|d| (d.module.as_str(), d.file.as_str()))
+        .collect();
+    for (module, file) in modules {
+        let _ = writeln!(s, "#[path = {file:?}]\nmod {module};");
+    }
+    s.push_str("\n/// The room of `path`.\npub(crate) fn room(path: PathKind) -> &'static dyn Path {\n    match path {\n");
+    for d in kinds {
+        let _ = writeln!(s, "        PathKind::{} => {}::ROOM,", d.variant, d.module);
+    }
+    s.push_str("    }\n}\n");
+    s
+}

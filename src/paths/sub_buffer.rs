@@ -1,0 +1,339 @@
+//! `sub-buffer+use-host-ptr`: the case's memory is a sub-buffer (clCreateSubBuffer) at a
+//! non-zero origin of a CL_MEM_USE_HOST_PTR buffer over the host's memory; the host works on
+//! the same bytes at that offset. The origin is one CL_DEVICE_MEM_BASE_ADDR_ALIGN, the least a
+//! sub-buffer's origin may be past zero (a misaligned one is CL_MISALIGNED_SUB_BUFFER_OFFSET).
+//! OpenCL's kernels then take a buffer whose first byte is not its allocation's, and a map
+//! must give back the host address at the origin.
+
+use std::ffi::c_void;
+use std::ptr;
+
+use cl3::types::{CL_TRUE, cl_event};
+use num_complex::Complex32;
+
+use crate::model::{Api, ApiError, CaseError, PathKind, Phase, SyncMode};
+use crate::runtimes::opencl::{ClEvent, ClMem, ClResultExt, ClSession};
+use crate::runtimes::{PeerPtr, PeerRuntime};
+use crate::sync::{self, Access};
+
+use super::c::{self, CMem, CWriter};
+use super::{Handover, Made, Memory, Owner, Path, no_such_handover, release_buffer, wrap_host_ptr};
+
+declare_paths! {
+    room: SubBuffer;
+    // CL_MEM_USE_HOST_PTR: OpenCL hands the memory over by map/unmap only (OpenCL 3.0 §5.4.2).
+    hands_over_only_by: Map;
+    /// A sub-buffer (clCreateSubBuffer) at a non-zero origin, one CL_DEVICE_MEM_BASE_ADDR_ALIGN
+    /// in, of a CL_MEM_USE_HOST_PTR buffer over the host's memory.
+    SubBufferUseHostPtr => "sub-buffer+use-host-ptr",
+}
+
+pub(super) struct SubBuffer;
+
+/// The parent buffer over the host allocation, and the sub-buffer the case uses.
+#[derive(Debug)]
+struct SubBufferMemory {
+    parent: *mut c_void,
+    sub: *mut c_void,
+    host: PeerPtr,
+    /// Bytes from the allocation's start to the sub-buffer's.
+    origin: usize,
+}
+
+/// CL_DEVICE_MEM_BASE_ADDR_ALIGN, which the device gives in bits, as bytes.
+fn base_align_bytes(session: &ClSession) -> Result<usize, CaseError> {
+    let bits = crate::runtimes::opencl::device_u64(
+        session.device.id,
+        cl3::device::CL_DEVICE_MEM_BASE_ADDR_ALIGN,
+    )
+    .refused("CL_DEVICE_MEM_BASE_ADDR_ALIGN")?;
+    let bytes = (bits / 8) as usize;
+    if bytes == 0 || !bytes.is_power_of_two() {
+        return Err(CaseError::Broken(ApiError {
+            api: Api::OpenCl,
+            call: "clGetDeviceInfo(CL_DEVICE_MEM_BASE_ADDR_ALIGN)".into(),
+            code: 0,
+            name: "CL_SUCCESS".into(),
+            detail: format!("{bits} bits: no power of two of whole bytes"),
+        }));
+    }
+    Ok(bytes)
+}
+
+impl Path for SubBuffer {
+    /// As every CL_MEM_USE_HOST_PTR path: map, and `finish` without it (a negative control).
+    fn syncs(&self, _path: PathKind, _peer: Api) -> &'static [SyncMode] {
+        &[SyncMode::Map, SyncMode::Finish, SyncMode::None]
+    }
+
+    /// The host's memory: OpenCL wraps what the host dereferences.
+    fn applies_to(&self, _path: PathKind, peer: Api) -> bool {
+        peer == Api::Host
+    }
+
+    fn create(
+        &self,
+        session: &mut ClSession,
+        peer: &mut dyn PeerRuntime,
+        _path: PathKind,
+        len: usize,
+    ) -> Result<Made, CaseError> {
+        let bytes = len * size_of::<Complex32>();
+        let origin = base_align_bytes(session)?;
+        let host = peer.alloc_host(len + origin.div_ceil(size_of::<Complex32>()))?;
+        let parent = match wrap_host_ptr(session, host.addr, origin + bytes) {
+            Ok(b) => b,
+            Err(e) => {
+                peer.free_host(host);
+                return Err(e);
+            }
+        };
+        let region = cl3::types::cl_buffer_region {
+            origin,
+            size: bytes,
+        };
+        // SAFETY: a region inside the live parent; cl3 passes it by pointer for the call.
+        let sub = unsafe {
+            cl3::memory::create_sub_buffer(
+                parent,
+                cl3::memory::CL_MEM_READ_WRITE,
+                cl3::memory::CL_BUFFER_CREATE_TYPE_REGION,
+                (&raw const region).cast(),
+            )
+        }
+        .call(&format!(
+            "clCreateSubBuffer(origin {origin}, {bytes} bytes)"
+        ))
+        .refused("OpenCL would not make the sub-buffer");
+        let sub = match sub {
+            Ok(s) => s,
+            Err(e) => {
+                release_buffer(parent);
+                peer.free_host(host);
+                return Err(e);
+            }
+        };
+        Ok(Made {
+            cl: ClMem::Buffer(sub),
+            peer: PeerPtr {
+                addr: host.addr + origin,
+                len,
+            },
+            memory: Box::new(SubBufferMemory {
+                parent,
+                sub,
+                host,
+                origin,
+            }),
+            owner: Owner::OpenCl,
+        })
+    }
+
+    fn c_reproducible(&self) -> bool {
+        true
+    }
+
+    fn c_create(&self, c: &mut dyn CWriter, m: &CMem) {
+        let (v, bytes, len) = (m.v, m.bytes(), &m.len);
+        c.declare(format!("uint64_t {v}_host;"));
+        c.declare(format!("cl_mem {v}_parent, {v}_buf;"));
+        c.declare(format!("cl_uint {v}_align_bits;"));
+        c.declare(format!("size_t {v}_origin;"));
+        c.uses("host_alloc");
+        c.comment("a sub-buffer one CL_DEVICE_MEM_BASE_ADDR_ALIGN into a CL_MEM_USE_HOST_PTR buffer over host memory");
+        c.line(&format!(
+            "CHECK(CL, clGetDeviceInfo(device, CL_DEVICE_MEM_BASE_ADDR_ALIGN, sizeof {v}_align_bits, &{v}_align_bits, NULL));"
+        ));
+        c.line(&format!("{v}_origin = {v}_align_bits / 8;"));
+        c.line(&format!(
+            "{v}_host = host_alloc({len} + ({v}_origin + 7) / 8);"
+        ));
+        c.line(&format!(
+            "CHECK(CL, ({v}_parent = clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, {v}_origin + {bytes}, (void *)(uintptr_t){v}_host, &err), err));"
+        ));
+        c.line(&format!(
+            "CHECK(CL, ({v}_buf = clCreateSubBuffer({v}_parent, CL_MEM_READ_WRITE, CL_BUFFER_CREATE_TYPE_REGION, &(cl_buffer_region){{{v}_origin, {bytes}}}, &err), err));"
+        ));
+        c.line(&format!("{v}_peer = {v}_host + {v}_origin;"));
+        c::poison(c, m, true, true);
+    }
+
+    fn c_release(&self, _c: &mut dyn CWriter, m: &CMem) -> String {
+        let v = m.v;
+        format!(
+            "CHECK(CL, clReleaseMemObject({v}_buf));\nCHECK(CL, clReleaseMemObject({v}_parent));\nfree((void *)(uintptr_t){v}_host);"
+        )
+    }
+
+    fn c_to_peer(
+        &self,
+        c: &mut dyn CWriter,
+        m: &mut CMem,
+        sync: SyncMode,
+        last: Option<&str>,
+        access: Access,
+    ) {
+        let v = m.v;
+        match sync {
+            SyncMode::None => {}
+            SyncMode::Map => {
+                c.declare(format!("void *{v}_map;"));
+                c.line(&format!(
+                    "CHECK(CL, ({v}_map = clEnqueueMapBuffer(queue, {v}_buf, CL_TRUE, {}, 0, {}, {}, NULL, &err), err));",
+                    c::map_flags(access),
+                    m.bytes(),
+                    c::waits(last)
+                ));
+                // The sub-buffer maps at the host address at its origin.
+                c.uses("map_check");
+                c.line(&format!("check_mapped({v}_map, {v}_peer);"));
+                m.mapped = true;
+            }
+            SyncMode::Finish => c.line("CHECK(CL, clFinish(queue));"),
+            other => c::no_such_handover(c, m.path, other),
+        }
+    }
+
+    fn c_to_cl(&self, c: &mut dyn CWriter, m: &mut CMem, sync: SyncMode) -> Option<String> {
+        let v = m.v;
+        match sync {
+            SyncMode::None | SyncMode::Finish => None,
+            SyncMode::Map if m.mapped => {
+                let ev = c.event("unmapped");
+                c.declare(format!("cl_event {ev};"));
+                c.line(&format!(
+                    "CHECK(CL, clEnqueueUnmapMemObject(queue, {v}_buf, {v}_map, 0, NULL, &{ev}));"
+                ));
+                m.mapped = false;
+                Some(ev)
+            }
+            SyncMode::Map => None,
+            other => {
+                c::no_such_handover(c, m.path, other);
+                None
+            }
+        }
+    }
+}
+
+impl Memory for SubBufferMemory {
+    fn what(&self, _path: PathKind) -> &'static str {
+        "host memory under a sub-buffer of a CL_MEM_USE_HOST_PTR buffer"
+    }
+
+    fn cl_owned(&self) -> Option<ClMem> {
+        Some(ClMem::Buffer(self.sub))
+    }
+
+    fn peer_owned(&self, peer: PeerPtr) -> Option<PeerPtr> {
+        Some(peer)
+    }
+
+    fn mapped_buffer(&self) -> Option<*mut c_void> {
+        Some(self.sub)
+    }
+
+    fn to_peer(
+        &self,
+        h: &mut Handover<'_>,
+        sync: SyncMode,
+        _last: Option<&ClEvent>,
+        waits: &[cl_event],
+        access: Access,
+    ) -> Result<(), CaseError> {
+        match sync {
+            // Negative control: start nothing that would order the peer after OpenCL.
+            SyncMode::None => Ok(()),
+            SyncMode::Map => self.map(h, waits, access),
+            // Without map: the rule-breaking negative control finishes OpenCL's work and
+            // nothing more.
+            SyncMode::Finish => h.s.finish().running(),
+            other => Err(no_such_handover(h.path, other)),
+        }
+    }
+
+    fn to_cl(&self, h: &mut Handover<'_>, sync: SyncMode) -> Result<Vec<ClEvent>, CaseError> {
+        match sync {
+            SyncMode::None | SyncMode::Finish => Ok(Vec::new()),
+            SyncMode::Map => {
+                let Some(mapped) = h.mapped.take() else {
+                    return Ok(Vec::new());
+                };
+                // SAFETY: `mapped` came from clEnqueueMapBuffer on this sub-buffer.
+                let ev = unsafe {
+                    cl3::command_queue::enqueue_unmap_mem_object(
+                        h.s.queue.get(),
+                        self.sub,
+                        mapped,
+                        0,
+                        ptr::null(),
+                    )
+                }
+                .call("clEnqueueUnmapMemObject")
+                .running()?;
+                Ok(vec![ClEvent(ev)])
+            }
+            other => Err(no_such_handover(h.path, other)),
+        }
+    }
+
+    fn release(
+        self: Box<Self>,
+        _session: &ClSession,
+        peer: &mut dyn PeerRuntime,
+        _first_err: &mut Option<CaseError>,
+    ) {
+        // The sub-buffer holds a reference to its parent; both go before the memory.
+        release_buffer(self.sub);
+        release_buffer(self.parent);
+        peer.free_host(self.host);
+    }
+}
+
+impl SubBufferMemory {
+    /// Blocking map of the whole sub-buffer for the host. A sub-buffer of a
+    /// CL_MEM_USE_HOST_PTR buffer maps at the parent's host pointer plus its origin (OpenCL
+    /// 3.0, clEnqueueMapBuffer): anywhere else, the host would work on a copy it was never
+    /// told about.
+    fn map(
+        &self,
+        h: &mut Handover<'_>,
+        waits: &[cl_event],
+        access: Access,
+    ) -> Result<(), CaseError> {
+        let (n, w) = sync::raw_wait(waits);
+        let mut mapped: *mut c_void = ptr::null_mut();
+        // SAFETY: blocking map of the whole sub-buffer; unmapped in to_cl or release.
+        let ev = unsafe {
+            cl3::command_queue::enqueue_map_buffer(
+                h.s.queue.get(),
+                self.sub,
+                CL_TRUE,
+                access.map_flags(),
+                0,
+                h.bytes(),
+                &mut mapped,
+                n,
+                w,
+            )
+        }
+        .call("clEnqueueMapBuffer")
+        .running()?;
+        drop(ClEvent(ev));
+        *h.mapped = Some(mapped);
+        let want = self.host.addr + self.origin;
+        if mapped as usize != want {
+            return Err(CaseError::Broken(ApiError {
+                api: Api::OpenCl,
+                call: "clEnqueueMapBuffer".into(),
+                code: 0,
+                name: "CL_SUCCESS".into(),
+                detail: format!(
+                    "mapped the sub-buffer at {:#x}, not at the host address of its origin {want:#x} (origin {})",
+                    mapped as usize, self.origin
+                ),
+            }));
+        }
+        Ok(())
+    }
+}
