@@ -255,10 +255,9 @@ static struct arg mem(cl_mem m) { return (struct arg){.kind = 0, .mem = m}; }
 static struct arg svm(void *p) { return (struct arg){.kind = 1, .svm = p}; }
 static struct arg u32(cl_uint v) { return (struct arg){.kind = 2, .u32 = v}; }
 
-/* A 1-D launch as clhip's (runtimes/opencl/session.rs launch): a fresh kernel object, the
-   work-group size the largest power of two within 256 and the kernel's limit on the device
-   (never above the device's), the global size rounded up to it (every kernel bounds-checks its
-   index). */
+/* A 1-D launch as clhip's (runtimes/opencl/session.rs): a fresh kernel object, the work-group
+   size the largest power of two within 256 and the kernel's limit (never above the device's),
+   the global size rounded up to it (every kernel bounds-checks its index). */
 static cl_event launch(const char *name, size_t global, int nargs, const struct arg *args,
                        cl_uint nwait, const cl_event *wait)
 {
