@@ -55,7 +55,7 @@ __kernel void pattern_observe(__global const uint* p, uint words, __global uint*
         result[3] = p[result[1]];
 }
 
-// Seed 001 B: the device address of a buffer, as a kernel sees its argument. OpenCL C gives
+// The device address of a buffer, as a kernel sees its argument (the cl-gpu-va path). OpenCL C gives
 // no other way to learn it; what the peer can do with it is what the cl-gpu-va path tests.
 __kernel void buffer_address(__global const uint* buf, __global ulong* out)
 {

@@ -27,7 +27,7 @@ pub const PAD: f32 = 1e30;
 /// [`PAD`] in both components.
 pub const PAD_C: Complex32 = Complex32::new(PAD, PAD);
 
-/// Seed 000's vector length (2^22 complex elements, 32 MiB of complex f32).
+/// The MI100 notes' vector length (docs/domain.md#the-mi100-notes): 2^22 complex elements, 32 MiB of complex f32.
 pub const SEED_LEN: usize = 4_194_304;
 
 /// Separates the keystreams of different generators, so that e.g. `matrix(s, ..)` and
@@ -228,7 +228,7 @@ pub fn complex_vec(seed: u64, n: usize) -> Vec<Complex32> {
 }
 
 /// FFT lengths: 1 (the identity transform), small odd sizes (radix 3/5/7 and prime paths),
-/// powers of two up to 2^16, small mixed-radix sizes, and seed 000's 4,194,304 at low weight
+/// powers of two up to 2^16, small mixed-radix sizes, and the pipeline's 4,194,304 at low weight
 /// (about one case in twenty) so property runs stay fast. Shrinks towards 1.
 pub fn size_strategy() -> impl Strategy<Value = usize> + Clone {
     prop_oneof![

@@ -1,4 +1,4 @@
-//! The domain model of DOMAIN.md as types: participants, pairs, paths, sync modes, ops, cases and
+//! The domain model of docs/domain.md as types: participants, pairs, paths, sync modes, ops, cases and
 //! their outcomes. Nothing here touches a runtime; every other module speaks these types.
 
 use std::fmt;
@@ -191,7 +191,7 @@ named_enum! {
         Gemm => "gemm",
         /// cpotrf on the peer over a matrix produced by OpenCL.
         Cholesky => "cholesky",
-        /// Seed 000: OpenCL add -> OpenCL FFT -> peer scale -> peer magnitude.
+        /// The MI100 notes' chain (docs/domain.md#the-mi100-notes): OpenCL add -> OpenCL FFT -> peer scale -> peer magnitude.
         Pipeline => "pipeline",
         /// Where the shared memory lives: bandwidth of the peer's scale kernel on it, against
         /// the same kernel on the peer's device memory and on its pinned host memory.

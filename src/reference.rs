@@ -90,7 +90,7 @@ pub fn magnitude(x: &[Complex64]) -> Vec<f64> {
     x.iter().map(|z| z.norm()).collect()
 }
 
-/// Seed 000's pipeline: add -> FFT -> scale -> magnitude.
+/// The pipeline op's reference (docs/bounds.md#what-clhip-uses): add -> FFT -> scale -> magnitude.
 #[derive(Debug, Clone, PartialEq)]
 pub struct PipelineReference {
     /// `FFT(a + b)`, before scaling: what the FFT stage should produce, and what the magnitude

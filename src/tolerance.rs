@@ -4,7 +4,7 @@
 //! returns either a [`CheckSummary`] (a pass, with its margin) or a [`Mismatch`] naming the first
 //! element out of bound, the got/want pair there, how many elements are out, the largest errors,
 //! the bound and its formula with its source. The bounds are the ones the vendors' own test
-//! clients use (DOMAIN.md, "Accuracy bounds used by the field"); where ours deviate the formula
+//! clients use (docs/bounds.md#the-fields-bounds, with their sources); where ours deviate the formula
 //! says so.
 //!
 //! A NaN or infinity in device output is always out of bound, whatever the bound. Errors are

@@ -609,10 +609,19 @@ fn cuda_cases_on_this_gpu() -> Result<Completion, Failed> {
             Ok(Completion::ignored_with(why))
         }
     };
-    let pairs = match clhip::pairs::discover() {
-        Ok(p) => p,
-        Err(e) => return skip(format!("no OpenCL: {e}")),
+    // The GPU pairs come from clhip's own probe (its CUDA and HIP probes run in children of
+    // the clhip binary); `pairs::discover` alone knows only the host pairs.
+    let probe = match std::process::Command::new(clhip_exe())
+        .args(["probe", "--json"])
+        .output()
+    {
+        Ok(out) => match serde_json::from_slice::<clhip::probe::Probe>(&out.stdout) {
+            Ok(p) => p,
+            Err(e) => return skip(format!("clhip probe --json gave no probe: {e}")),
+        },
+        Err(e) => return skip(format!("clhip probe did not start: {e}")),
     };
+    let pairs = clhip::pairs::from_probe(&probe);
     let Some(pair) = pairs.iter().find(|p| p.peer.api == Api::Cuda) else {
         let seen: Vec<String> = pairs.iter().map(|p| p.id()).collect();
         return skip(format!(

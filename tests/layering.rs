@@ -881,9 +881,16 @@ fn every_room_is_small_and_main_is_the_command_line() {
             continue;
         }
         let lines = std::fs::read_to_string(file).unwrap().lines().count();
-        let limit = if file.ends_with("src/main.rs") { 200 } else { 1000 };
+        let limit = if file.ends_with("src/main.rs") {
+            200
+        } else {
+            1000
+        };
         if lines > limit {
-            too_long.push(format!("{} has {lines} lines (at most {limit})", file.display()));
+            too_long.push(format!(
+                "{} has {lines} lines (at most {limit})",
+                file.display()
+            ));
         }
     }
     assert!(too_long.is_empty(), "{}", too_long.join("\n"));

@@ -668,7 +668,7 @@ fn check_magnitudes(
     check_output(what, got, &reference::pipeline(a, b, scale), scale).map(drop)
 }
 
-/// Seed 000's pipeline through a path. One checked iteration first, exactly the conformance
+/// The pipeline op through a path. One checked iteration first, exactly the conformance
 /// op's steps from the same data (the peer uploads `a`, OpenCL adds `b` and transforms, the
 /// peer scales and takes magnitudes, the result comes back through OpenCL and is held to the
 /// reference); then the timed ones, each a full round: OpenCL add and FFT, the handoff to the

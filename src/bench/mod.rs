@@ -19,7 +19,7 @@ pub use refs::run_refs;
 pub use runner::{RunnerConfig, run_runner, runner_configs};
 
 /// The sizes `bench interop` measures unless told otherwise: powers of 8 from 4 KiB to 128 MiB,
-/// plus seed 000's 32 MiB vector (the size the acceptance compares at, and the pipeline's) and
+/// plus the pipeline's 32 MiB vector (docs/domain.md#the-mi100-notes) (the size the acceptance compares at, and the pipeline's) and
 /// 512 MiB, the top of the range the issue asks for.
 pub const DEFAULT_SIZES: &[u64] = &[
     4 << 10,

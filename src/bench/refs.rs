@@ -1,5 +1,5 @@
 //! `clhip bench refs`: how long the CPU side of a case takes (input generation and the f64
-//! references), so that a slow case can be blamed on the right machine. Seed 000's 4,194,304
+//! references), so that a slow case can be blamed on the right machine. The pipeline's 4,194,304
 //! point FFT is the one that matters: it runs once per pipeline/fft case.
 
 use std::io::Write;
@@ -50,7 +50,7 @@ fn ms(d: Duration) -> String {
 }
 
 /// Times the CPU references and prints a table to `out`:
-/// - input generation for seed 000's vector (4,194,304 complex f32);
+/// - input generation for the pipeline's vector (4,194,304 complex f32);
 /// - the f64 reference FFT at that size: planning (twiddles), then the first call (f32 -> f64
 ///   conversion, scratch allocation, transform) apart from the median of 5 steady-state calls;
 /// - cgemm at n = 512 and cholesky at n = 1024 (and the HPD input it needs).

@@ -38,7 +38,7 @@ pub struct Settings {
     pub reps: u32,
     /// Untimed repetitions before them (the pipeline also runs one checked iteration first).
     pub warmup: u32,
-    /// Complex elements of the pipeline's vector (seed 000: 4,194,304).
+    /// Complex elements of the pipeline's vector (default 4,194,304).
     pub pipeline_len: usize,
     /// The data seed (`run --seed`): the pipeline's inputs are the conformance case's.
     pub seed: u64,
@@ -143,7 +143,7 @@ pub enum Measure {
     /// host), measured by the same child right after the shared memory: what its bandwidth is
     /// a share of.
     ScaleOwn,
-    /// One iteration of seed 000's pipeline: OpenCL add, OpenCL FFT, handoff to the peer, peer
+    /// One iteration of the pipeline (docs/bench.md): OpenCL add, OpenCL FFT, handoff to the peer, peer
     /// scale, peer magnitude, handoff back.
     Pipeline,
 }

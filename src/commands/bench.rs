@@ -25,7 +25,7 @@ pub enum BenchWhat {
     Runner(RunnerArgs),
     /// What each interop path costs and saves: per pair and path (with each sync the
     /// specification allows on it), the handoff each way and the peer's scale bandwidth on the
-    /// shared memory by buffer size, and seed 000's pipeline per iteration against the copy
+    /// shared memory by buffer size, and the pipeline op per iteration against the copy
     /// path and the peer alone. One child process per target, so a path that crashes or hangs
     /// is reported as such and the bench goes on.
     Interop(InteropArgs),

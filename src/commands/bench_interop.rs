@@ -32,7 +32,7 @@ pub struct InteropArgs {
     /// Untimed repetitions before them.
     #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(0..=100_000))]
     warmup: u32,
-    /// Complex elements of the pipeline's vector: a power of two, at most 4194304 (seed 000's).
+    /// Complex elements of the pipeline's vector: a power of two, at most 4194304 (the default).
     #[arg(long, default_value_t = clhip::generate::SEED_LEN, value_parser = parse_pipeline_len)]
     pipeline_len: usize,
     /// The data seed (as `run --seed`): the pipeline's inputs are its conformance case's.

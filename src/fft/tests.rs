@@ -575,7 +575,7 @@ fn fft_check_rejects_a_planted_error_at_its_index() {
     assert_eq!((m.index, m.count), (bad, 1), "{m}");
 }
 
-/// 2^22 (seed 000's size). Ignored in debug builds, where the f64 reference and the host
+/// 2^22 (the pipeline's size, docs/domain.md#the-mi100-notes). Ignored in debug builds, where the f64 reference and the host
 /// twiddles are slow (~10 s); `cargo test --release` runs it (~3 s on a 2-core PoCL).
 #[test]
 #[cfg_attr(

@@ -426,7 +426,7 @@ fn run(
         Op::Cholesky => cholesky::cholesky(session, peer, case, data, plant),
         Op::Placement => placement::placement(session, peer, case, seed, plant),
     };
-    // What the case learned on the way (seed 001's refused tokens) is reported whatever the
+    // What the case learned on the way (the refused GPU-VA tokens of docs/domain.md#the-zero-copy-notes) is reported whatever the
     // verdict: on a driver where the path faults, that is where it matters most.
     crate::blocking::watch_peer_queue(None);
     let notes = std::mem::take(&mut session.notes);

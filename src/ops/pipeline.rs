@@ -1,4 +1,4 @@
-//! The pipeline op (seed 000's): OpenCL add and FFT, then peer scale and magnitude.
+//! The pipeline op (the MI100 notes' chain, docs/domain.md#the-mi100-notes): OpenCL add and FFT, then peer scale and magnitude.
 
 use std::sync::Arc;
 

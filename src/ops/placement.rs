@@ -16,7 +16,7 @@ use super::{Plant, consume_on_cl, device, produce_on_cl, take_output, with_share
 /// Scale passes timed per buffer in [`placement`], after one untimed warm-up pass.
 const PLACEMENT_TIMED_PASSES: u32 = 20;
 
-/// Where the shared memory lives, measured (issue: seed 000's 3.6 ms per stage on 32 MiB).
+/// Where the shared memory lives, measured (the MI100 notes report 3.6 ms per stage on 32 MiB: docs/domain.md#the-mi100-notes).
 /// OpenCL produces the data through the path; the peer scales it by 2 (one warm-up pass, then
 /// [`PLACEMENT_TIMED_PASSES`] timed ones) on the shared memory, then on its own device memory
 /// and its pinned host memory, which bracket the answer: device-memory speed or host-memory
@@ -145,7 +145,7 @@ mod tests {
     #[test]
     fn placement_verdict_sides_with_the_nearer_reference() {
         let mib32 = 32 << 20;
-        // 2 * 32 MiB per pass: 0.05 ms is ~1342 GB/s, 3.6 ms (seed 000's stage) ~18.6 GB/s.
+        // 2 * 32 MiB per pass: 0.05 ms is ~1342 GB/s, 3.6 ms (the MI100 notes' stage) ~18.6 GB/s.
         let pcie = placement_note(mib32, 3.6e-3, Ok(0.05e-3), Ok(2.6e-3));
         assert!(pcie.contains("host-memory (PCIe) speed"), "{pcie}");
         let vram = placement_note(mib32, 0.06e-3, Ok(0.05e-3), Ok(2.6e-3));

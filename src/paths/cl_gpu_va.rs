@@ -22,8 +22,8 @@ declare_paths! {
     room: ClGpuVa;
     // A pass says where the address came from: reports show it beside the measurements.
     pass_note_is_a_finding;
-    /// A plain OpenCL buffer whose device address the peer dereferences (seed 001 B): the
-    /// address from seed 001's query tokens 0x4100/0x4101 when a driver answers them, else
+    /// A plain OpenCL buffer whose device address the peer dereferences (the zero-copy notes' variant B, docs/domain.md#the-zero-copy-notes): the
+    /// address from their query tokens 0x4100/0x4101 when a driver answers them, else
     /// from a kernel that writes `(ulong)` of its argument.
     ClGpuVa => "cl-gpu-va",
 }
@@ -36,19 +36,19 @@ struct GpuVa {
     buffer: *mut c_void,
 }
 
-/// Seed 001's tokens, which no header defines: asked, and the answer kept for the report.
-const SEED_001_TOKENS: [(u32, &str); 2] = [
+/// The zero-copy notes' tokens (docs/domain.md#the-zero-copy-notes), which no header defines: asked, and the answer kept for the report.
+const GPU_VA_TOKENS: [(u32, &str); 2] = [
     (0x4100, "CL_MEM_AMD_GPU_VA"),
     (0x4101, "CL_MEM_LINUX_DMA_BUF_FD_KHR"),
 ];
 
-/// The device address of `buffer`: asked of the driver with seed 001's tokens, and read from a
+/// The device address of `buffer`: asked of the driver with those tokens, and read from a
 /// kernel that writes `(ulong)` of its argument. The kernel's answer is the one used (it is
 /// what the hardware dereferences); a token that answers with something else is reported.
 fn buffer_address(session: &mut ClSession, buffer: *mut c_void) -> Result<usize, CaseError> {
     let mut answers = Vec::new();
     let mut token_va = None;
-    for (token, name) in SEED_001_TOKENS {
+    for (token, name) in GPU_VA_TOKENS {
         match cl3::memory::get_mem_object_data(buffer, token) {
             Err(code) => answers.push(format!(
                 "clGetMemObjectInfo({name} {token:#x}) refused: {}",
@@ -141,7 +141,7 @@ impl Path for ClGpuVa {
         c.declare(format!("cl_mem {v}_buf, {v}_va;"));
         c.uses("device_buffer");
         c.launches("buffer_address");
-        c.comment("cl-gpu-va: a plain OpenCL buffer; the peer dereferences its device address as a kernel reads it (clhip also asks clGetMemObjectInfo for seed 001's tokens 0x4100 and 0x4101, a note; left out)");
+        c.comment("cl-gpu-va: a plain OpenCL buffer; the peer dereferences its device address as a kernel reads it (clhip also asks clGetMemObjectInfo for the tokens 0x4100 and 0x4101, CL_MEM_AMD_GPU_VA and CL_MEM_LINUX_DMA_BUF_FD_KHR, which no header defines: a note; left out)");
         c.line(&format!(
             "CHECK(CL, ({v}_buf = clCreateBuffer(context, CL_MEM_READ_WRITE, {bytes}, NULL, &err), err));\n\
              {v}_va = device_buffer(8, NULL);\n\

@@ -19,7 +19,7 @@ use super::{Handover, Made, Memory, Owner, Path, device_peer};
 declare_paths! {
     room: ClDmabufImport;
     /// OpenCL SVM exported as a dma-buf by the HSA runtime (hsa_amd_portable_export_dmabuf)
-    /// and imported with hipImportExternalMemory (seed 001 A). ROCm only.
+    /// and imported with hipImportExternalMemory (the zero-copy notes' variant A). ROCm only.
     ClDmabufHipImport => "cl-dmabuf+hip-import",
 }
 

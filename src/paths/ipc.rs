@@ -18,7 +18,7 @@ use super::{Handover, Made, Memory, Owner, Path, device_peer};
 declare_paths! {
     room: IpcDevicePtr;
     /// A device allocation of another process, opened with hipIpcOpenMemHandle /
-    /// cuIpcOpenMemHandle and passed to OpenCL kernels as an SVM pointer (seed 001 §3).
+    /// cuIpcOpenMemHandle and passed to OpenCL kernels as an SVM pointer (the zero-copy notes §3).
     IpcDevicePtrAsClArg => "ipc+device-ptr-as-cl-arg",
 }
 

@@ -31,7 +31,7 @@ declare_paths! {
     /// with CL_MEM_USE_HOST_PTR.
     PinnedUseHostPtr => "pinned+use-host-ptr",
     /// A device allocation (cuMemAlloc, hipMalloc) handed to CL_MEM_USE_HOST_PTR as if it
-    /// were host memory (seed 000 saw a memory fault on MI100).
+    /// were host memory (the MI100 notes saw a memory fault: docs/domain.md#the-mi100-notes).
     DeviceUseHostPtr => "device+use-host-ptr",
     /// Managed memory (cuMemAllocManaged, hipMallocManaged) wrapped with USE_HOST_PTR.
     ManagedUseHostPtr => "managed+use-host-ptr",

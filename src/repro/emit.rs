@@ -679,7 +679,7 @@ fn pipeline(g: &mut Gen, b: &mut Body) -> anyhow::Result<()> {
     let peer = g.peer_name();
     g.declare("float *in_a = complex_vec(SEED, N), *in_b = complex_vec(SEED + 1, N), *got = malloc(8 * N);");
     g.declare("cl_mem b_buf, out;");
-    g.out.comment("ops/pipeline.rs (seed 000): OpenCL add and FFT, peer scale by 1/N and magnitude, read back through OpenCL");
+    g.out.comment("ops/pipeline.rs: OpenCL add and FFT, peer scale by 1/N and magnitude, read back through OpenCL");
     g.out
         .line("b_buf = device_buffer(8 * N, in_b);\nout = device_buffer(8 * N, NULL);");
     let mut m = g.mem("m", "N");

@@ -22,7 +22,7 @@
 //!   present, never a defect where absent.
 //! - 7.0 (ROCm/rocm-systems projects/hip): `hipMemAllocationProp.requestedHandleType` is a union
 //!   with `requestedHandleTypes`: a name only, the layout is unchanged.
-//! - 7.1: `hipMemImportFromShareableHandle` is said (shared/DOMAIN.md) to take the fd by value.
+//! - 7.1: `hipMemImportFromShareableHandle` is said (docs/rocm.md#the-abi-by-version) to take the fd by value.
 //!   NOT verified: every header read here (5.2 .. 7.0) declares `void* osHandle`. Kept as a gate
 //!   ([`Abi::import_fd_by_value`]) but no code path calls the import yet.
 
@@ -416,7 +416,7 @@ impl HipVersion {
         self.at_least(5, 3)
     }
 
-    /// 7.1+: the fd is passed as the `void*` value itself (shared/DOMAIN.md; unverified here).
+    /// 7.1+: the fd is passed as the `void*` value itself (docs/rocm.md#the-abi-by-version; unverified here).
     pub fn import_fd_by_value(&self) -> bool {
         self.at_least(7, 1)
     }
@@ -584,7 +584,7 @@ mod tests {
 
     #[test]
     fn layout_external_memory_handle_desc_v6_v7() {
-        // rocm-6.0.0 and amd-staging hip_runtime_api.h; also shared/DOMAIN.md.
+        // rocm-6.0.0 and amd-staging hip_runtime_api.h (docs/rocm.md#the-abi-by-version).
         assert_eq!(size_of::<hipExternalMemoryHandleDesc>(), 104);
         assert_eq!(align_of::<hipExternalMemoryHandleDesc>(), 8);
         assert_eq!(offset_of!(hipExternalMemoryHandleDesc, type_), 0);
