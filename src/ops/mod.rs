@@ -70,6 +70,14 @@ pub enum Plant {
     /// `handoff` cases: one word flipped after the peer's last rewrite, so OpenCL's last check
     /// alone sees it: the case must fail there, at that word.
     FlipAfterPeer,
+    /// `handoff` cases: OpenCL's kernel that rewrites the shared memory writes one element more
+    /// than the case has. Every check of the case's own data passes; only the guard zone after
+    /// the memory can see it, and must fail the case naming the buffer, the offset (the view's
+    /// size) and the bytes.
+    ClOverrun,
+    /// `handoff` cases: the peer's first write covers one element more than the case has, as
+    /// [`Plant::ClOverrun`] on the other side.
+    PeerOverrun,
 }
 
 impl std::str::FromStr for Plant {
@@ -88,8 +96,10 @@ impl std::str::FromStr for Plant {
             "skip-check-kernel" => Ok(Plant::SkipCheckKernel),
             "stale-correct" => Ok(Plant::StaleCorrect),
             "flip-after-peer" => Ok(Plant::FlipAfterPeer),
+            "cl-overrun" => Ok(Plant::ClOverrun),
+            "peer-overrun" => Ok(Plant::PeerOverrun),
             _ => Err(format!(
-                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer)"
+                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer, cl-overrun, peer-overrun)"
             )),
         }
     }
@@ -109,7 +119,10 @@ impl Plant {
     /// that case is a skip rather than a pass that proves nothing.
     pub fn only_op(self) -> Option<Op> {
         match self {
-            Plant::SkipCheckKernel | Plant::FlipAfterPeer => Some(Op::Handoff),
+            Plant::SkipCheckKernel
+            | Plant::FlipAfterPeer
+            | Plant::ClOverrun
+            | Plant::PeerOverrun => Some(Op::Handoff),
             Plant::StaleCorrect => Some(Op::Fft),
             _ => None,
         }
@@ -405,6 +418,8 @@ fn run(
         kind,
         cache: data,
     };
+    // Every plain buffer the op makes from here on is kept for its guard check below.
+    paths::guard::arm_case_buffers();
     let result = match case.op {
         Op::Handoff => handoff::handoff(session, peer, case, seed, plant),
         Op::Fft => fft::fft_op(session, fft, peer, case, data, plant),
@@ -413,6 +428,10 @@ fn run(
         Op::Cholesky => cholesky::cholesky(session, peer, case, data, plant),
         Op::Placement => placement::placement(session, peer, case, seed, plant),
     };
+    // The op's own buffers (inputs, read-backs, check words) are checked once it has passed:
+    // a case that already failed or stopped keeps its own reason.
+    let guards = paths::guard::check_case_buffers(session, result.is_ok());
+    let result = result.and_then(|summary| guards.map(|()| summary));
     // What the case learned on the way (seed 001's refused tokens) is reported whatever the
     // verdict: on a driver where the path faults, that is where it matters most.
     crate::blocking::watch_peer_queue(None);

@@ -14,7 +14,7 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
 use super::c::{self, CMem, CWriter};
-use super::{Handover, Made, Memory, Owner, Path};
+use super::{Handover, Made, Memory, Owner, Path, guard};
 
 pub(super) struct Svm;
 
@@ -143,7 +143,8 @@ impl Path for Svm {
         len: usize,
     ) -> Result<Made, CaseError> {
         let bytes = len * size_of::<Complex32>();
-        let p = svm_alloc(session, path, bytes)?;
+        // clhip places the view in the allocation: a guard before it and after it.
+        let p = guard::svm_alloc(session, path, bytes, true, &format!("{path} allocation"))?;
         Ok(Made {
             cl: ClMem::Svm(p),
             peer: PeerPtr {
@@ -243,6 +244,6 @@ impl Memory for SvmMemory {
         _peer: &mut dyn PeerRuntime,
         _first_err: &mut Option<CaseError>,
     ) {
-        svm_free(session, self.ptr);
+        guard::svm_free(session, self.ptr, true);
     }
 }
