@@ -126,7 +126,7 @@ pub(crate) const CL_CHECK_WORDS: usize = 4;
 /// What the host puts there first: no mismatches, no index, not run, nothing seen.
 pub(crate) const CL_CHECK_INIT: [u32; CL_CHECK_WORDS] = [0, u32::MAX, 0, 0];
 /// What each of those words is, for a verdict that names one.
-const CL_CHECK_WORD_NAMES: [&str; CL_CHECK_WORDS] = [
+pub(crate) const CL_CHECK_WORD_NAMES: [&str; CL_CHECK_WORDS] = [
     "mismatch count",
     "first mismatching index",
     "ran-marker",

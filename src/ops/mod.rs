@@ -14,6 +14,7 @@ mod gemm;
 pub(crate) mod handoff;
 pub(crate) mod pipeline;
 mod placement;
+pub mod reuse;
 
 use std::collections::HashMap;
 
@@ -78,6 +79,10 @@ pub enum Plant {
     /// `handoff` cases: the peer's first write covers one element more than the case has, as
     /// [`Plant::ClOverrun`] on the other side.
     PeerOverrun,
+    /// `reuse` cases: crossing [`reuse::PLANTED_CROSSING`] is handed over with no sync, and
+    /// OpenCL's write for it is held back until the peer has looked (a GPU still at work).
+    /// Every other crossing is synced: the case must fail at that crossing, and there only.
+    SkipOneSync,
 }
 
 impl std::str::FromStr for Plant {
@@ -98,8 +103,9 @@ impl std::str::FromStr for Plant {
             "flip-after-peer" => Ok(Plant::FlipAfterPeer),
             "cl-overrun" => Ok(Plant::ClOverrun),
             "peer-overrun" => Ok(Plant::PeerOverrun),
+            "skip-one-sync" => Ok(Plant::SkipOneSync),
             _ => Err(format!(
-                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer, cl-overrun, peer-overrun)"
+                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer, cl-overrun, peer-overrun, skip-one-sync)"
             )),
         }
     }
@@ -123,6 +129,7 @@ impl Plant {
             | Plant::FlipAfterPeer
             | Plant::ClOverrun
             | Plant::PeerOverrun => Some(Op::Handoff),
+            Plant::SkipOneSync => Some(Op::Reuse),
             Plant::StaleCorrect => Some(Op::Fft),
             _ => None,
         }
@@ -427,6 +434,7 @@ fn run(
         Op::Gemm => gemm::gemm(session, peer, case, data, plant),
         Op::Cholesky => cholesky::cholesky(session, peer, case, data, plant),
         Op::Placement => placement::placement(session, peer, case, seed, plant),
+        Op::Reuse => reuse::reuse(session, peer, case, seed, plant),
     };
     // The op's own buffers (inputs, read-backs, check words) are checked once it has passed:
     // a case that already failed or stopped keeps its own reason.
@@ -506,7 +514,7 @@ fn make_inputs(data: &mut Inputs, case: &Case) {
         Op::Cholesky => drop(cholesky::inputs(data, case.n)),
         Op::Fft => drop(fft::input(data, case.n)),
         Op::Pipeline => drop(pipeline::inputs(data, case.n)),
-        Op::Handoff | Op::Placement => {}
+        Op::Handoff | Op::Placement | Op::Reuse => {}
     }
 }
 

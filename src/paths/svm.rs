@@ -233,6 +233,8 @@ impl Memory for SvmMemory {
 
     fn to_cl(&self, h: &mut Handover<'_>, sync: SyncMode) -> Result<Vec<ClEvent>, CaseError> {
         match sync {
+            // Nothing to unmap where the handover out was not a map (a planted skip).
+            SyncMode::Map if !*h.svm_mapped => Ok(Vec::new()),
             SyncMode::Map => Ok(vec![super::svm_unmap(h)?]),
             _ => super::shared_address_to_cl(h, sync),
         }
