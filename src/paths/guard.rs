@@ -655,4 +655,50 @@ mod tests {
         }
         free_host(&mut peer, view);
     }
+
+    /// A plain buffer's guard, through OpenCL (PoCL on CI): the buffer written to its end
+    /// passes; eight bytes more fail the case that made it, naming the buffer and the offset.
+    /// A case that already failed is not checked.
+    #[test]
+    fn an_overrun_of_a_plain_buffer_fails_the_case_that_made_it() {
+        let Some(dev) = crate::runtimes::opencl::test_device() else {
+            return;
+        };
+        let session = ClSession::open(dev).expect("an OpenCL session");
+        let write = |b: &super::super::DeviceBuffer, bytes: usize| {
+            let data = vec![0xABu8; bytes];
+            // SAFETY: a blocking write within the buffer's allocation (its guard included).
+            let ev = unsafe {
+                cl3::command_queue::enqueue_write_buffer(
+                    session.queue.get(),
+                    b.mem,
+                    cl3::types::CL_TRUE,
+                    0,
+                    bytes,
+                    data.as_ptr().cast(),
+                    0,
+                    ptr::null(),
+                )
+            }
+            .expect("clEnqueueWriteBuffer");
+            drop(ClEvent(ev));
+        };
+        for (bytes, checked, caught) in [(64, true, false), (72, true, true), (72, false, false)] {
+            arm_case_buffers();
+            let b = super::super::DeviceBuffer::named(&session, 64, "a check's result words")
+                .expect("a buffer");
+            write(&b, bytes);
+            drop(b);
+            match check_case_buffers(&session, checked) {
+                Ok(()) => assert!(!caught, "{bytes} bytes written, checked: {checked}"),
+                Err(CaseError::Mismatch(m)) => {
+                    assert!(caught, "{bytes} bytes written, checked: {checked}: {m}");
+                    assert_eq!((m.index, m.count), (64, 2), "{m}");
+                    assert!(m.what.starts_with("a check's result words: the 4032-byte guard after the case's 64 bytes"), "{m}");
+                    assert_eq!(m.got, "[ab ab ab ab ab ab ab ab]");
+                }
+                Err(e) => panic!("{e:?}"),
+            }
+        }
+    }
 }
