@@ -258,6 +258,33 @@ fn a_one_element_overrun_by_the_peer_fails_at_the_guard_after_its_memory() {
     assert_overrun_caught("peer-overrun", "peer");
 }
 
+/// OpenCL's read-back of the pipeline's shared memory copies one element more into its plain
+/// buffer: the data checks pass, and the read-back buffer's guard, checked at the case's end,
+/// must fail it. What it found there is the shared memory's own guard word (another low
+/// byte), copied along: each allocation's word tells where an overrun came from.
+#[test]
+fn a_one_element_overrun_into_a_plain_buffer_fails_at_its_guard() {
+    let n = 1024;
+    let Some((code, report)) = run_planted("pipeline", n, "readback-overrun") else {
+        return;
+    };
+    assert_fails_the_run(code, &report);
+    for r in &report.results {
+        let m = mismatch(&r.id, &r.outcome);
+        assert!(
+            m.what.starts_with(&format!(
+                "pipeline's read-back buffer: the 4096-byte guard after the case's {} bytes",
+                8 * n
+            )),
+            "{}: {m}",
+            r.id
+        );
+        assert_eq!((m.index, m.count), (8 * n, 2), "{}: {m}", r.id);
+        assert_ne!(m.got, m.want, "{}: {m}", r.id);
+        assert!(m.got.ends_with("6a fe 5a]"), "{}: another guard's word: {m}", r.id);
+    }
+}
+
 // ---- reuse ----
 
 /// A clean driver passes every reuse case: 2,000 crossings of one buffer, each checked.

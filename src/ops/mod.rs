@@ -79,6 +79,10 @@ pub enum Plant {
     /// `handoff` cases: the peer's first write covers one element more than the case has, as
     /// [`Plant::ClOverrun`] on the other side.
     PeerOverrun,
+    /// `pipeline` cases: OpenCL's read-back of the shared memory into a plain buffer copies
+    /// one element more. The case's data pass; only the read-back buffer's guard, checked at
+    /// the case's end, can see it.
+    ReadbackOverrun,
     /// `reuse` cases: crossing [`reuse::PLANTED_CROSSING`] is handed over with no sync, and
     /// OpenCL's write for it is held back until the peer has looked (a GPU still at work).
     /// Every other crossing is synced: the case must fail at that crossing, and there only.
@@ -104,8 +108,9 @@ impl std::str::FromStr for Plant {
             "cl-overrun" => Ok(Plant::ClOverrun),
             "peer-overrun" => Ok(Plant::PeerOverrun),
             "skip-one-sync" => Ok(Plant::SkipOneSync),
+            "readback-overrun" => Ok(Plant::ReadbackOverrun),
             _ => Err(format!(
-                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer, cl-overrun, peer-overrun, skip-one-sync)"
+                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer, cl-overrun, peer-overrun, skip-one-sync, readback-overrun)"
             )),
         }
     }
@@ -130,6 +135,7 @@ impl Plant {
             | Plant::ClOverrun
             | Plant::PeerOverrun => Some(Op::Handoff),
             Plant::SkipOneSync => Some(Op::Reuse),
+            Plant::ReadbackOverrun => Some(Op::Pipeline),
             Plant::StaleCorrect => Some(Op::Fft),
             _ => None,
         }
