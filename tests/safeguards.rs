@@ -281,7 +281,11 @@ fn a_one_element_overrun_into_a_plain_buffer_fails_at_its_guard() {
         );
         assert_eq!((m.index, m.count), (8 * n, 2), "{}: {m}", r.id);
         assert_ne!(m.got, m.want, "{}: {m}", r.id);
-        assert!(m.got.ends_with("6a fe 5a]"), "{}: another guard's word: {m}", r.id);
+        assert!(
+            m.got.ends_with("6a fe 5a]"),
+            "{}: another guard's word: {m}",
+            r.id
+        );
     }
 }
 
@@ -299,9 +303,17 @@ fn every_reuse_case_passes_on_a_clean_driver() {
         if r.work.case().is_some_and(|c| c.is_negative_control()) {
             continue;
         }
-        assert_eq!(r.outcome.kind(), OutcomeKind::Pass, "{}: {:?}", r.id, r.outcome);
+        assert_eq!(
+            r.outcome.kind(),
+            OutcomeKind::Pass,
+            "{}: {:?}",
+            r.id,
+            r.outcome
+        );
         assert!(
-            r.outcome.reason().contains("across 2000 crossings of one buffer"),
+            r.outcome
+                .reason()
+                .contains("across 2000 crossings of one buffer"),
             "{}: {}",
             r.id,
             r.outcome.reason()
@@ -327,7 +339,12 @@ fn a_reuse_crossing_handed_over_without_its_sync_fails_at_that_crossing() {
             r.id
         );
         // The peer found crossing 499's pattern, its own last write, everywhere.
-        assert_eq!((m.index, m.count, m.len), (0, 2 * n, 2 * n), "{}: {m}", r.id);
+        assert_eq!(
+            (m.index, m.count, m.len),
+            (0, 2 * n, 2 * n),
+            "{}: {m}",
+            r.id
+        );
     }
 }
 

@@ -83,7 +83,12 @@ pub(super) fn reuse(
         ))
     })?;
     let skip_one = plant == Some(Plant::SkipOneSync);
-    if skip_one && !matches!(case.sync, SyncMode::Finish | SyncMode::Event | SyncMode::Map) {
+    if skip_one
+        && !matches!(
+            case.sync,
+            SyncMode::Finish | SyncMode::Event | SyncMode::Map
+        )
+    {
         return Err(CaseError::Skip(format!(
             "the SkipOneSync plant leaves out a wait or a map, not a {} handover",
             case.sync
@@ -97,7 +102,10 @@ pub(super) fn reuse(
         .map(|r| {
             DeviceBuffer::with_words_read_back(
                 session,
-                &format!("OpenCL pattern check's result buffer for crossing {}", 2 * r + 1),
+                &format!(
+                    "OpenCL pattern check's result buffer for crossing {}",
+                    2 * r + 1
+                ),
                 &CL_CHECK_WORD_NAMES,
                 &CL_CHECK_INIT,
             )
@@ -150,7 +158,7 @@ pub(super) fn reuse(
         .map(|b| b.read::<u32>(session, CL_CHECK_WORDS))
         .collect::<Result<Vec<_>, _>>()?;
     let what = |k: usize| {
-        if k % 2 == 0 {
+        if k.is_multiple_of(2) {
             format!("pattern written by OpenCL, read by {peer_name}")
         } else {
             format!("pattern written by {peer_name}, read by OpenCL")
@@ -158,7 +166,7 @@ pub(super) fn reuse(
     };
     let verdict = |k: usize| -> Result<(), CaseError> {
         let at = format!("crossing {k} of {CROSSINGS}: {}", what(k));
-        if k % 2 == 0 {
+        if k.is_multiple_of(2) {
             pattern_verdict(at, seen[k / 2], seeds[k], words)
         } else {
             cl_pattern_verdict(at, &cl_seen[k / 2], seeds[k], words)
@@ -193,6 +201,10 @@ mod tests {
             (0..CROSSINGS).map(|k| crossing_seed(24301, k)).collect();
         assert_eq!(seeds.len(), CROSSINGS);
         assert_ne!(crossing_seed(1, 0), crossing_seed(2, 0));
-        assert_eq!(PLANTED_CROSSING % 2, 0, "the plant holds back OpenCL's write");
+        assert_eq!(
+            PLANTED_CROSSING % 2,
+            0,
+            "the plant holds back OpenCL's write"
+        );
     }
 }

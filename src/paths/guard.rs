@@ -369,7 +369,9 @@ pub(crate) fn fill(
             }
         }
     }
-    session.finish().refused("OpenCL would not finish the guard fill")?;
+    session
+        .finish()
+        .refused("OpenCL would not finish the guard fill")?;
     peer.synchronize()
 }
 
@@ -444,7 +446,11 @@ pub(crate) fn check(
                         addr: base + at,
                         len: bytes / ELEM,
                     })?;
-                    let words: Vec<u32> = got.iter().flat_map(|c| [c.re, c.im]).map(f32::to_bits).collect();
+                    let words: Vec<u32> = got
+                        .iter()
+                        .flat_map(|c| [c.re, c.im])
+                        .map(f32::to_bits)
+                        .collect();
                     judge(g, at, before, &words)?;
                 }
             }
@@ -513,7 +519,12 @@ fn judge(g: &Guard, at: usize, before: bool, words: &[u32]) -> Result<(), CaseEr
 /// write one element past a view of n bytes is first at [n]), and before the view's start for
 /// the zone before it. Got and want are the eight bytes (one complex element) from the first
 /// word that differs, in memory order.
-pub(crate) fn guard_mismatch(g: &Guard, at: usize, before: bool, words: &[u32]) -> Option<Mismatch> {
+pub(crate) fn guard_mismatch(
+    g: &Guard,
+    at: usize,
+    before: bool,
+    words: &[u32],
+) -> Option<Mismatch> {
     let first = words.iter().position(|&w| w != g.word)?;
     let count = words.iter().filter(|&&w| w != g.word).count();
     let byte = at + 4 * first;
@@ -564,7 +575,14 @@ mod tests {
     #[test]
     fn a_guard_reaches_the_page_end_and_is_never_under_a_cache_line() {
         // One element: 8 bytes of view, the rest of the page.
-        assert_eq!(Layout::elements(1, false), Layout { front: 0, view: 8, back: 4088 });
+        assert_eq!(
+            Layout::elements(1, false),
+            Layout {
+                front: 0,
+                view: 8,
+                back: 4088
+            }
+        );
         // A view that ends 64 bytes or less before a page end runs into the next page.
         let l = Layout::new(4096 - 32, false);
         assert_eq!((l.back, l.total()), (32 + 4096, 8192));
@@ -609,7 +627,11 @@ mod tests {
         front[1023] = 0;
         let m = guard_mismatch(&g, 0, true, &front).expect("an underrun");
         assert_eq!((m.index, m.count), (4, 1));
-        assert!(m.what.contains("guard before the case's 32 bytes"), "{}", m.what);
+        assert!(
+            m.what.contains("guard before the case's 32 bytes"),
+            "{}",
+            m.what
+        );
     }
 
     #[test]
@@ -694,7 +716,12 @@ mod tests {
                 Err(CaseError::Mismatch(m)) => {
                     assert!(caught, "{bytes} bytes written, checked: {checked}: {m}");
                     assert_eq!((m.index, m.count), (64, 2), "{m}");
-                    assert!(m.what.starts_with("a check's result words: the 4032-byte guard after the case's 64 bytes"), "{m}");
+                    assert!(
+                        m.what.starts_with(
+                            "a check's result words: the 4032-byte guard after the case's 64 bytes"
+                        ),
+                        "{m}"
+                    );
                     assert_eq!(m.got, "[ab ab ab ab ab ab ab ab]");
                 }
                 Err(e) => panic!("{e:?}"),
