@@ -551,7 +551,7 @@ fn produce_on_cl(
     sync_mode: SyncMode,
     data: &[Complex32],
 ) -> Result<ClEvent, CaseError> {
-    let staging = DeviceBuffer::with_data(s, data)?;
+    let staging = DeviceBuffer::with_data_named(s, data, "OpenCL's input staging buffer")?;
     // Imported memory starts with its exporter; OpenCL takes it first.
     let ready = paths::to_cl(s, peer, m, sync_mode)?;
     let ev = s
@@ -576,7 +576,7 @@ fn consume_on_cl(
     m: &Shared,
     ready: &[ClEvent],
 ) -> Result<DeviceBuffer, CaseError> {
-    let out = DeviceBuffer::new(s, m.bytes())?;
+    let out = DeviceBuffer::named(s, m.bytes(), "OpenCL's read-back of the shared memory")?;
     s.launch(
         "ccopy",
         m.len,

@@ -20,11 +20,15 @@
 //! from one guarded buffer into another carries the source's guard word, which differs from
 //! the destination's and names where it came from.
 //!
-//! What has no guard, and why (each case whose memory it is says so in its note): memory
-//! another process or API allocated at a size it fixed (`ipc+device-ptr-as-cl-arg`'s opened
-//! handle, `vk-memory+import`'s Vulkan export), OpenCL's buffer over a peer's allocation
-//! (`*+use-host-ptr`: the guard is the wrapped allocation's, checked through its owner), and
-//! the FFT plan's scratch and twiddles, which are the worker's, not one case's.
+//! Where the API fixes where the view starts there is a guard after it only: a buffer object
+//! is indexed from its start (a view inside one is a sub-buffer, a path of its own), and a
+//! device allocation is exported, imported or opened from its start. Memory another process
+//! or API allocates (the IPC exporter's, the Vulkan broker's) is allocated with the guard
+//! after the view, and the peer maps it whole. OpenCL's USE_HOST_PTR buffer has no guard of its
+//! own: the memory it wraps has, checked through its owner. What no case guards: the FFT
+//! plan's scratch and twiddles, which are the worker's, not one case's, the `placement` op's
+//! reference buffers on the peer, and the peer libraries' workspaces, none of which a path
+//! hands over (docs/paths.md#guard-zones).
 
 use std::cell::{Cell, RefCell};
 use std::ffi::c_void;
