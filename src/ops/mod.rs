@@ -14,9 +14,9 @@ mod gemm;
 pub(crate) mod handoff;
 pub(crate) mod pipeline;
 mod placement;
+pub mod reuse;
 #[cfg(test)]
 mod stand_in;
-pub mod reuse;
 
 use std::collections::HashMap;
 
