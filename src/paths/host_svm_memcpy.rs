@@ -148,7 +148,7 @@ impl Path for HostSvmMemcpy {
 
     fn c_release(&self, _c: &mut dyn CWriter, m: &CMem) -> String {
         let v = m.v;
-        format!("clSVMFree(context, {v}_svm);\nfree((void *)(uintptr_t){v}_host);")
+        format!("CALL(clSVMFree(context, {v}_svm));\nCALL(free((void *)(uintptr_t){v}_host));")
     }
 
     fn c_to_peer(

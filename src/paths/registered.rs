@@ -169,7 +169,7 @@ impl Path for Registered {
             return String::new();
         };
         format!(
-            "CHECK(CL, clReleaseMemObject({v}_buf));\nCHECK({}, {}({v}_reg));\nfree((void *)(uintptr_t){v}_host);",
+            "CHECK(CL, clReleaseMemObject({v}_buf));\nCHECK({}, {}({v}_reg));\nCALL(free((void *)(uintptr_t){v}_host));",
             d.tag, calls.unregister
         )
     }

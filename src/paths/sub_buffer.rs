@@ -161,7 +161,7 @@ impl Path for SubBuffer {
     fn c_release(&self, _c: &mut dyn CWriter, m: &CMem) -> String {
         let v = m.v;
         format!(
-            "CHECK(CL, clReleaseMemObject({v}_buf));\nCHECK(CL, clReleaseMemObject({v}_parent));\nfree((void *)(uintptr_t){v}_host);"
+            "CHECK(CL, clReleaseMemObject({v}_buf));\nCHECK(CL, clReleaseMemObject({v}_parent));\nCALL(free((void *)(uintptr_t){v}_host));"
         )
     }
 
