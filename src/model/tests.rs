@@ -331,6 +331,9 @@ fn negative_controls_are_no_sync_and_finish_where_the_path_needs_more() {
         PinnedUseHostPtr,
         DeviceUseHostPtr,
         ManagedUseHostPtr,
+        SubBufferUseHostPtr,
+        RegisteredUseHostPtr,
+        RegisteredUnalignedUseHostPtr,
         VmmFdClImport,
         VkMemoryImport,
     ];
@@ -341,6 +344,8 @@ fn negative_controls_are_no_sync_and_finish_where_the_path_needs_more() {
         DevicePtrAsClArg,
         ClSvmCoarseMemcpy,
         ClSvmFineMemcpy,
+        HostPtrSvmMemcpy,
+        HostPtrUnalignedSvmMemcpy,
         ClGpuVa,
         ClDmabufHipImport,
         IpcDevicePtrAsClArg,
