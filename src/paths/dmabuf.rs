@@ -13,7 +13,8 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
 use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
-use super::{Handover, Made, Memory, Owner, Path, device_peer, guard};
+use super::svm::{svm_alloc, svm_free};
+use super::{Handover, Made, Memory, Owner, Path, device_peer};
 
 declare_paths! {
     room: ClDmabufImport;
@@ -60,19 +61,11 @@ impl Path for ClDmabufImport {
         let dev = device_peer(peer, path)?;
         // Coarse-grain SVM: ROCm places it in VRAM, an allocation the HSA runtime knows and
         // can export (fine-grain SVM is system memory).
-        // The export is of the allocation from its start, as the path is: a guard after the
-        // view only.
-        let ptr = guard::svm_alloc(
-            session,
-            PathKind::ClSvmCoarse,
-            bytes,
-            false,
-            &format!("{path}: OpenCL SVM"),
-        )?;
+        let ptr = svm_alloc(session, path, bytes)?;
         let alloc = match dev.import_cl_memory(ptr as usize, bytes, len) {
             Ok(a) => a,
             Err(e) => {
-                guard::svm_free(session, ptr, false);
+                svm_free(session, ptr);
                 return Err(e);
             }
         };
@@ -128,6 +121,6 @@ impl Memory for ClExported {
         if let Some(d) = peer.as_device() {
             d.free(self.alloc);
         }
-        guard::svm_free(session, self.ptr, false);
+        svm_free(session, self.ptr);
     }
 }

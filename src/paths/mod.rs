@@ -14,7 +14,6 @@
 
 mod buffer;
 pub(crate) mod c;
-pub mod guard;
 
 /// A room's declaration of the paths it implements, at the top of its file:
 ///
@@ -343,8 +342,6 @@ pub struct Shared {
     /// The semaphore that orders this memory's handovers under the `semaphore` sync, made at
     /// the first one.
     pub(crate) semaphore: Option<SemaphoreLink>,
-    /// The guard zones of its allocations, checked before they are freed.
-    pub(crate) guards: Vec<guard::Guard>,
 }
 
 pub(crate) fn device_peer(
@@ -596,8 +593,7 @@ impl Shared {
         path: PathKind,
         len: usize,
     ) -> Result<Self, CaseError> {
-        let (made, guards) = guard::collect(|| room(path).create(session, peer, path, len));
-        let made = made?;
+        let made = room(path).create(session, peer, path, len)?;
         let shared = Shared {
             path,
             len,
@@ -608,7 +604,6 @@ impl Shared {
             mapped: None,
             svm_mapped: false,
             semaphore: None,
-            guards,
         };
         shared.announce();
         if let Some(stale) = STALE.take()
@@ -617,10 +612,7 @@ impl Shared {
             let _ = shared.release(session, peer);
             return Err(e);
         }
-        let poisoned = shared
-            .poison(session, peer)
-            .and_then(|()| guard::fill(session, peer, &shared.guards));
-        match poisoned {
+        match shared.poison(session, peer) {
             Ok(()) => Ok(shared),
             Err(e) => {
                 let _ = shared.release(session, peer);
@@ -718,9 +710,8 @@ impl Shared {
     }
 
     /// Wait for both sides to let go (whatever the sync mode under test did), undo any mapping
-    /// or acquisition, check the guard zones ([`guard`]), and free. Errors here are reported
-    /// but cannot change a verdict already reached; an overwritten guard fails a case that
-    /// had passed.
+    /// or acquisition, and free. Errors here are reported but cannot change a verdict already
+    /// reached.
     pub fn release(self, session: &ClSession, peer: &mut dyn PeerRuntime) -> Result<(), CaseError> {
         let queue = session.queue.get();
         let mut first_err = session.finish().running().err();
@@ -759,13 +750,6 @@ impl Shared {
         }
         if let Err(e) = session.finish().running() {
             first_err.get_or_insert(e);
-        }
-        // Both sides are idle and nothing is mapped: what lies past each view now is what the
-        // case left there.
-        if first_err.is_none()
-            && let Err(e) = guard::check(session, peer, &self.guards)
-        {
-            first_err = Some(e);
         }
         // Both sides are idle: the semaphore can go before the memory it ordered.
         if let Some(link) = self.semaphore {

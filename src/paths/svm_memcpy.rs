@@ -14,7 +14,8 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::{self, Access};
 
 use super::c::{self, CMem, CWriter};
-use super::{Handover, Made, Memory, Owner, Path, device_of, device_peer, guard};
+use super::svm::{svm_alloc, svm_free};
+use super::{Handover, Made, Memory, Owner, Path, device_of, device_peer};
 
 declare_paths! {
     room: SvmMemcpy;
@@ -64,17 +65,11 @@ impl Path for SvmMemcpy {
     ) -> Result<Made, CaseError> {
         let bytes = len * size_of::<Complex32>();
         let dev = device_peer(peer, path)?;
-        let ptr = guard::svm_alloc(session, path, bytes, true, &format!("{path}: SVM"))?;
-        let label = dev.peer().label();
-        let peer_mem = match guard::alloc_device(
-            dev,
-            AllocKind::Device,
-            len,
-            &format!("{path}: {label} device memory"),
-        ) {
+        let ptr = svm_alloc(session, path, bytes)?;
+        let peer_mem = match dev.alloc(AllocKind::Device, len) {
             Ok(a) => a,
             Err(e) => {
-                guard::svm_free(session, ptr, true);
+                svm_free(session, ptr);
                 return Err(e);
             }
         };
@@ -230,7 +225,7 @@ impl Memory for SvmMemcpyMemory {
         peer: &mut dyn PeerRuntime,
         _first_err: &mut Option<CaseError>,
     ) {
-        guard::svm_free(session, self.ptr, true);
+        svm_free(session, self.ptr);
         if let Some(d) = peer.as_device() {
             d.free(self.peer_mem);
         }
