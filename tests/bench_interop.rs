@@ -304,10 +304,16 @@ fn a_tiny_bench_gives_every_row_a_median_within_its_spread() {
             .count()
     };
     let with_handoff = all.iter().filter(|t| handoffs(t) > 0).count();
-    assert_eq!(
-        svg.matches("stroke-width=\"2\" points=").count(),
-        with_handoff
-    );
+    let lines = svg.matches("stroke-width=\"2\" points=").count();
+    // Past the palette's ten colours a target's line is dashed: drawn as many short polylines.
+    if with_handoff <= 10 {
+        assert_eq!(lines, with_handoff);
+    } else {
+        assert!(
+            lines > with_handoff,
+            "{lines} lines for {with_handoff} targets"
+        );
+    }
     assert_eq!(
         svg.matches("<circle").count(),
         all.iter().map(handoffs).sum::<usize>()
