@@ -380,6 +380,8 @@ fn footprint(op: Op) -> Footprint {
         Op::Cholesky => (1, 3, 7),
         // Staging, read-back, the peer's device and pinned reference buffers; input, got, want.
         Op::Placement => (1, 4, 3),
+        // Shared memory only, as handoff: its 1,000 result buffers are 16 bytes apiece.
+        Op::Reuse => (1, 0, 0),
     };
     Footprint {
         shared,

@@ -196,6 +196,9 @@ named_enum! {
         /// Where the shared memory lives: bandwidth of the peer's scale kernel on it, against
         /// the same kernel on the peer's device memory and on its pinned host memory.
         Placement => "placement",
+        /// One buffer handed back and forth 1,000 times, a fresh pattern checked bit-exact at
+        /// every crossing.
+        Reuse => "reuse",
     }
 }
 
@@ -203,7 +206,7 @@ impl Op {
     /// Which peers can run the op: gemm and cholesky need a BLAS/solver library on the peer.
     pub fn applies_to(self, peer: Api) -> bool {
         match self {
-            Op::Handoff | Op::Fft | Op::Pipeline => true,
+            Op::Handoff | Op::Fft | Op::Pipeline | Op::Reuse => true,
             Op::Gemm | Op::Cholesky | Op::Placement => peer != Api::Host,
         }
     }

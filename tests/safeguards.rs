@@ -1,7 +1,9 @@
 //! Every safeguard around a verdict, shown to bite where it alone decides: the ran-marker of a
 //! check kernel that never ran, the poison fill of new memory that held a correct result, OpenCL's
-//! last pattern check against one word corrupted after the peer's last rewrite, a worker killed
-//! by SIGKILL, and the run's exit status for each outcome with and without a baseline.
+//! last pattern check against one word corrupted after the peer's last rewrite, the guard zones
+//! after a buffer against a one-element overrun by either side, the reuse op's check of every
+//! crossing against one crossing left unsynced, a worker killed by SIGKILL, and the run's exit
+//! status for each outcome with and without a baseline.
 //!
 //! The planted cases run the real binary and workers on the first OpenCL device (PoCL on CI);
 //! the exit-status tests run mock workers and need no device.
@@ -181,6 +183,166 @@ fn one_word_corrupted_after_the_peer_s_last_rewrite_fails_at_that_word() {
             word(&m.got) ^ clhip::ops::Plant::FLIP_BIT,
             word(&m.want),
             "{}: the word seen is the pattern's with the planted bit flipped: {m}",
+            r.id
+        );
+    }
+}
+
+// ---- guard zones ----
+
+/// The allocation whose guard a one-element overrun on `side` lands in, per path of
+/// [`ALL_PATHS`], with the host as the peer.
+fn overrun_buffer(id: &str, side: &str) -> &'static str {
+    let path = ["copy", "cl-svm-coarse", "cl-svm-fine", "use-host-ptr"]
+        .into_iter()
+        .find(|p| id.contains(&format!("/{p}/")))
+        .unwrap_or_else(|| panic!("{id}: no path of the group"));
+    match (path, side) {
+        ("copy", "opencl") => "copy path's OpenCL buffer",
+        // The host peer works on the copy path's staging memory itself.
+        ("copy", _) => "copy path's host staging memory",
+        // Both sides write the one SVM allocation.
+        ("cl-svm-coarse", _) => "cl-svm-coarse allocation",
+        ("cl-svm-fine", _) => "cl-svm-fine allocation",
+        // OpenCL's buffer wraps the host's memory: PoCL's kernel writes it in place.
+        _ => "host memory under CL_MEM_USE_HOST_PTR",
+    }
+}
+
+/// A one-element overrun on `side` (its plant): every case's own data checks pass, so the
+/// guard after the buffer alone decides, and must name the buffer, the offset (the view's size,
+/// from its start) and the bytes found against the guard word.
+fn assert_overrun_caught(plant: &str, side: &str) {
+    let n = 4096;
+    let Some((code, report)) = run_planted("handoff", n, plant) else {
+        return;
+    };
+    assert_fails_the_run(code, &report);
+    let view = 8 * n;
+    for r in &report.results {
+        let m = mismatch(&r.id, &r.outcome);
+        assert_eq!(
+            m.what,
+            format!(
+                "{}: the {}-byte guard after the case's {view} bytes (index: bytes from the view's start) was overwritten",
+                overrun_buffer(&r.id, side),
+                4096
+            ),
+            "{}: {m}",
+            r.id
+        );
+        // One complex element: two words, right at the end of the view.
+        assert_eq!((m.index, m.count, m.len), (view, 2, 1024), "{}: {m}", r.id);
+        let bytes = |s: &str| -> Vec<u8> {
+            s.trim_matches(['[', ']'])
+                .split(' ')
+                .map(|b| u8::from_str_radix(b, 16).unwrap())
+                .collect()
+        };
+        let (got, want) = (bytes(&m.got), bytes(&m.want));
+        assert_eq!((got.len(), want.len()), (8, 8), "{}: {m}", r.id);
+        // The allocation's guard word 0x5afe6aXX twice, in memory order: XX 6a fe 5a.
+        assert_eq!(want[..4], want[4..], "{}: {m}", r.id);
+        assert_eq!(want[1..4], [0x6a, 0xfe, 0x5a], "{}: {m}", r.id);
+        assert_ne!(got, want, "{}: {m}", r.id);
+    }
+}
+
+#[test]
+fn a_one_element_overrun_by_an_opencl_kernel_fails_at_the_guard_after_the_buffer() {
+    assert_overrun_caught("cl-overrun", "opencl");
+}
+
+#[test]
+fn a_one_element_overrun_by_the_peer_fails_at_the_guard_after_its_memory() {
+    assert_overrun_caught("peer-overrun", "peer");
+}
+
+/// OpenCL's read-back of the pipeline's shared memory copies one element more into its plain
+/// buffer: the data checks pass, and the read-back buffer's guard, checked at the case's end,
+/// must fail it. What it found there is the shared memory's own guard word (another low
+/// byte), copied along: each allocation's word tells where an overrun came from.
+#[test]
+fn a_one_element_overrun_into_a_plain_buffer_fails_at_its_guard() {
+    let n = 1024;
+    let Some((code, report)) = run_planted("pipeline", n, "readback-overrun") else {
+        return;
+    };
+    assert_fails_the_run(code, &report);
+    for r in &report.results {
+        let m = mismatch(&r.id, &r.outcome);
+        assert!(
+            m.what.starts_with(&format!(
+                "pipeline's read-back buffer: the 4096-byte guard after the case's {} bytes",
+                8 * n
+            )),
+            "{}: {m}",
+            r.id
+        );
+        assert_eq!((m.index, m.count), (8 * n, 2), "{}: {m}", r.id);
+        assert_ne!(m.got, m.want, "{}: {m}", r.id);
+        assert!(
+            m.got.ends_with("6a fe 5a]"),
+            "{}: another guard's word: {m}",
+            r.id
+        );
+    }
+}
+
+// ---- reuse ----
+
+/// A clean driver passes every reuse case: 2,000 crossings of one buffer, each checked.
+#[test]
+fn every_reuse_case_passes_on_a_clean_driver() {
+    let Some((code, report)) = run_planted("reuse", 4097, "none") else {
+        return;
+    };
+    assert_eq!(code, 0, "{:?}", report.summary);
+    for r in &report.results {
+        // A negative control (USE_HOST_PTR after finish, no map) may catch a stale read.
+        if r.work.case().is_some_and(|c| c.is_negative_control()) {
+            continue;
+        }
+        assert_eq!(
+            r.outcome.kind(),
+            OutcomeKind::Pass,
+            "{}: {:?}",
+            r.id,
+            r.outcome
+        );
+        assert!(
+            r.outcome
+                .reason()
+                .contains("across 2000 crossings of one buffer"),
+            "{}: {}",
+            r.id,
+            r.outcome.reason()
+        );
+    }
+}
+
+/// Crossing 500 handed over with no sync, OpenCL's write for it still held back when the peer
+/// looks: the case fails there, at that crossing and no other, whatever the path.
+#[test]
+fn a_reuse_crossing_handed_over_without_its_sync_fails_at_that_crossing() {
+    let n = 4097;
+    let Some((code, report)) = run_planted("reuse", n, "skip-one-sync") else {
+        return;
+    };
+    assert_fails_the_run(code, &report);
+    for r in &report.results {
+        let m = mismatch(&r.id, &r.outcome);
+        assert_eq!(
+            m.what,
+            "crossing 500 of 2000: pattern written by OpenCL, read by host (the only failing crossing)",
+            "{}: {m}",
+            r.id
+        );
+        // The peer found crossing 499's pattern, its own last write, everywhere.
+        assert_eq!(
+            (m.index, m.count, m.len),
+            (0, 2 * n, 2 * n),
+            "{}: {m}",
             r.id
         );
     }

@@ -46,7 +46,15 @@ pub(super) fn handoff(
     let result_c = check_buffer(&format!("pattern rewritten by {peer_name}"))?;
     let seen_by_peer = with_shared(session, peer, case, case.n, |s, peer, m| {
         paths::to_peer(s, peer, m, case.sync, None, Access::Write)?;
-        peer_work(plant, || peer.fill_pattern(m.peer, a))?;
+        let first_write = if plant == Some(Plant::PeerOverrun) {
+            crate::runtimes::PeerPtr {
+                len: m.len + 1,
+                ..m.peer
+            }
+        } else {
+            m.peer
+        };
+        peer_work(plant, || peer.fill_pattern(first_write, a))?;
         peer_done(peer, case.sync)?;
         let ready = paths::to_cl(s, peer, m, case.sync)?;
         let checked = cl_check_pattern(
@@ -129,7 +137,7 @@ pub(crate) const CL_CHECK_WORDS: usize = 4;
 /// What the host puts there first: no mismatches, no index, not run, nothing seen.
 pub(crate) const CL_CHECK_INIT: [u32; CL_CHECK_WORDS] = [0, u32::MAX, 0, 0];
 /// What each of those words is, for a verdict that names one.
-const CL_CHECK_WORD_NAMES: [&str; CL_CHECK_WORDS] = [
+pub(crate) const CL_CHECK_WORD_NAMES: [&str; CL_CHECK_WORDS] = [
     "mismatch count",
     "first mismatching index",
     "ran-marker",
@@ -178,11 +186,17 @@ pub(crate) fn cl_check_pattern(
         )
         .running()?;
     if let Some(next) = rewrite {
+        // The `cl-overrun` plant: one complex element (two words) past the memory.
+        let fill = if plant == Some(Plant::ClOverrun) {
+            words + 2
+        } else {
+            words
+        };
         last = s
             .launch(
                 "pattern_fill",
-                n,
-                &[ClArg::Mem(mem), ClArg::U32(next), ClArg::U32(words)],
+                fill as usize,
+                &[ClArg::Mem(mem), ClArg::U32(next), ClArg::U32(fill)],
                 &[last.0],
             )
             .running()?;

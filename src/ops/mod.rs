@@ -73,6 +73,22 @@ pub enum Plant {
     /// `handoff` cases: one word flipped after the peer's last rewrite, so OpenCL's last check
     /// alone sees it: the case must fail there, at that word.
     FlipAfterPeer,
+    /// `handoff` cases: OpenCL's kernel that rewrites the shared memory writes one element more
+    /// than the case has. Every check of the case's own data passes; only the guard zone after
+    /// the memory can see it, and must fail the case naming the buffer, the offset (the view's
+    /// size) and the bytes.
+    ClOverrun,
+    /// `handoff` cases: the peer's first write covers one element more than the case has, as
+    /// [`Plant::ClOverrun`] on the other side.
+    PeerOverrun,
+    /// `pipeline` cases: OpenCL's read-back of the shared memory into a plain buffer copies
+    /// one element more. The case's data pass; only the read-back buffer's guard, checked at
+    /// the case's end, can see it.
+    ReadbackOverrun,
+    /// `reuse` cases: crossing [`reuse::PLANTED_CROSSING`] is handed over with no sync, and
+    /// OpenCL's write for it is held back until the peer has looked (a GPU still at work).
+    /// Every other crossing is synced: the case must fail at that crossing, and there only.
+    SkipOneSync,
 }
 
 impl std::str::FromStr for Plant {
@@ -91,8 +107,12 @@ impl std::str::FromStr for Plant {
             "skip-check-kernel" => Ok(Plant::SkipCheckKernel),
             "stale-correct" => Ok(Plant::StaleCorrect),
             "flip-after-peer" => Ok(Plant::FlipAfterPeer),
+            "cl-overrun" => Ok(Plant::ClOverrun),
+            "peer-overrun" => Ok(Plant::PeerOverrun),
+            "skip-one-sync" => Ok(Plant::SkipOneSync),
+            "readback-overrun" => Ok(Plant::ReadbackOverrun),
             _ => Err(format!(
-                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer)"
+                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer, cl-overrun, peer-overrun, skip-one-sync, readback-overrun)"
             )),
         }
     }
@@ -112,7 +132,12 @@ impl Plant {
     /// that case is a skip rather than a pass that proves nothing.
     pub fn only_op(self) -> Option<Op> {
         match self {
-            Plant::SkipCheckKernel | Plant::FlipAfterPeer => Some(Op::Handoff),
+            Plant::SkipCheckKernel
+            | Plant::FlipAfterPeer
+            | Plant::ClOverrun
+            | Plant::PeerOverrun => Some(Op::Handoff),
+            Plant::SkipOneSync => Some(Op::Reuse),
+            Plant::ReadbackOverrun => Some(Op::Pipeline),
             Plant::StaleCorrect => Some(Op::Fft),
             _ => None,
         }
@@ -418,6 +443,8 @@ fn run(
         kind,
         cache: data,
     };
+    // Every plain buffer the op makes from here on is kept for its guard check below.
+    paths::guard::arm_case_buffers();
     let result = match case.op {
         Op::Handoff => handoff::handoff(session, peer, case, seed, plant),
         Op::Fft => fft::fft_op(session, fft, peer, case, data, plant),
@@ -425,7 +452,12 @@ fn run(
         Op::Gemm => gemm::gemm(session, peer, case, data, plant),
         Op::Cholesky => cholesky::cholesky(session, peer, case, data, plant),
         Op::Placement => placement::placement(session, peer, case, seed, plant),
+        Op::Reuse => reuse::reuse(session, peer, case, seed, plant),
     };
+    // The op's own buffers (inputs, read-backs, check words) are checked once it has passed:
+    // a case that already failed or stopped keeps its own reason.
+    let guards = paths::guard::check_case_buffers(session, result.is_ok());
+    let result = result.and_then(|summary| guards.map(|()| summary));
     // What the case learned on the way (the refused GPU-VA tokens of docs/domain.md#the-zero-copy-notes) is reported whatever the
     // verdict: on a driver where the path faults, that is where it matters most.
     crate::blocking::watch_peer_queue(None);
@@ -502,7 +534,7 @@ fn make_inputs(data: &mut Inputs, case: &Case) {
         Op::Cholesky => drop(cholesky::inputs(data, case.n)),
         Op::Fft => drop(fft::input(data, case.n)),
         Op::Pipeline => drop(pipeline::inputs(data, case.n)),
-        Op::Handoff | Op::Placement => {}
+        Op::Handoff | Op::Placement | Op::Reuse => {}
     }
 }
 
@@ -533,7 +565,7 @@ fn produce_on_cl(
     sync_mode: SyncMode,
     data: &[Complex32],
 ) -> Result<ClEvent, CaseError> {
-    let staging = DeviceBuffer::with_data(s, data)?;
+    let staging = DeviceBuffer::with_data_named(s, data, "OpenCL's input staging buffer")?;
     // Imported memory starts with its exporter; OpenCL takes it first.
     let ready = paths::to_cl(s, peer, m, sync_mode)?;
     let ev = s
@@ -558,7 +590,7 @@ fn consume_on_cl(
     m: &Shared,
     ready: &[ClEvent],
 ) -> Result<DeviceBuffer, CaseError> {
-    let out = DeviceBuffer::new(s, m.bytes())?;
+    let out = DeviceBuffer::named(s, m.bytes(), "OpenCL's read-back of the shared memory")?;
     s.launch(
         "ccopy",
         m.len,

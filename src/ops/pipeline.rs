@@ -104,8 +104,18 @@ pub(super) fn pipeline(
     let inputs = inputs(&mut data, n);
     let [a, b] = &*inputs;
     let scale = scale_of(n);
-    let b_buf = DeviceBuffer::with_data(session, b)?;
-    let out = DeviceBuffer::new(session, n * size_of::<Complex32>())?;
+    let b_buf = DeviceBuffer::with_data_named(session, b, "pipeline's operand b")?;
+    let out = DeviceBuffer::named(
+        session,
+        n * size_of::<Complex32>(),
+        "pipeline's read-back buffer",
+    )?;
+    // The `readback-overrun` plant: one element more than the buffer has.
+    let copied = if plant == Some(Plant::ReadbackOverrun) {
+        n + 1
+    } else {
+        n
+    };
     with_shared(session, peer, case, n, |s, peer, m| {
         paths::to_peer(s, peer, m, case.sync, None, Access::Write)?;
         peer_work(plant, || peer.upload(m.peer, a))?;
@@ -127,11 +137,11 @@ pub(super) fn pipeline(
         let ready = paths::to_cl(s, peer, m, case.sync)?;
         s.launch(
             "ccopy",
-            n,
+            copied,
             &[
                 ClArg::Mem(m.cl),
                 ClArg::Mem(out.arg()),
-                ClArg::U32(n as u32),
+                ClArg::U32(copied as u32),
             ],
             &sync::raw(&ready),
         )

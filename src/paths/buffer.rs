@@ -3,8 +3,6 @@
 use std::ffi::c_void;
 use std::ptr;
 
-use cl3::memory::CL_MEM_READ_WRITE;
-
 use crate::model::{CaseError, Phase};
 use crate::runtimes::opencl::{ClMem, ClResultExt, ClSession};
 
@@ -20,28 +18,36 @@ pub struct DeviceBuffer {
 
 impl DeviceBuffer {
     pub fn new(session: &ClSession, bytes: usize) -> Result<Self, CaseError> {
-        // SAFETY: no host pointer.
-        let mem = unsafe {
-            cl3::memory::create_buffer(
-                session.context.get(),
-                CL_MEM_READ_WRITE,
-                bytes.max(4),
-                ptr::null_mut(),
-            )
-        }
-        .call("clCreateBuffer")
-        .refused("device buffer")?;
+        Self::named(session, bytes, &format!("OpenCL buffer of {bytes} bytes"))
+    }
+
+    /// A buffer of `bytes` called `name` in a guard zone's failure. It has a guard zone after
+    /// its bytes ([`super::guard`]), checked after the case it was made in.
+    pub fn named(session: &ClSession, bytes: usize, name: &str) -> Result<Self, CaseError> {
+        let (mem, guard) = super::guard::guarded_buffer(session, bytes.max(4), name)?;
         let b = DeviceBuffer { mem, bytes };
         // Poisoned, as shared memory is: a read-back whose kernel never ran must not find an
         // earlier case's result in reused memory. In order on the queue, so no wait is needed.
         session
             .fill(b.arg(), bytes.max(4), POISON_WORD)
             .refused("OpenCL would not fill a new buffer")?;
+        super::guard::fill_on_queue(session, &guard)?;
+        super::guard::keep_case_buffer(guard);
         Ok(b)
     }
 
     pub fn with_data<T: Copy>(session: &ClSession, data: &[T]) -> Result<Self, CaseError> {
-        let b = Self::new(session, std::mem::size_of_val(data))?;
+        let bytes = std::mem::size_of_val(data);
+        Self::with_data_named(session, data, &format!("OpenCL buffer of {bytes} bytes"))
+    }
+
+    /// [`DeviceBuffer::with_data`] called `name` (see [`DeviceBuffer::named`]).
+    pub fn with_data_named<T: Copy>(
+        session: &ClSession,
+        data: &[T],
+        name: &str,
+    ) -> Result<Self, CaseError> {
+        let b = Self::named(session, std::mem::size_of_val(data), name)?;
         b.write(session, data)?;
         Ok(b)
     }
@@ -56,7 +62,7 @@ impl DeviceBuffer {
         names: &[&str],
         words: &[u32],
     ) -> Result<Self, CaseError> {
-        let b = Self::with_data(session, words)?;
+        let b = Self::with_data_named(session, words, what)?;
         let read: Vec<u32> = b.read(session, words.len())?;
         written_as_asked(what, names, words, &read).map_err(CaseError::Mismatch)?;
         Ok(b)

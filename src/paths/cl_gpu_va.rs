@@ -3,14 +3,12 @@
 //! 0x4100/0x4101 when a driver answers them).
 
 use std::ffi::c_void;
-use std::ptr;
 
-use cl3::memory::CL_MEM_READ_WRITE;
 use cl3::types::cl_event;
 use num_complex::Complex32;
 
 use crate::model::{Api, CaseError, PathKind, Phase, SyncMode};
-use crate::runtimes::opencl::{ClArg, ClEvent, ClMem, ClResultExt, ClSession, cl_error};
+use crate::runtimes::opencl::{ClArg, ClEvent, ClMem, ClSession, cl_error};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
@@ -110,13 +108,9 @@ impl Path for ClGpuVa {
         len: usize,
     ) -> Result<Made, CaseError> {
         let bytes = len * size_of::<Complex32>();
-        let ctx = session.context.get();
         device_peer(peer, path)?;
-        // SAFETY: no host pointer.
-        let buffer =
-            unsafe { cl3::memory::create_buffer(ctx, CL_MEM_READ_WRITE, bytes, ptr::null_mut()) }
-                .call("clCreateBuffer")
-                .refused("device buffer for the GPU-VA path")?;
+        // The peer's address is the buffer's start: a guard after the view only.
+        let buffer = super::guard::cl_buffer(session, bytes, "cl-gpu-va: OpenCL buffer")?;
         let addr = match buffer_address(session, buffer) {
             Ok(a) => a,
             Err(e) => {

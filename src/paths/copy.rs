@@ -4,7 +4,6 @@
 use std::ffi::c_void;
 use std::ptr;
 
-use cl3::memory::CL_MEM_READ_WRITE;
 use cl3::types::{CL_FALSE, cl_event};
 use num_complex::Complex32;
 
@@ -15,7 +14,7 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::{self, Access};
 
 use super::c::{self, CMem, CWriter};
-use super::{Handover, Made, Memory, Owner, Path, release_buffer};
+use super::{Handover, Made, Memory, Owner, Path, guard, release_buffer};
 
 declare_paths! {
     room: CopyPath;
@@ -53,22 +52,26 @@ impl Path for CopyPath {
         len: usize,
     ) -> Result<Made, CaseError> {
         let bytes = len * size_of::<Complex32>();
-        let ctx = session.context.get();
-        // SAFETY: no host pointer; size is non-zero for len >= 1.
-        let buffer =
-            unsafe { cl3::memory::create_buffer(ctx, CL_MEM_READ_WRITE, bytes, ptr::null_mut()) }
-                .call("clCreateBuffer")
-                .refused("device buffer for the copy path")?;
-        let staging = peer.alloc_host(len)?;
+        let label = peer.peer().label();
+        let buffer = guard::cl_buffer(session, bytes, "copy path's OpenCL buffer")?;
+        let staging = match guard::alloc_host(peer, len, "copy path's host staging memory") {
+            Ok(s) => s,
+            Err(e) => {
+                release_buffer(buffer);
+                return Err(e);
+            }
+        };
         let peer_mem = match peer.as_device() {
-            Some(d) => match d.alloc(AllocKind::Device, len) {
+            Some(d) => match guard::alloc_device(
+                d,
+                AllocKind::Device,
+                len,
+                &format!("copy path's {label} device memory"),
+            ) {
                 Ok(a) => Some(a),
                 Err(e) => {
-                    peer.free_host(staging);
-                    // SAFETY: created above, unused.
-                    unsafe {
-                        let _ = cl3::memory::release_mem_object(buffer);
-                    }
+                    guard::free_host(peer, staging);
+                    release_buffer(buffer);
                     return Err(e);
                 }
             },
@@ -302,7 +305,7 @@ impl Memory for CopyMemory {
         _first_err: &mut Option<CaseError>,
     ) {
         release_buffer(self.buffer);
-        peer.free_host(self.staging);
+        guard::free_host(peer, self.staging);
         if let (Some(a), Some(d)) = (self.peer_mem, peer.as_device()) {
             d.free(a);
         }

@@ -57,7 +57,9 @@ impl Path for DevicePtrAsClArg {
         path: PathKind,
         len: usize,
     ) -> Result<Made, CaseError> {
-        let alloc = device_peer(peer, path)?.alloc(AllocKind::Device, len)?;
+        let dev = device_peer(peer, path)?;
+        let name = format!("{path}: {} device memory", dev.peer().label());
+        let alloc = super::guard::alloc_device(dev, AllocKind::Device, len, &name)?;
         let p = alloc.ptr;
         Ok(Made {
             cl: ClMem::Svm(p.addr as *mut c_void),

@@ -13,8 +13,7 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
 use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
-use super::svm::{svm_alloc, svm_free};
-use super::{Handover, Made, Memory, Owner, Path, device_peer};
+use super::{Handover, Made, Memory, Owner, Path, device_peer, guard};
 
 declare_paths! {
     room: ClDmabufImport;
@@ -61,11 +60,19 @@ impl Path for ClDmabufImport {
         let dev = device_peer(peer, path)?;
         // Coarse-grain SVM: ROCm places it in VRAM, an allocation the HSA runtime knows and
         // can export (fine-grain SVM is system memory).
-        let ptr = svm_alloc(session, path, bytes)?;
+        // The export is of the allocation from its start, as the path is: a guard after the
+        // view only.
+        let ptr = guard::svm_alloc(
+            session,
+            PathKind::ClSvmCoarse,
+            bytes,
+            false,
+            &format!("{path}: OpenCL SVM"),
+        )?;
         let alloc = match dev.import_cl_memory(ptr as usize, bytes, len) {
             Ok(a) => a,
             Err(e) => {
-                svm_free(session, ptr);
+                guard::svm_free(session, ptr, false);
                 return Err(e);
             }
         };
@@ -121,6 +128,6 @@ impl Memory for ClExported {
         if let Some(d) = peer.as_device() {
             d.free(self.alloc);
         }
-        svm_free(session, self.ptr);
+        guard::svm_free(session, self.ptr, false);
     }
 }

@@ -55,8 +55,15 @@ impl Path for IpcDevicePtr {
         let exe = std::env::current_exe().map_err(|e| {
             CaseError::unsupported(format!("no path to this executable for the exporter: {e}"))
         })?;
-        let (exporter, handle) = Exporter::spawn(exe, &dev.reopen_args(), len)?;
-        let alloc = dev.ipc_open(&handle, len)?;
+        // The exporter allocates the guard too, from the view's end; this side opens all of it
+        // and fills and checks the guard through the opened mapping.
+        let layout = super::guard::Layout::elements(len, false);
+        let whole = layout.total() / size_of::<num_complex::Complex32>();
+        let (exporter, handle) = Exporter::spawn(exe, &dev.reopen_args(), whole)?;
+        let mut alloc = dev.ipc_open(&handle, whole)?;
+        let name = format!("{path}: the exporter's device memory, opened");
+        super::guard::record_peer(alloc.ptr.addr, layout, &name);
+        alloc.ptr.len = len;
         let p = alloc.ptr;
         Ok(Made {
             cl: ClMem::Svm(p.addr as *mut c_void),

@@ -14,6 +14,7 @@
 
 mod buffer;
 pub(crate) mod c;
+pub mod guard;
 
 /// A room's declaration of the paths it implements, at the top of its file:
 ///
@@ -342,6 +343,8 @@ pub struct Shared {
     /// The semaphore that orders this memory's handovers under the `semaphore` sync, made at
     /// the first one.
     pub(crate) semaphore: Option<SemaphoreLink>,
+    /// The guard zones of its allocations, checked before they are freed.
+    pub(crate) guards: Vec<guard::Guard>,
 }
 
 pub(crate) fn device_peer(
@@ -593,7 +596,8 @@ impl Shared {
         path: PathKind,
         len: usize,
     ) -> Result<Self, CaseError> {
-        let made = room(path).create(session, peer, path, len)?;
+        let (made, guards) = guard::collect(|| room(path).create(session, peer, path, len));
+        let made = made?;
         let shared = Shared {
             path,
             len,
@@ -604,6 +608,7 @@ impl Shared {
             mapped: None,
             svm_mapped: false,
             semaphore: None,
+            guards,
         };
         shared.announce();
         if let Some(stale) = STALE.take()
@@ -612,7 +617,10 @@ impl Shared {
             let _ = shared.release(session, peer);
             return Err(e);
         }
-        match shared.poison(session, peer) {
+        let poisoned = shared
+            .poison(session, peer)
+            .and_then(|()| guard::fill(session, peer, &shared.guards));
+        match poisoned {
             Ok(()) => Ok(shared),
             Err(e) => {
                 let _ = shared.release(session, peer);
@@ -710,8 +718,9 @@ impl Shared {
     }
 
     /// Wait for both sides to let go (whatever the sync mode under test did), undo any mapping
-    /// or acquisition, and free. Errors here are reported but cannot change a verdict already
-    /// reached.
+    /// or acquisition, check the guard zones ([`guard`]), and free. Errors here are reported
+    /// but cannot change a verdict already reached; an overwritten guard fails a case that
+    /// had passed.
     pub fn release(self, session: &ClSession, peer: &mut dyn PeerRuntime) -> Result<(), CaseError> {
         let queue = session.queue.get();
         let mut first_err = session.finish().running().err();
@@ -750,6 +759,13 @@ impl Shared {
         }
         if let Err(e) = session.finish().running() {
             first_err.get_or_insert(e);
+        }
+        // Both sides are idle and nothing is mapped: what lies past each view now is what the
+        // case left there.
+        if first_err.is_none()
+            && let Err(e) = guard::check(session, peer, &self.guards)
+        {
+            first_err = Some(e);
         }
         // Both sides are idle: the semaphore can go before the memory it ordered.
         if let Some(link) = self.semaphore {

@@ -14,7 +14,7 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
 use super::c::{self, CMem, CWriter};
-use super::{Handover, Made, Memory, Owner, Path};
+use super::{Handover, Made, Memory, Owner, Path, guard};
 
 declare_paths! {
     room: Svm;
@@ -154,7 +154,8 @@ impl Path for Svm {
         len: usize,
     ) -> Result<Made, CaseError> {
         let bytes = len * size_of::<Complex32>();
-        let p = svm_alloc(session, path, bytes)?;
+        // clhip places the view in the allocation: a guard before it and after it.
+        let p = guard::svm_alloc(session, path, bytes, true, &format!("{path} allocation"))?;
         Ok(Made {
             cl: ClMem::Svm(p),
             peer: PeerPtr {
@@ -247,6 +248,8 @@ impl Memory for SvmMemory {
 
     fn to_cl(&self, h: &mut Handover<'_>, sync: SyncMode) -> Result<Vec<ClEvent>, CaseError> {
         match sync {
+            // Nothing to unmap where the handover out was not a map (a planted skip).
+            SyncMode::Map if !*h.svm_mapped => Ok(Vec::new()),
             SyncMode::Map => Ok(vec![super::svm_unmap(h)?]),
             _ => super::shared_address_to_cl(h, sync),
         }
@@ -258,6 +261,6 @@ impl Memory for SvmMemory {
         _peer: &mut dyn PeerRuntime,
         _first_err: &mut Option<CaseError>,
     ) {
-        svm_free(session, self.ptr);
+        guard::svm_free(session, self.ptr, true);
     }
 }

@@ -14,8 +14,7 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::{self, Access};
 
 use super::c::{self, CMem, CWriter};
-use super::svm::{svm_alloc, svm_free};
-use super::{Handover, Made, Memory, Owner, Path, device_of, device_peer};
+use super::{Handover, Made, Memory, Owner, Path, device_of, device_peer, guard};
 
 declare_paths! {
     room: SvmMemcpy;
@@ -65,11 +64,17 @@ impl Path for SvmMemcpy {
     ) -> Result<Made, CaseError> {
         let bytes = len * size_of::<Complex32>();
         let dev = device_peer(peer, path)?;
-        let ptr = svm_alloc(session, path, bytes)?;
-        let peer_mem = match dev.alloc(AllocKind::Device, len) {
+        let ptr = guard::svm_alloc(session, path, bytes, true, &format!("{path}: SVM"))?;
+        let label = dev.peer().label();
+        let peer_mem = match guard::alloc_device(
+            dev,
+            AllocKind::Device,
+            len,
+            &format!("{path}: {label} device memory"),
+        ) {
             Ok(a) => a,
             Err(e) => {
-                svm_free(session, ptr);
+                guard::svm_free(session, ptr, true);
                 return Err(e);
             }
         };
@@ -225,7 +230,7 @@ impl Memory for SvmMemcpyMemory {
         peer: &mut dyn PeerRuntime,
         _first_err: &mut Option<CaseError>,
     ) {
-        svm_free(session, self.ptr);
+        guard::svm_free(session, self.ptr, true);
         if let Some(d) = peer.as_device() {
             d.free(self.peer_mem);
         }

@@ -17,7 +17,7 @@ use crate::sync::{self, Access};
 
 use super::c::{self, CMem, CWriter};
 use super::{
-    Handover, Made, Memory, Owner, Path, device_peer, no_such_handover, release_buffer,
+    Handover, Made, Memory, Owner, Path, device_peer, guard, no_such_handover, release_buffer,
     wrap_host_ptr,
 };
 
@@ -72,11 +72,11 @@ impl Path for UseHostPtr {
         let bytes = len * size_of::<Complex32>();
         let (peer_ptr, memory) = match path {
             PathKind::UseHostPtr => {
-                let host = peer.alloc_host(len)?;
+                let host = guard::alloc_host(peer, len, "host memory under CL_MEM_USE_HOST_PTR")?;
                 let buffer = match wrap_host_ptr(session, host.addr, bytes) {
                     Ok(b) => b,
                     Err(e) => {
-                        peer.free_host(host);
+                        guard::free_host(peer, host);
                         return Err(e);
                     }
                 };
@@ -96,7 +96,8 @@ impl Path for UseHostPtr {
                     _ => AllocKind::Managed,
                 };
                 let dev = device_peer(peer, path)?;
-                let alloc = dev.alloc(kind, len)?;
+                let name = format!("{path}: {} {kind:?} memory", dev.peer().label());
+                let alloc = guard::alloc_device(dev, kind, len, &name)?;
                 let buffer = match wrap_host_ptr(session, alloc.ptr.addr, bytes) {
                     Ok(b) => b,
                     Err(e) => {
@@ -376,7 +377,7 @@ impl Memory for UseHostPtrMemory {
         // The buffer goes first: the runtime may still reference the memory.
         release_buffer(self.buffer);
         if let Some(h) = self.host {
-            peer.free_host(h);
+            guard::free_host(peer, h);
         }
         if let (Some(a), Some(d)) = (self.alloc, peer.as_device()) {
             d.free(a);

@@ -52,13 +52,21 @@ fn import_vulkan_memory(
 ) -> Result<(*mut c_void, DeviceAlloc, ExportedMemory, Rc<Broker>), CaseError> {
     let dev = device_peer(peer, PathKind::VkMemoryImport)?;
     let broker = dev.vulkan()?;
-    let bytes = len.max(1) * size_of::<Complex32>();
-    let memory = broker.memory(bytes as u64)?;
+    // The broker's memory holds a guard after the view, which the peer maps with it and
+    // fills and checks.
+    let layout = super::guard::Layout::elements(len, false);
+    let whole = layout.total() / size_of::<Complex32>();
+    let memory = broker.memory(layout.total() as u64)?;
     let alloc = match broker
         .memory_fd(&memory)
-        .and_then(|fd| dev.import_memory_fd(fd, memory.size, memory.dedicated, len))
+        .and_then(|fd| dev.import_memory_fd(fd, memory.size, memory.dedicated, whole))
     {
-        Ok(a) => a,
+        Ok(mut a) => {
+            let name = "vk-memory+import: Vulkan memory, imported by the peer";
+            super::guard::record_peer(a.ptr.addr, layout, name);
+            a.ptr.len = len;
+            a
+        }
         Err(e) => {
             let note = vulkan_memory_note(&broker, &memory_note(&memory));
             broker.free_memory(memory);

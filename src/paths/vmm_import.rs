@@ -58,7 +58,8 @@ impl Path for VmmImport {
         len: usize,
     ) -> Result<Made, CaseError> {
         let dev = device_peer(peer, path)?;
-        let alloc = dev.alloc(AllocKind::Exportable, len)?;
+        let name = format!("{path}: {} exportable memory", dev.peer().label());
+        let alloc = super::guard::alloc_device(dev, AllocKind::Exportable, len, &name)?;
         let kind = dev.export_handle();
         let imported = dev
             .export_fd(&alloc)

@@ -389,6 +389,10 @@ pub(super) fn body(
             cholesky(&mut g, &mut b);
             Some(Draws::Hpd)
         }
+        Op::Reuse => {
+            g.refuse("the reproducer generator has no C for op reuse".into());
+            None
+        }
         Op::Placement => {
             placement(&mut g, &mut b);
             // The op draws clhip's seeded vector whatever the data kind (ops/placement.rs).
