@@ -127,6 +127,9 @@ pub const MISMATCH: &str = "mismatch";
 /// (placement's timings on the peer's own memory).
 pub const NOTE: &str = "note";
 
+/// The scope of filling and checking the guard zones around a case's buffers.
+pub const GUARD: &str = "guard";
+
 /// Stretches whose calls are not compared, and why.
 pub const UNCOMPARED_SCOPES: &[(&str, &str)] = &[
     (
@@ -148,6 +151,13 @@ pub const UNCOMPARED_SCOPES: &[(&str, &str)] = &[
         NOTE,
         "placement's timings of the same passes on the peer's own memory, a note beside the \
          verdict that the reproducer leaves out",
+    ),
+    (
+        GUARD,
+        "the guard zones' fills before the case and read-backs after it: clhip's own check of \
+         the bytes around each buffer, which a reproducer leaves out (its allocations are the \
+         case's size; an overrun the guards would catch shows there only as a wrong result or \
+         a fault)",
     ),
     (
         PENDING_FAULT,

@@ -348,11 +348,24 @@ fn host_cases_on_pocl() -> Result<Completion, Failed> {
         return Ok(Completion::ignored_with(why));
     }
     let pairs = clhip::pairs::discover().map_err(|e| e.to_string())?;
-    let cases: Vec<Case> = Matrix::default_matrix()
+    let (cases, refused): (Vec<Case>, Vec<Case>) = Matrix::default_matrix()
         .expand(&pairs)
         .into_iter()
         .filter(|c| c.pair.peer.api == Api::Host && c.pair.opencl.label == label)
-        .collect();
+        .partition(|c| ReproCase::parse(&c.id()).is_ok_and(|r| repro::check_covered(&r).is_ok()));
+    // A case the generator refuses has no calls to compare; it is named, with the refusal,
+    // so that a path or op that loses its reproducer shows here (docs/reproducers.md lists
+    // what is refused and why).
+    for c in &refused {
+        let why = match ReproCase::parse(&c.id()) {
+            Ok(r) => repro::check_covered(&r).err().map(|e| e.to_string()),
+            Err(e) => Some(e.to_string()),
+        };
+        eprintln!(
+            "host_cases_on_pocl: no reproducer: {}",
+            why.unwrap_or_default()
+        );
+    }
     let setup = Setup {
         worker_env: Vec::new(),
         build: Build::Script,

@@ -14,6 +14,7 @@ mod gemm;
 pub(crate) mod handoff;
 pub(crate) mod pipeline;
 mod placement;
+pub mod reuse;
 #[cfg(test)]
 mod stand_in;
 

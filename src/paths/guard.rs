@@ -173,13 +173,19 @@ pub(crate) fn alloc_host(
     })
 }
 
-/// Free what [`alloc_host`] returned.
-pub(crate) fn free_host(peer: &mut dyn PeerRuntime, view: PeerPtr) {
+/// The whole allocation (guards included) under what [`alloc_host`] returned, for a caller
+/// that frees it through another handle of the same peer.
+pub(crate) fn host_whole(view: PeerPtr) -> PeerPtr {
     let layout = Layout::elements(view.len, true);
-    peer.free_host(PeerPtr {
+    PeerPtr {
         addr: view.addr - layout.front,
         len: layout.total() / ELEM,
-    });
+    }
+}
+
+/// Free what [`alloc_host`] returned.
+pub(crate) fn free_host(peer: &mut dyn PeerRuntime, view: PeerPtr) {
+    peer.free_host(host_whole(view));
 }
 
 /// A device runtime's allocation of `kind` with a guard after `len` complex elements. The
@@ -257,13 +263,15 @@ pub(crate) fn guarded_buffer(
 /// Enqueues the fill of `g`'s zones through OpenCL (in order on the queue: no wait needed
 /// before the next command).
 pub(crate) fn fill_on_queue(session: &ClSession, g: &Guard) -> Result<(), CaseError> {
-    if let Side::OpenCl(mem) = g.side {
-        for (at, bytes, _) in g.layout.regions() {
-            fill_opencl(session, mem, at, bytes, g.word)
-                .refused("OpenCL would not fill a guard zone")?;
+    crate::calls::scoped(crate::calls::GUARD, || {
+        if let Side::OpenCl(mem) = g.side {
+            for (at, bytes, _) in g.layout.regions() {
+                fill_opencl(session, mem, at, bytes, g.word)
+                    .refused("OpenCL would not fill a guard zone")?;
+            }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 /// SVM of `bytes` for `path` (see [`super::svm::svm_alloc`]) with a guard after, and one
@@ -322,18 +330,20 @@ pub(crate) fn arm_case_buffers() {
 /// passed so far: a case that already failed or stopped keeps its own reason, and its queue
 /// may hold work that never ends), then lets them go.
 pub(crate) fn check_case_buffers(session: &ClSession, check: bool) -> Result<(), CaseError> {
-    let kept = CASE_BUFFERS.take().unwrap_or_default();
-    let mut first = Ok(());
-    if check {
-        for g in &kept {
-            if let Err(e) = check_opencl(session, g) {
-                first = Err(e);
-                break;
+    crate::calls::scoped(crate::calls::GUARD, || {
+        let kept = CASE_BUFFERS.take().unwrap_or_default();
+        let mut first = Ok(());
+        if check {
+            for g in &kept {
+                if let Err(e) = check_opencl(session, g) {
+                    first = Err(e);
+                    break;
+                }
             }
         }
-    }
-    release_kept(kept);
-    first
+        release_kept(kept);
+        first
+    })
 }
 
 fn release_kept(kept: Vec<Guard>) {
@@ -357,26 +367,28 @@ pub(crate) fn fill(
     peer: &mut dyn PeerRuntime,
     guards: &[Guard],
 ) -> Result<(), CaseError> {
-    for g in guards {
-        for (at, bytes, _) in g.layout.regions() {
-            match g.side {
-                Side::OpenCl(mem) => fill_opencl(session, mem, at, bytes, g.word)
-                    .refused("OpenCL would not fill a guard zone")?,
-                Side::Peer(base) => peer.upload(
-                    PeerPtr {
-                        addr: base + at,
-                        len: bytes / ELEM,
-                    },
-                    &guard_elements(g.word, bytes),
-                )?,
-                Side::Host(base) => fill_host(base + at, bytes, g.word),
+    crate::calls::scoped(crate::calls::GUARD, || {
+        for g in guards {
+            for (at, bytes, _) in g.layout.regions() {
+                match g.side {
+                    Side::OpenCl(mem) => fill_opencl(session, mem, at, bytes, g.word)
+                        .refused("OpenCL would not fill a guard zone")?,
+                    Side::Peer(base) => peer.upload(
+                        PeerPtr {
+                            addr: base + at,
+                            len: bytes / ELEM,
+                        },
+                        &guard_elements(g.word, bytes),
+                    )?,
+                    Side::Host(base) => fill_host(base + at, bytes, g.word),
+                }
             }
         }
-    }
-    session
-        .finish()
-        .refused("OpenCL would not finish the guard fill")?;
-    peer.synchronize()
+        session
+            .finish()
+            .refused("OpenCL would not finish the guard fill")?;
+        peer.synchronize()
+    })
 }
 
 fn fill_host(addr: usize, bytes: usize, word: u32) {
@@ -441,31 +453,33 @@ pub(crate) fn check(
     peer: &mut dyn PeerRuntime,
     guards: &[Guard],
 ) -> Result<(), CaseError> {
-    for g in guards {
-        match g.side {
-            Side::OpenCl(_) => check_opencl(session, g)?,
-            Side::Peer(base) => {
-                for (at, bytes, before) in g.layout.regions() {
-                    let got = peer.download(PeerPtr {
-                        addr: base + at,
-                        len: bytes / ELEM,
-                    })?;
-                    let words: Vec<u32> = got
-                        .iter()
-                        .flat_map(|c| [c.re, c.im])
-                        .map(f32::to_bits)
-                        .collect();
-                    judge(g, at, before, &words)?;
+    crate::calls::scoped(crate::calls::GUARD, || {
+        for g in guards {
+            match g.side {
+                Side::OpenCl(_) => check_opencl(session, g)?,
+                Side::Peer(base) => {
+                    for (at, bytes, before) in g.layout.regions() {
+                        let got = peer.download(PeerPtr {
+                            addr: base + at,
+                            len: bytes / ELEM,
+                        })?;
+                        let words: Vec<u32> = got
+                            .iter()
+                            .flat_map(|c| [c.re, c.im])
+                            .map(f32::to_bits)
+                            .collect();
+                        judge(g, at, before, &words)?;
+                    }
                 }
-            }
-            Side::Host(base) => {
-                for (at, bytes, before) in g.layout.regions() {
-                    judge(g, at, before, &read_host(base + at, bytes))?;
+                Side::Host(base) => {
+                    for (at, bytes, before) in g.layout.regions() {
+                        judge(g, at, before, &read_host(base + at, bytes))?;
+                    }
                 }
             }
         }
-    }
-    Ok(())
+        Ok(())
+    })
 }
 
 fn check_opencl(session: &ClSession, g: &Guard) -> Result<(), CaseError> {

@@ -15,7 +15,7 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::{self, Access};
 
 use super::c::{self, CMem, CWriter};
-use super::svm::{svm_alloc, svm_free};
+use super::guard;
 use super::{Handover, Made, Memory, Owner, Path, no_such_handover};
 
 declare_paths! {
@@ -97,12 +97,12 @@ impl Path for HostSvmMemcpy {
         len: usize,
     ) -> Result<Made, CaseError> {
         let bytes = len * size_of::<Complex32>();
-        let svm = svm_alloc(session, path, bytes)?;
+        let svm = guard::svm_alloc(session, path, bytes, true, &format!("{path} SVM"))?;
         let skip = offset(path);
-        let host = match peer.alloc_host(len + skip) {
+        let host = match guard::alloc_host(peer, len + skip, "host memory of the SVM copies") {
             Ok(h) => h,
             Err(e) => {
-                svm_free(session, svm);
+                guard::svm_free(session, svm, true);
                 return Err(e);
             }
         };
@@ -244,7 +244,7 @@ impl Memory for HostSvmMemory {
         peer: &mut dyn PeerRuntime,
         _first_err: &mut Option<CaseError>,
     ) {
-        svm_free(session, self.svm);
-        peer.free_host(self.host);
+        guard::svm_free(session, self.svm, true);
+        guard::free_host(peer, self.host);
     }
 }

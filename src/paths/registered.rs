@@ -81,14 +81,15 @@ impl Path for Registered {
         len: usize,
     ) -> Result<Made, CaseError> {
         let bytes = len * size_of::<Complex32>();
-        let dev = device_peer(peer, path)?;
+        device_peer(peer, path)?;
         let skip = offset(path);
-        let host = dev.alloc_host(len + skip)?;
+        let host = super::guard::alloc_host(peer, len + skip, "registered host memory")?;
+        let dev = device_peer(peer, path)?;
         let addr = host.addr + skip * size_of::<Complex32>();
         let registration = match dev.register_host(addr, len) {
             Ok(r) => r,
             Err(e) => {
-                dev.free_host(host);
+                dev.free_host(super::guard::host_whole(host));
                 return Err(e);
             }
         };
@@ -96,7 +97,7 @@ impl Path for Registered {
             Ok(b) => b,
             Err(e) => {
                 dev.free(registration);
-                dev.free_host(host);
+                dev.free_host(super::guard::host_whole(host));
                 return Err(e);
             }
         };
@@ -332,7 +333,7 @@ impl Memory for RegisteredMemory {
         if let Some(d) = peer.as_device() {
             d.free(self.registration);
         }
-        peer.free_host(self.host);
+        super::guard::free_host(peer, self.host);
     }
 }
 

@@ -80,11 +80,15 @@ impl Path for SubBuffer {
     ) -> Result<Made, CaseError> {
         let bytes = len * size_of::<Complex32>();
         let origin = base_align_bytes(session)?;
-        let host = peer.alloc_host(len + origin.div_ceil(size_of::<Complex32>()))?;
+        let host = super::guard::alloc_host(
+            peer,
+            len + origin.div_ceil(size_of::<Complex32>()),
+            "host memory under the parent buffer",
+        )?;
         let parent = match wrap_host_ptr(session, host.addr, origin + bytes) {
             Ok(b) => b,
             Err(e) => {
-                peer.free_host(host);
+                super::guard::free_host(peer, host);
                 return Err(e);
             }
         };
@@ -109,7 +113,7 @@ impl Path for SubBuffer {
             Ok(s) => s,
             Err(e) => {
                 release_buffer(parent);
-                peer.free_host(host);
+                super::guard::free_host(peer, host);
                 return Err(e);
             }
         };
@@ -286,7 +290,7 @@ impl Memory for SubBufferMemory {
         // The sub-buffer holds a reference to its parent; both go before the memory.
         release_buffer(self.sub);
         release_buffer(self.parent);
-        peer.free_host(self.host);
+        super::guard::free_host(peer, self.host);
     }
 }
 
