@@ -79,10 +79,13 @@ pub fn worker_main(
         )?;
         let started = Instant::now();
         let outcome = crate::trace::timed(&format!("case {}", item.id), || match &item.work {
-            Work::Case(case) => {
-                let plant = planting.for_case(&item.id);
-                crate::ops::execute_with_data(&mut state, case, seed, plant, item.data)
-            }
+            Work::Case(case) => match variant_not_here(case) {
+                Some(reason) => Outcome::Error { reason },
+                None => {
+                    let plant = planting.for_case(&item.id);
+                    crate::ops::execute_with_data(&mut state, case, seed, plant, item.data)
+                }
+            },
             Work::Mock(action) => crate::mock::perform(*action),
         });
         // A fault leaves a context that is not trusted; a timeout the case found itself, a
@@ -105,6 +108,27 @@ pub fn worker_main(
         }
     }
     Ok(())
+}
+
+/// Why this process is not the environment `case`'s variant names, if it is not: a variant's
+/// case run in a worker started without its variables would be reported under an id that
+/// says otherwise, so it is the harness's error and never a verdict.
+fn variant_not_here(case: &crate::model::Case) -> Option<String> {
+    let wrong: Vec<String> = case
+        .env
+        .vars()
+        .filter_map(|(name, want)| match std::env::var(name) {
+            Ok(got) if got == want => None,
+            Ok(got) => Some(format!("{name}={got} (the variant sets {want})")),
+            Err(_) => Some(format!("{name} unset (the variant sets {want})")),
+        })
+        .collect();
+    (!wrong.is_empty()).then(|| {
+        format!(
+            "the worker does not run in the case's environment variant: {}",
+            wrong.join(", ")
+        )
+    })
 }
 
 /// A panic in the worker is the harness's bug, not the driver's: tell the parent so before the
