@@ -298,7 +298,7 @@ pub(super) fn grouped<'d, 'a>(d: &'d RunDiff<'a>) -> BTreeMap<String, Vec<&'d Mo
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{pair, result, sample_report};
+    use super::super::tests::{pair, result, sample_report, under};
     use super::*;
     use crate::model::{Api, ApiError, Op, Outcome, PathKind, Peer, SyncMode};
 
@@ -383,6 +383,48 @@ mod tests {
         let md = render_diff_markdown(&d);
         assert!(md.contains("| ! | regression |"), "{md}");
         assert!(md.contains("2 regressions, 1 fixes"), "{md}");
+    }
+
+    #[test]
+    fn a_variants_case_is_diffed_apart_from_its_plain_twin() {
+        let p = pair(
+            "rocm0",
+            Peer {
+                api: Api::Hip,
+                ordinal: 0,
+            },
+        );
+        let c = |outcome| {
+            result(
+                &p,
+                PathKind::Copy,
+                SyncMode::Finish,
+                Op::Handoff,
+                4097,
+                outcome,
+            )
+        };
+        let sdma = [("HSA_ENABLE_SDMA", "0")];
+        let old = run(vec![c(Outcome::pass()), under(c(Outcome::pass()), &sdma)]);
+        let new = run(vec![c(Outcome::pass()), under(c(fault()), &sdma)]);
+        let d = diff(&old, &new);
+        assert_eq!(d.regressions(), 1);
+        assert_eq!(
+            d.moved[0].id,
+            "rocm0+hip0/copy/finish/handoff/n=4097/env:HSA_ENABLE_SDMA=0"
+        );
+        let text = render_diff(&d);
+        assert!(
+            text.contains(
+                "! regression  rocm0+hip0/copy/finish/handoff/n=4097/env:HSA_ENABLE_SDMA=0: pass -> fault"
+            ),
+            "{text}"
+        );
+        // A variant the new run no longer has is removed, not matched to the plain case.
+        let plain_only = run(vec![c(Outcome::pass())]);
+        let d = diff(&old, &plain_only);
+        assert_eq!(d.count(Movement::Removed), 1);
+        assert_eq!(d.regressions(), 0);
     }
 
     #[test]

@@ -368,7 +368,8 @@ fn pair_section(m: &PairMatrix<'_>) -> Markup {
         .filter_map(|c| Some((c.note?, c)))
         .collect();
     html! {
-        section.pair id={ "pair-" (shown(pair)) } {
+        // An id has no spaces: a variant's table (`pair env:...`) joins them with `-`.
+        section.pair id={ "pair-" (shown(&pair.replace(' ', "-"))) } {
             "\n" h2 { (shown(pair)) } "\n"
             table.matrix {
                 "\n"

@@ -38,6 +38,7 @@ pub(super) fn result(
         sync,
         op,
         n,
+        env: Default::default(),
     };
     let expectation = if is_negative_control(path, sync) {
         Expectation::NegativeControl
@@ -45,6 +46,15 @@ pub(super) fn result(
         Expectation::Pass
     };
     CaseResult::new(case.id(), Work::Case(case), outcome, expectation, 0.25)
+}
+
+/// `r` as the same case under an environment variant of `vars`.
+pub(super) fn under(mut r: CaseResult, vars: &[(&str, &str)]) -> CaseResult {
+    if let Work::Case(case) = &mut r.work {
+        case.env = crate::model::EnvVariant::new(vars.iter().copied()).unwrap();
+        r.id = case.id();
+    }
+    r
 }
 
 pub(super) fn mismatch(what: &str) -> Outcome {
@@ -576,4 +586,44 @@ fn installs_are_compared_case_by_case_and_a_planted_difference_is_marked() {
     // A run of one install has no comparison at all.
     assert!(compare_installs(&sample_results()).is_empty());
     assert!(!render_markdown(&sample_report()).contains("Across ROCm installs"));
+}
+
+#[test]
+fn a_variants_cases_get_a_table_of_their_own() {
+    let hip = pair(
+        "rocm0",
+        Peer {
+            api: Api::Hip,
+            ordinal: 0,
+        },
+    );
+    let plain = result(
+        &hip,
+        PathKind::Copy,
+        SyncMode::Finish,
+        Op::Handoff,
+        4097,
+        Outcome::pass(),
+    );
+    let sdma = under(
+        result(
+            &hip,
+            PathKind::Copy,
+            SyncMode::Finish,
+            Op::Handoff,
+            4097,
+            mismatch("x"),
+        ),
+        &[("HSA_ENABLE_SDMA", "0")],
+    );
+    let text = render_matrix(&[plain, sdma]);
+    let tables: Vec<&str> = text.lines().filter(|l| l.starts_with("rocm0")).collect();
+    assert_eq!(
+        tables,
+        ["rocm0+hip0", "rocm0+hip0 env:HSA_ENABLE_SDMA=0"],
+        "{text}"
+    );
+    // The variant's fail is its own table's, not the plain table's worst outcome.
+    let plain_table = text.split("rocm0+hip0 env:").next().unwrap();
+    assert!(!plain_table.contains("fail"), "{text}");
 }
