@@ -172,4 +172,36 @@ mod tests {
         assert_eq!(one.for_case("nvidia0+cuda0/copy/finish/handoff/n=1"), None);
         assert_eq!(Planting::default().for_case("x"), None);
     }
+
+    #[test]
+    fn a_variant_case_in_a_worker_without_its_variables_is_refused_naming_them() {
+        let mut case = crate::model::Case {
+            pair: crate::model::Pair {
+                opencl: crate::model::ClDeviceRef {
+                    platform_index: 0,
+                    device_index: 0,
+                    label: "pocl0".into(),
+                },
+                peer: crate::model::Peer::HOST,
+                install: None,
+            },
+            path: crate::model::PathKind::Copy,
+            sync: crate::model::SyncMode::Finish,
+            op: crate::model::Op::Handoff,
+            n: 1,
+            env: Default::default(),
+        };
+        assert_eq!(variant_not_here(&case), None, "the plain environment");
+        // A variable set here to another value (or not at all), and one no environment sets.
+        case.env = crate::model::EnvVariant::new([("HOME", "x")]).unwrap();
+        let why = variant_not_here(&case).expect("HOME is not x here");
+        assert!(why.contains("HOME"), "{why}");
+        assert!(why.contains("(the variant sets x)"), "{why}");
+        case.env = crate::model::EnvVariant::new([("VARIANT_TEST_UNSET_9F2", "1")]).unwrap();
+        let why = variant_not_here(&case).expect("unset");
+        assert_eq!(
+            why,
+            "the worker does not run in the case's environment variant: VARIANT_TEST_UNSET_9F2 unset (the variant sets 1)"
+        );
+    }
 }
