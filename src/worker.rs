@@ -78,6 +78,7 @@ pub fn worker_main(
             },
         )?;
         let started = Instant::now();
+        crate::footprint::begin_case();
         let outcome = crate::trace::timed(&format!("case {}", item.id), || match &item.work {
             Work::Case(case) => match variant_not_here(case) {
                 Some(reason) => Outcome::Error { reason },
@@ -97,6 +98,7 @@ pub fn worker_main(
                 id: item.id,
                 outcome,
                 duration_s: started.elapsed().as_secs_f64(),
+                footprint: crate::footprint::end_case(),
             },
         )?;
         if retires {
