@@ -589,6 +589,53 @@ fn installs_are_compared_case_by_case_and_a_planted_difference_is_marked() {
 }
 
 #[test]
+fn the_markdown_lists_the_largest_footprints_and_absent_is_not_zero() {
+    let host = pair("pocl0", Peer::HOST);
+    let c = |n| {
+        result(
+            &host,
+            PathKind::Copy,
+            SyncMode::Finish,
+            Op::Fft,
+            n,
+            Outcome::pass(),
+        )
+    };
+    let mut small = c(64);
+    small.footprint = Some(crate::footprint::Footprint {
+        host_before: 100 << 20,
+        host_peak: Some(101 << 20),
+        device_before: None,
+        device_after_setup: None,
+    });
+    let mut big = c(4096);
+    big.footprint = Some(crate::footprint::Footprint {
+        host_before: 100 << 20,
+        host_peak: Some(164 << 20),
+        device_before: None,
+        device_after_setup: None,
+    });
+    let mut report = sample_report();
+    report.results = vec![small, big, c(128)];
+    let md = render_markdown(&report);
+    let table = md
+        .split("## Footprint")
+        .nth(1)
+        .expect("a footprint section");
+    assert!(table.contains("The 2 of 2 measured cases"), "{table}");
+    let first = table.find("n=4096").unwrap();
+    let second = table.find("n=64").unwrap();
+    assert!(first < second, "largest first: {table}");
+    assert!(
+        table.contains("| `pocl0+host/copy/finish/fft/n=4096` | 64.0 MiB | 164.0 MiB | - | - |"),
+        "{table}"
+    );
+    // Nothing measured: no section.
+    report.results = vec![c(128)];
+    assert!(!render_markdown(&report).contains("## Footprint"));
+}
+
+#[test]
 fn a_variants_cases_get_a_table_of_their_own() {
     let hip = pair(
         "rocm0",
