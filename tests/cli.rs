@@ -351,7 +351,10 @@ fn mi100_expectation_files_load_and_list_applies_them_to_the_mi100_fixture() {
             "{segment}"
         );
     }
-    assert!(!out.contains("CUDA_MODULE_LOADING"), "a cuda variant on a hip pair");
+    assert!(
+        !out.contains("CUDA_MODULE_LOADING"),
+        "a cuda variant on a hip pair"
+    );
     let xnack: Vec<&str> = out
         .lines()
         .filter(|l| l.contains("/device+use-host-ptr/") && l.contains("/env:HSA_XNACK=1"))
@@ -361,10 +364,9 @@ fn mi100_expectation_files_load_and_list_applies_them_to_the_mi100_fixture() {
         assert!(l.contains("expect fault"), "{l}");
     }
     assert!(
-        out.lines()
-            .any(|l| l.starts_with("rocm0+hip0/cl-svm-fine/")
-                && l.contains("/env:HSA_ENABLE_SDMA=0")
-                && !l.contains("expect")),
+        out.lines().any(|l| l.starts_with("rocm0+hip0/cl-svm-fine/")
+            && l.contains("/env:HSA_ENABLE_SDMA=0")
+            && !l.contains("expect")),
         "a variant case no rule lists is expected to pass"
     );
     // Cases no rule lists are expected to pass: no annotation.
