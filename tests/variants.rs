@@ -16,9 +16,12 @@ const VAR: &str = "POCL_AFFINITY";
 const VALUE: &str = "0";
 const SEGMENT: &str = "/env:POCL_AFFINITY=0";
 
+/// One test of this file: its name and body.
+type Test = (&'static str, fn() -> Result<(), Failed>);
+
 fn main() {
     let args = Arguments::from_args();
-    let tests: [(&str, fn() -> Result<(), Failed>); 3] = [
+    let tests: [Test; 3] = [
         (
             "a_host_variant_runs_in_workers_that_have_its_variables",
             a_host_variant_runs_in_workers_that_have_its_variables,

@@ -400,7 +400,7 @@ fn malformed_variants_are_errors_at_their_line() {
             "unknown field `flavour`",
         ),
         (
-            format!("{EAGER}{}", EAGER.replace("\"eager\"", "\"eager\"")),
+            format!("{EAGER}{EAGER}"),
             "\"eager\"",
             13,
             "a second [[variant]] named `eager`",

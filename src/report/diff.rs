@@ -557,7 +557,7 @@ mod tests {
             measured(
                 c(PathKind::Copy),
                 (500 * MIB, 2 * MIB),
-                Some((400 * MIB, 1 * MIB)),
+                Some((400 * MIB, MIB)),
             ),
             measured(
                 c(PathKind::ClSvmCoarse),
@@ -573,7 +573,7 @@ mod tests {
             measured(
                 c(PathKind::Copy),
                 (700 * MIB, 66 * MIB),
-                Some((400 * MIB, 1 * MIB)),
+                Some((400 * MIB, MIB)),
             ),
             // Device: a staging copy per buffer, 32 -> 64 MiB.
             measured(
