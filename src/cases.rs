@@ -157,7 +157,7 @@ pub struct Group {
 
 /// An environment its groups' cases run under beside the plain one, on the pairs whose peer
 /// is one of `peers`: `HSA_ENABLE_SDMA=0` on `hip` pairs. Its cases' ids end in
-/// `/env:NAME=value,...`.
+/// `/env:NAME=value+...`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Variant {
     pub name: String,

@@ -49,7 +49,7 @@ impl EnvVariant {
         self.0.iter().map(|(k, v)| (k.as_str(), v.as_str()))
     }
 
-    /// The id segment after `/`: `env:AMD_SERIALIZE_COPY=3,HSA_ENABLE_SDMA=0` (names in
+    /// The id segment after `/`: `env:AMD_SERIALIZE_COPY=3+HSA_ENABLE_SDMA=0` (names in
     /// byte order, so one environment has one spelling). Empty for the plain environment.
     pub fn id_segment(&self) -> String {
         if self.is_empty() {
@@ -59,14 +59,14 @@ impl EnvVariant {
         }
     }
 
-    /// The variant an id segment spells (`env:A=1,B=2`), for ids read back (`repro`).
+    /// The variant an id segment spells (`env:A=1+B=2`), for ids read back (`repro`).
     pub fn parse_segment(segment: &str) -> Result<Self, String> {
-        let usage = "expected `env:NAME=value[,NAME=value]...`";
+        let usage = "expected `env:NAME=value[+NAME=value]...`";
         let body = segment
             .strip_prefix(ID_PREFIX)
             .ok_or_else(|| format!("`{segment}`: {usage}"))?;
         let vars = body
-            .split(',')
+            .split('+')
             .map(|kv| {
                 kv.split_once('=')
                     .ok_or_else(|| format!("`{segment}`: `{kv}` has no `=`; {usage}"))
@@ -84,13 +84,14 @@ impl EnvVariant {
     }
 }
 
-/// `A=1,B=2`.
+/// `A=1+B=2`: joined by `+`, not `,`, which would split the id in a baseline's
+/// `case-id,outcome` line and in comma-separated options (`--plant-only`).
 impl fmt::Display for EnvVariant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let mut first = true;
         for (k, v) in &self.0 {
             if !first {
-                f.write_str(",")?;
+                f.write_str("+")?;
             }
             first = false;
             write!(f, "{k}={v}")?;
@@ -138,19 +139,20 @@ pub fn check_name(name: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// A value a case id can carry as it is: not empty, of ASCII letters, digits and `_ . : + -`
-/// (no `/`, which separates an id's segments, no `,` or `=`, which separate a variant's
-/// variables, no `*`, the filters' wildcard, no space).
+/// A value a case id can carry as it is: not empty, of ASCII letters, digits and `_ . : -`
+/// (no `/`, which separates an id's segments, no `+` or `=`, which separate a variant's
+/// variables, no `,`, which separates a baseline line's fields, no `*`, the filters' wildcard,
+/// no space).
 pub fn check_value(name: &str, value: &str) -> Result<(), String> {
     let ok = !value.is_empty()
         && value
             .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_.:+-".contains(c));
+            .all(|c| c.is_ascii_alphanumeric() || "_.:-".contains(c));
     if ok {
         Ok(())
     } else {
         Err(format!(
-            "`{name}` = `{value}`: a variant's value must be non-empty ASCII letters, digits and `_ . : + -` (it is spelled in the case id)"
+            "`{name}` = `{value}`: a variant's value must be non-empty ASCII letters, digits and `_ . : -` (it is spelled in the case id)"
         ))
     }
 }
@@ -162,7 +164,7 @@ mod tests {
     #[test]
     fn a_variant_is_spelled_one_way_and_read_back() {
         let v = EnvVariant::new([("HSA_XNACK", "1"), ("AMD_SERIALIZE_COPY", "3")]).unwrap();
-        assert_eq!(v.id_segment(), "env:AMD_SERIALIZE_COPY=3,HSA_XNACK=1");
+        assert_eq!(v.id_segment(), "env:AMD_SERIALIZE_COPY=3+HSA_XNACK=1");
         assert_eq!(EnvVariant::parse_segment(&v.id_segment()), Ok(v.clone()));
         assert_eq!(EnvVariant::default().id_segment(), "");
         let json = serde_json::to_string(&v).unwrap();
@@ -182,6 +184,7 @@ mod tests {
             ("A", "", "non-empty"),
             ("A", "a/b", "non-empty"),
             ("A", "a,b", "non-empty"),
+            ("A", "a+b", "non-empty"),
             ("A", "a=b", "non-empty"),
             ("A", "a*", "non-empty"),
             ("A", "a b", "non-empty"),
@@ -197,12 +200,13 @@ mod tests {
     #[test]
     fn a_segment_out_of_order_or_malformed_is_refused() {
         for bad in [
-            "env:B=1,A=2",
-            "env:A=1,A=1",
+            "env:B=1+A=2",
+            "env:A=1+A=1",
             "A=1",
             "env:A",
             "env:",
-            "env:A=1,",
+            "env:A=1+",
+            "env:A=1,B=2",
         ] {
             assert!(EnvVariant::parse_segment(bad).is_err(), "{bad}");
         }

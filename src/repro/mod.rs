@@ -72,12 +72,12 @@ impl fmt::Display for ReproCase {
 }
 
 impl ReproCase {
-    /// Parse `pair/path/sync/op/n=N[/env:NAME=value,...]`, e.g.
+    /// Parse `pair/path/sync/op/n=N[/env:NAME=value+...]`, e.g.
     /// `pocl0+host/use-host-ptr/map/handoff/n=4097`, and check that the combination is one
     /// clhip runs.
     pub fn parse(id: &str) -> anyhow::Result<Self> {
         let usage = "a case id reads `<opencl label>+<peer>/<path>/<sync>/<op>/n=<size>`, \
-                     with `/env:NAME=value,...` after it for an environment variant, \
+                     with `/env:NAME=value+...` after it for an environment variant, \
                      e.g. `pocl0+host/use-host-ptr/map/handoff/n=4097` (`clhip list` prints them)";
         let parts: Vec<&str> = id.split('/').collect();
         let (pair, path, sync, op, size, env) = match parts[..] {
@@ -512,7 +512,7 @@ mod tests {
                 "expected `env:",
             ),
             (
-                "rocm0+hip0/copy/finish/handoff/n=1/env:B=1,A=0",
+                "rocm0+hip0/copy/finish/handoff/n=1/env:B=1+A=0",
                 "byte order",
             ),
             (
