@@ -153,13 +153,14 @@ pub fn crossing_begins(device_in_use: impl FnOnce() -> Option<u64>) {
     w.device_before = device_in_use();
 }
 
-/// Shared memory was set up: the device memory in use now, the largest kept.
-pub fn after_setup(device_in_use: Option<u64>) {
+/// Shared memory was set up: the device memory in use now (asked only inside a case's
+/// crossing), the largest kept.
+pub fn after_setup(device_in_use: impl FnOnce() -> Option<u64>) {
     let mut guard = window();
     let Some(w) = guard.as_mut().filter(|w| w.started) else {
         return;
     };
-    if let Some(d) = device_in_use {
+    if let Some(d) = device_in_use() {
         w.device_after_setup = Some(w.device_after_setup.map_or(d, |was| was.max(d)));
     }
 }
@@ -257,8 +258,8 @@ mod tests {
         drop(std::hint::black_box(vec![8u8; 256 << 20]));
         begin_case();
         crossing_begins(|| Some(100));
-        after_setup(Some(130));
-        after_setup(Some(120));
+        after_setup(|| Some(130));
+        after_setup(|| Some(120));
         // Touched during the crossing, then freed: the peak keeps it.
         drop(std::hint::black_box(vec![9u8; 48 << 20]));
         crossing_ends();

@@ -524,7 +524,7 @@ fn with_shared<T>(
             return Err(e);
         }
     };
-    crate::footprint::after_setup(device_in_use(peer));
+    crate::footprint::after_setup(|| device_in_use(peer));
     let result = body(session, peer, &mut shared);
     let released = shared.release(session, peer);
     crate::footprint::crossing_ends();
