@@ -1,5 +1,6 @@
-//! The case matrix as data. `cases/default.toml` says which paths x syncs x ops x sizes run; it
-//! is expanded over every pair found. Bad input is rejected
+//! The case matrix as data. `cases/default.toml` says which paths x syncs x ops x sizes run,
+//! and under which environment variants (`[[variant]]`) beside the plain environment; it is
+//! expanded over every pair found. Bad input is rejected
 //! with `file:line:column` and what was expected; that includes every size an op cannot take
 //! (its range, its kernels' 32-bit counts, the bytes it allocates against [`Limits`]), so that
 //! the harness never runs a case whose failure would be its own.
