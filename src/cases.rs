@@ -1,10 +1,11 @@
-//! The case matrix as data. `cases/default.toml` says which paths x syncs x ops x sizes run; it
-//! is expanded over every pair found. Bad input is rejected
+//! The case matrix as data. `cases/default.toml` says which paths x syncs x ops x sizes run,
+//! and under which environment variants (`[[variant]]`) beside the plain environment; it is
+//! expanded over every pair found. Bad input is rejected
 //! with `file:line:column` and what was expected; that includes every size an op cannot take
 //! (its range, its kernels' 32-bit counts, the bytes it allocates against [`Limits`]), so that
 //! the harness never runs a case whose failure would be its own.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
@@ -13,7 +14,7 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::filter::matches_filter;
-use crate::model::{Case, Op, Pair, PathKind, SyncMode};
+use crate::model::{Api, Case, EnvVariant, Op, Pair, PathKind, SyncMode};
 use crate::paths::PathFacts;
 
 /// The largest FFT the harness's OpenCL FFT runs: the seed's 4,194,304 complex elements.
@@ -116,6 +117,18 @@ struct MatrixFile {
     version: Spanned<u32>,
     #[serde(rename = "group", default)]
     groups: Vec<Spanned<GroupFile>>,
+    #[serde(rename = "variant", default)]
+    variants: Vec<Spanned<VariantFile>>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct VariantFile {
+    name: Spanned<String>,
+    peers: Spanned<Vec<Spanned<String>>>,
+    env: Spanned<BTreeMap<String, Spanned<String>>>,
+    #[serde(default)]
+    source: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -127,6 +140,8 @@ struct GroupFile {
     syncs: Vec<Spanned<SyncMode>>,
     ops: Vec<Spanned<Op>>,
     sizes: Vec<Spanned<usize>>,
+    #[serde(default)]
+    variants: Vec<Spanned<String>>,
 }
 
 /// One validated group: every (path, sync) it yields is meaningful.
@@ -137,11 +152,33 @@ pub struct Group {
     pub syncs: Vec<SyncMode>,
     pub ops: Vec<Op>,
     pub sizes: Vec<usize>,
+    /// The names of the [`Variant`]s its cases also run under, beside the plain environment.
+    pub variants: Vec<String>,
+}
+
+/// An environment its groups' cases run under beside the plain one, on the pairs whose peer
+/// is one of `peers`: `HSA_ENABLE_SDMA=0` on `hip` pairs. Its cases' ids end in
+/// `/env:NAME=value+...`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    pub name: String,
+    pub peers: Vec<Api>,
+    pub env: EnvVariant,
+    /// Why the variant is there (an issue, a vendor's documentation), for the reader.
+    pub source: Option<String>,
+}
+
+impl Variant {
+    pub fn applies_to(&self, peer: Api) -> bool {
+        self.peers.contains(&peer)
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Matrix {
     pub groups: Vec<Group>,
+    /// The `[[variant]]` tables, in file order; empty for a file without any.
+    pub variants: Vec<Variant>,
 }
 
 impl Matrix {
@@ -184,6 +221,8 @@ impl Matrix {
         if raw.groups.is_empty() {
             return Err(err(0..0, "no [[group]] tables: the matrix is empty".into()));
         }
+        let variants = parse_variants(raw.variants, &err)?;
+        let mut named = vec![false; variants.len()];
         let mut groups = Vec::new();
         for (gi, g) in raw.groups.into_iter().enumerate() {
             let gspan = g.span();
@@ -227,52 +266,216 @@ impl Matrix {
                     check_size(*op.get_ref(), n, limits).map_err(|m| err(size.span(), m))?;
                 }
             }
+            let mut group_variants: Vec<String> = Vec::new();
+            for v in &g.variants {
+                let name = v.get_ref();
+                let Some(at) = variants.iter().position(|d| &d.variant.name == name) else {
+                    let known: Vec<&str> =
+                        variants.iter().map(|d| d.variant.name.as_str()).collect();
+                    return Err(err(
+                        v.span(),
+                        format!(
+                            "no [[variant]] is named `{name}` (the file's variants: {})",
+                            if known.is_empty() {
+                                "none".to_string()
+                            } else {
+                                known.join(", ")
+                            }
+                        ),
+                    ));
+                };
+                if group_variants.contains(name) {
+                    return Err(err(
+                        v.span(),
+                        format!("variant `{name}` is listed twice in this group"),
+                    ));
+                }
+                named[at] = true;
+                group_variants.push(name.clone());
+            }
             groups.push(Group {
                 name: g.name.unwrap_or_else(|| format!("group {}", gi + 1)),
                 paths,
                 syncs: g.syncs.iter().map(|s| *s.get_ref()).collect(),
                 ops: g.ops.iter().map(|o| *o.get_ref()).collect(),
                 sizes: g.sizes.iter().map(|s| *s.get_ref()).collect(),
+                variants: group_variants,
             });
         }
-        Ok(Matrix { groups })
+        // A variant no group names runs nothing: a slip (a group that lost its line), which
+        // must not read as a variant that was tried.
+        if let Some((v, _)) = variants.iter().zip(&named).find(|(_, named)| !**named) {
+            return Err(err(
+                v.span.clone(),
+                format!(
+                    "variant `{}` is named by no group's `variants`, so no case would run under it",
+                    v.variant.name
+                ),
+            ));
+        }
+        Ok(Matrix {
+            groups,
+            variants: variants.into_iter().map(|v| v.variant).collect(),
+        })
     }
 
     /// Every case of the matrix on every pair, in file order, without duplicates. Paths, syncs
     /// and ops that mean nothing for a pair are left out, not reported: they are not cases.
+    /// Per pair, the plain environment's cases come first, then each variant's that applies to
+    /// the pair's peer, in file order: a worker serves one environment, so each environment's
+    /// cases stay together.
     pub fn expand(&self, pairs: &[Pair]) -> Vec<Case> {
         let mut seen = HashSet::new();
         let mut out = Vec::new();
         for pair in pairs {
-            for g in &self.groups {
-                for &path in &g.paths {
-                    if !path.applies_to(pair.peer.api) {
-                        continue;
-                    }
-                    for &sync in g
-                        .syncs
-                        .iter()
-                        .filter(|s| path.syncs(pair.peer.api).contains(s))
-                    {
-                        for &op in g.ops.iter().filter(|o| o.applies_to(pair.peer.api)) {
-                            for &n in &g.sizes {
-                                let case = Case {
-                                    pair: pair.clone(),
-                                    path,
-                                    sync,
-                                    op,
-                                    n,
-                                };
-                                if seen.insert(case.clone()) {
-                                    out.push(case);
-                                }
-                            }
-                        }
-                    }
+            let environments = std::iter::once(None).chain(
+                self.variants
+                    .iter()
+                    .filter(|v| v.applies_to(pair.peer.api))
+                    .map(Some),
+            );
+            for variant in environments {
+                for g in &self.groups {
+                    let env = match variant {
+                        None => EnvVariant::default(),
+                        Some(v) if g.variants.contains(&v.name) => v.env.clone(),
+                        Some(_) => continue,
+                    };
+                    expand_group(g, pair, &env, &mut seen, &mut out);
                 }
             }
         }
         out
+    }
+}
+
+/// A `[[variant]]` as validated, with where it stands in the file.
+struct ParsedVariant {
+    variant: Variant,
+    span: Range<usize>,
+}
+
+/// The `[[variant]]` tables, each checked: a name used once, peers that are peers, variables a
+/// case id can carry and clhip does not set itself, and an environment no other variant has
+/// (two would give their cases one id).
+fn parse_variants(
+    raw: Vec<Spanned<VariantFile>>,
+    err: &impl Fn(Range<usize>, String) -> InputError,
+) -> Result<Vec<ParsedVariant>, InputError> {
+    let mut out: Vec<ParsedVariant> = Vec::new();
+    for v in raw {
+        let span = v.span();
+        let v = v.into_inner();
+        let name = v.name.get_ref();
+        let name_ok = !name.is_empty()
+            && name
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_');
+        if !name_ok {
+            return Err(err(
+                v.name.span(),
+                format!("variant name `{name}`: expected letters, digits, `-` and `_`"),
+            ));
+        }
+        if out.iter().any(|o| &o.variant.name == name) {
+            return Err(err(
+                v.name.span(),
+                format!("a second [[variant]] named `{name}`"),
+            ));
+        }
+        if v.peers.get_ref().is_empty() {
+            return Err(err(
+                v.peers.span(),
+                format!("variant `{name}` has an empty `peers` list: it would apply to no pair"),
+            ));
+        }
+        let mut peers = Vec::new();
+        for p in v.peers.get_ref() {
+            let api: Api = match p.get_ref().parse() {
+                Ok(Api::OpenCl) | Err(_) => {
+                    return Err(err(
+                        p.span(),
+                        format!(
+                            "unknown peer `{}` (expected hip, cuda or host: `opencl` is one side of every pair)",
+                            p.get_ref()
+                        ),
+                    ));
+                }
+                Ok(api) => api,
+            };
+            if !peers.contains(&api) {
+                peers.push(api);
+            }
+        }
+        if v.env.get_ref().is_empty() {
+            return Err(err(
+                v.env.span(),
+                format!("variant `{name}` sets no variable: it would be the plain environment"),
+            ));
+        }
+        let mut vars = Vec::new();
+        for (k, value) in v.env.get_ref() {
+            // The value's span: the key's own is not kept by the TOML reader.
+            EnvVariant::new([(k.as_str(), value.get_ref().as_str())])
+                .map_err(|m| err(value.span(), format!("variant `{name}`: {m}")))?;
+            vars.push((k.clone(), value.get_ref().clone()));
+        }
+        let env = EnvVariant::new(vars).map_err(|m| err(v.env.span(), m))?;
+        if let Some(twin) = out.iter().find(|o| o.variant.env == env) {
+            return Err(err(
+                v.env.span(),
+                format!(
+                    "variant `{name}` sets the same environment as `{}` ({env}): their cases would share ids",
+                    twin.variant.name
+                ),
+            ));
+        }
+        out.push(ParsedVariant {
+            variant: Variant {
+                name: name.clone(),
+                peers,
+                env,
+                source: v.source,
+            },
+            span,
+        });
+    }
+    Ok(out)
+}
+
+/// The cases of one group on one pair under one environment, appended to `out` unless `seen`.
+fn expand_group(
+    g: &Group,
+    pair: &Pair,
+    env: &EnvVariant,
+    seen: &mut HashSet<Case>,
+    out: &mut Vec<Case>,
+) {
+    for &path in &g.paths {
+        if !path.applies_to(pair.peer.api) {
+            continue;
+        }
+        for &sync in g
+            .syncs
+            .iter()
+            .filter(|s| path.syncs(pair.peer.api).contains(s))
+        {
+            for &op in g.ops.iter().filter(|o| o.applies_to(pair.peer.api)) {
+                for &n in &g.sizes {
+                    let case = Case {
+                        pair: pair.clone(),
+                        path,
+                        sync,
+                        op,
+                        n,
+                        env: env.clone(),
+                    };
+                    if seen.insert(case.clone()) {
+                        out.push(case);
+                    }
+                }
+            }
+        }
     }
 }
 

@@ -153,6 +153,7 @@ mod tests {
             sync,
             op: Op::Handoff,
             n: 4097,
+            env: Default::default(),
         };
         CaseResult::new(
             case.id(),

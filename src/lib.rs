@@ -17,6 +17,7 @@ pub mod fault;
 pub mod fft;
 pub mod filter;
 pub mod fingerprint;
+pub mod footprint;
 pub mod generate;
 pub mod hash;
 pub mod history;

@@ -493,6 +493,7 @@ mod tests {
             sync: SyncMode::Finish,
             op: Op::Handoff,
             n,
+            env: Default::default(),
         };
         // By id, "n=4096" sorts before "n=512", and "n=1000" before "n=33".
         let sizes = [8, 33, 512, 1000, 4096, 20000];
@@ -523,5 +524,71 @@ mod tests {
             .map(|r| r.work.case().expect("a case").n)
             .collect();
         assert_eq!(merged_sizes, sizes);
+    }
+
+    #[test]
+    fn a_variants_cases_merge_beside_their_plain_twins() {
+        use crate::model::{Api, Case, ClDeviceRef, EnvVariant, Op, Pair, PathKind, Peer};
+        let case = |n: usize, env: &EnvVariant| Case {
+            pair: Pair {
+                opencl: ClDeviceRef {
+                    platform_index: 0,
+                    device_index: 0,
+                    label: "rocm0".into(),
+                },
+                peer: Peer {
+                    api: Api::Hip,
+                    ordinal: 0,
+                },
+                install: None,
+            },
+            path: PathKind::Copy,
+            sync: crate::model::SyncMode::Finish,
+            op: Op::Handoff,
+            n,
+            env: env.clone(),
+        };
+        let sdma = EnvVariant::new([("HSA_ENABLE_SDMA", "0")]).unwrap();
+        let all: Vec<Case> = [8, 33, 512]
+            .into_iter()
+            .flat_map(|n| [case(n, &EnvVariant::default()), case(n, &sdma)])
+            .collect();
+        let of = |p: Partition| {
+            let mut r = shard(p);
+            r.results = all
+                .iter()
+                .filter(|c| p.contains(&c.id()))
+                .map(|c| {
+                    CaseResult::new(
+                        c.id(),
+                        Work::Case(c.clone()),
+                        Outcome::pass(),
+                        Expectation::Pass,
+                        0.01,
+                    )
+                })
+                .collect();
+            r.summary = report::Summary::of(&r.results);
+            r
+        };
+        let shards = [of(of3(1)), of(of3(2)), of(of3(3))];
+        let merged = merge_files(&files("variants", &shards)).unwrap();
+        let mut ids: Vec<&str> = merged.results.iter().map(|r| r.id.as_str()).collect();
+        ids.sort_unstable();
+        let mut want: Vec<String> = all.iter().map(Case::id).collect();
+        want.sort_unstable();
+        assert_eq!(ids, want);
+        // Through the files and back, each variant case is still its own case.
+        for r in &merged.results {
+            assert_eq!(r.work.case().map(Case::id).as_deref(), Some(r.id.as_str()));
+        }
+        assert_eq!(
+            merged
+                .results
+                .iter()
+                .filter(|r| r.id.ends_with("/env:HSA_ENABLE_SDMA=0"))
+                .count(),
+            3
+        );
     }
 }

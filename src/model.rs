@@ -6,6 +6,9 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+mod env_variant;
+pub use env_variant::EnvVariant;
+
 /// An API that can own or touch memory in a case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -234,6 +237,10 @@ pub struct Case {
     pub op: Op,
     /// Complex elements for vector ops, the matrix dimension for matrix ops.
     pub n: usize,
+    /// The environment variant its worker runs under (a case file's `[[variant]]`); empty for
+    /// the plain environment, and then absent from the results file, as before variants.
+    #[serde(default, skip_serializing_if = "EnvVariant::is_empty")]
+    pub env: EnvVariant,
 }
 
 impl Case {
@@ -245,16 +252,33 @@ impl Case {
         is_negative_control(self.path, self.sync)
     }
 
-    /// The stable, readable id: `pocl0+host/cl-svm-fine/map/fft/n=4096`.
+    /// The stable, readable id: `pocl0+host/cl-svm-fine/map/fft/n=4096`; a case of an
+    /// environment variant ends in one more segment, `.../n=4096/env:HSA_ENABLE_SDMA=0`.
     pub fn id(&self) -> String {
-        format!(
+        let id = format!(
             "{}/{}/{}/{}/n={}",
             self.pair.id(),
             self.path,
             self.sync,
             self.op,
             self.n
-        )
+        );
+        if self.env.is_empty() {
+            id
+        } else {
+            format!("{id}/{}", self.env.id_segment())
+        }
+    }
+
+    /// The table a report shows the case in: its pair, and its environment variant if any
+    /// (`rocm0+hip0 env:HSA_ENABLE_SDMA=0`), so that a variant's outcomes never hide among
+    /// the plain environment's.
+    pub fn table(&self) -> String {
+        if self.env.is_empty() {
+            self.pair.id()
+        } else {
+            format!("{} {}", self.pair.id(), self.env.id_segment())
+        }
     }
 }
 

@@ -51,6 +51,10 @@ pub enum WorkerEvent {
         id: String,
         outcome: Outcome,
         duration_s: f64,
+        /// The case's memory, where its crossing began; absent from a mock and a case
+        /// refused before it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        footprint: Option<crate::footprint::Footprint>,
     },
     /// Where the running case's memory lies, sent before the case touches it.
     Buffer {
@@ -121,6 +125,7 @@ mod tests {
             id: "mock/pass/0".into(),
             outcome: Outcome::pass(),
             duration_s: 0.5,
+            footprint: None,
         };
         let line = done.to_line().unwrap();
         assert_eq!(

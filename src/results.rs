@@ -81,6 +81,11 @@ pub struct CaseResult {
     /// The items that ran before this one in its worker, for that bisection; not saved.
     #[serde(skip)]
     pub predecessors: Vec<String>,
+    /// The memory its crossing took, as its worker measured it; absent where nothing was
+    /// measured (a mock, a case refused before its crossing, a crash, a timeout, a results
+    /// file from before footprints).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub footprint: Option<crate::footprint::Footprint>,
 }
 
 impl CaseResult {
@@ -101,6 +106,7 @@ impl CaseResult {
             reruns: Vec::new(),
             fails_only_after: None,
             predecessors: Vec::new(),
+            footprint: None,
         }
     }
 

@@ -79,11 +79,15 @@ pub fn worker_main(
         )?;
         let started = Instant::now();
         crate::calls::begin_case(&item.id);
+        crate::footprint::begin_case();
         let outcome = crate::trace::timed(&format!("case {}", item.id), || match &item.work {
-            Work::Case(case) => {
-                let plant = planting.for_case(&item.id);
-                crate::ops::execute_with_data(&mut state, case, seed, plant, item.data)
-            }
+            Work::Case(case) => match variant_not_here(case) {
+                Some(reason) => Outcome::Error { reason },
+                None => {
+                    let plant = planting.for_case(&item.id);
+                    crate::ops::execute_with_data(&mut state, case, seed, plant, item.data)
+                }
+            },
             Work::Mock(action) => crate::mock::perform(*action),
         });
         crate::calls::end_case();
@@ -96,6 +100,7 @@ pub fn worker_main(
                 id: item.id,
                 outcome,
                 duration_s: started.elapsed().as_secs_f64(),
+                footprint: crate::footprint::end_case(),
             },
         )?;
         if retires {
@@ -107,6 +112,27 @@ pub fn worker_main(
         }
     }
     Ok(())
+}
+
+/// Why this process is not the environment `case`'s variant names, if it is not: a variant's
+/// case run in a worker started without its variables would be reported under an id that
+/// says otherwise, so it is the harness's error and never a verdict.
+fn variant_not_here(case: &crate::model::Case) -> Option<String> {
+    let wrong: Vec<String> = case
+        .env
+        .vars()
+        .filter_map(|(name, want)| match std::env::var(name) {
+            Ok(got) if got == want => None,
+            Ok(got) => Some(format!("{name}={got} (the variant sets {want})")),
+            Err(_) => Some(format!("{name} unset (the variant sets {want})")),
+        })
+        .collect();
+    (!wrong.is_empty()).then(|| {
+        format!(
+            "the worker does not run in the case's environment variant: {}",
+            wrong.join(", ")
+        )
+    })
 }
 
 /// A panic in the worker is the harness's bug, not the driver's: tell the parent so before the
@@ -149,5 +175,37 @@ mod tests {
         );
         assert_eq!(one.for_case("nvidia0+cuda0/copy/finish/handoff/n=1"), None);
         assert_eq!(Planting::default().for_case("x"), None);
+    }
+
+    #[test]
+    fn a_variant_case_in_a_worker_without_its_variables_is_refused_naming_them() {
+        let mut case = crate::model::Case {
+            pair: crate::model::Pair {
+                opencl: crate::model::ClDeviceRef {
+                    platform_index: 0,
+                    device_index: 0,
+                    label: "pocl0".into(),
+                },
+                peer: crate::model::Peer::HOST,
+                install: None,
+            },
+            path: crate::model::PathKind::Copy,
+            sync: crate::model::SyncMode::Finish,
+            op: crate::model::Op::Handoff,
+            n: 1,
+            env: Default::default(),
+        };
+        assert_eq!(variant_not_here(&case), None, "the plain environment");
+        // A variable set here to another value (or not at all), and one no environment sets.
+        case.env = crate::model::EnvVariant::new([("HOME", "x")]).unwrap();
+        let why = variant_not_here(&case).expect("HOME is not x here");
+        assert!(why.contains("HOME"), "{why}");
+        assert!(why.contains("(the variant sets x)"), "{why}");
+        case.env = crate::model::EnvVariant::new([("VARIANT_TEST_UNSET_9F2", "1")]).unwrap();
+        let why = variant_not_here(&case).expect("unset");
+        assert_eq!(
+            why,
+            "the worker does not run in the case's environment variant: VARIANT_TEST_UNSET_9F2 unset (the variant sets 1)"
+        );
     }
 }

@@ -337,6 +337,38 @@ fn mi100_expectation_files_load_and_list_applies_them_to_the_mi100_fixture() {
         out.lines()
             .any(|l| l.contains("/device+use-host-ptr/") && l.contains("expect fault"))
     );
+    // The shipped variants run on the hip pair, each case expected as its plain twin: no
+    // warning of a stale rule, and HSA_XNACK=1 keeps the fault (XNACK stays off on an MI100).
+    assert!(!err.contains("matches no case"), "{err}");
+    for segment in [
+        "/env:HSA_ENABLE_SDMA=0",
+        "/env:HSA_XNACK=1",
+        "/env:AMD_SERIALIZE_COPY=3",
+    ] {
+        assert!(
+            out.lines()
+                .any(|l| l.starts_with("rocm0+hip0/") && l.contains(segment)),
+            "{segment}"
+        );
+    }
+    assert!(
+        !out.contains("CUDA_MODULE_LOADING"),
+        "a cuda variant on a hip pair"
+    );
+    let xnack: Vec<&str> = out
+        .lines()
+        .filter(|l| l.contains("/device+use-host-ptr/") && l.contains("/env:HSA_XNACK=1"))
+        .collect();
+    assert!(!xnack.is_empty());
+    for l in xnack {
+        assert!(l.contains("expect fault"), "{l}");
+    }
+    assert!(
+        out.lines().any(|l| l.starts_with("rocm0+hip0/cl-svm-fine/")
+            && l.contains("/env:HSA_ENABLE_SDMA=0")
+            && !l.contains("expect")),
+        "a variant case no rule lists is expected to pass"
+    );
     // Cases no rule lists are expected to pass: no annotation.
     assert!(
         out.lines()

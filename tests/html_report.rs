@@ -39,6 +39,7 @@ fn result(pair: &Pair, path: PathKind, sync: SyncMode, op: Op, n: usize, o: Outc
         sync,
         op,
         n,
+        env: Default::default(),
     };
     let expectation = if is_negative_control(path, sync) {
         Expectation::NegativeControl

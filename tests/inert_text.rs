@@ -46,6 +46,7 @@ fn case(label: &str, op: Op, outcome: Outcome, kernel_log: &[&str]) -> CaseResul
         sync: SyncMode::Finish,
         op,
         n: 64,
+        env: Default::default(),
     };
     let mut r = CaseResult::new(
         case.id(),

@@ -911,6 +911,7 @@ fn workers_run_a_case_on_the_data_its_work_item_names() {
         sync: SyncMode::Finish,
         op: Op::Fft,
         n: 64,
+        env: Default::default(),
     };
     let plan: Vec<Planned> = [DataKind::Seeded, DataKind::Impulse, DataKind::Ones]
         .into_iter()

@@ -312,6 +312,7 @@ fn each_install_s_cases_run_in_workers_that_load_that_install() {
                 sync: SyncMode::Finish,
                 op: Op::Handoff,
                 n: 64,
+                env: Default::default(),
             };
             let mut planned = Planned::case(case.clone(), Expectation::Pass);
             planned.env = pairs::worker_env(&p, &case.pair);

@@ -252,6 +252,7 @@ mod tests {
             sync: SyncMode::Finish,
             op: Op::Handoff,
             n: 1,
+            env: Default::default(),
         };
         let gpu_label = match api {
             Api::Host => case.pair.opencl.label.clone(),

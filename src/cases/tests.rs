@@ -267,3 +267,181 @@ fn columns_count_characters_not_bytes() {
     assert_eq!(e.line, 2, "{e}");
     assert!(e.column <= 15, "a character column, not a byte one: {e}");
 }
+
+fn cuda_pair() -> Pair {
+    Pair {
+        opencl: ClDeviceRef {
+            platform_index: 0,
+            device_index: 0,
+            label: "nvidia0".into(),
+        },
+        peer: Peer {
+            api: Api::Cuda,
+            ordinal: 0,
+        },
+        install: None,
+    }
+}
+
+/// A matrix of one handoff group naming `variants`, after `tables` (`[[variant]]`s).
+fn with_variants(tables: &str, variants: &str) -> String {
+    format!(
+        "version = 1\n[[group]]\npaths = [\"copy\"]\nsyncs = [\"finish\"]\nops = [\"handoff\"]\nsizes = [1, 2]\nvariants = [{variants}]\n{tables}"
+    )
+}
+
+const EAGER: &str = "[[variant]]\nname = \"eager\"\npeers = [\"cuda\"]\nenv = { CUDA_MODULE_LOADING = \"EAGER\" }\n";
+
+#[test]
+fn a_variant_runs_its_groups_on_the_pairs_of_its_peers_with_its_id_segment() {
+    let m = parse(&with_variants(EAGER, "\"eager\"")).unwrap();
+    assert_eq!(m.variants[0].peers, [Api::Cuda]);
+    // The host pair has no such peer: its cases and ids are as without the variant.
+    let host: Vec<String> = m.expand(&[pair()]).iter().map(Case::id).collect();
+    assert_eq!(
+        host,
+        [
+            "pocl0+host/copy/finish/handoff/n=1",
+            "pocl0+host/copy/finish/handoff/n=2"
+        ]
+    );
+    // The plain environment first, then the variant's: each environment's cases together.
+    let cuda: Vec<String> = m.expand(&[cuda_pair()]).iter().map(Case::id).collect();
+    assert_eq!(
+        cuda,
+        [
+            "nvidia0+cuda0/copy/finish/handoff/n=1",
+            "nvidia0+cuda0/copy/finish/handoff/n=2",
+            "nvidia0+cuda0/copy/finish/handoff/n=1/env:CUDA_MODULE_LOADING=EAGER",
+            "nvidia0+cuda0/copy/finish/handoff/n=2/env:CUDA_MODULE_LOADING=EAGER",
+        ]
+    );
+    // Filters see the segment like any other part of the id.
+    let cases = m.expand(&[cuda_pair()]);
+    let only = filter(cases.clone(), &["*/env:CUDA_MODULE_LOADING=EAGER".into()]).unwrap();
+    assert_eq!(only.len(), 2);
+    assert!(only.iter().all(|c| !c.env.is_empty()));
+    let sizes = filter(cases, &["*/n=1".into()]).unwrap();
+    assert_eq!(sizes.len(), 1, "an anchored glob keeps to the plain case");
+}
+
+#[test]
+fn a_group_without_the_variant_runs_only_in_the_plain_environment() {
+    let text = format!(
+        "{}[[group]]\npaths = [\"copy\"]\nsyncs = [\"event\"]\nops = [\"handoff\"]\nsizes = [1]\n",
+        with_variants(EAGER, "\"eager\"")
+    );
+    let ids: Vec<String> = parse(&text)
+        .unwrap()
+        .expand(&[cuda_pair()])
+        .iter()
+        .map(Case::id)
+        .collect();
+    assert!(ids.contains(&"nvidia0+cuda0/copy/event/handoff/n=1".to_string()));
+    assert!(
+        !ids.iter()
+            .any(|i| i.contains("/event/") && i.contains("env:")),
+        "{ids:?}"
+    );
+}
+
+#[test]
+fn malformed_variants_are_errors_at_their_line() {
+    let table = |body: &str| format!("[[variant]]\nname = \"v\"\n{body}\n");
+    for (tables, names, line, says) in [
+        // Lines: the group is 2-7, its `variants` line 7, the first table from line 8.
+        (
+            EAGER.to_string(),
+            "\"eagre\"",
+            7,
+            "no [[variant]] is named `eagre`",
+        ),
+        (EAGER.to_string(), "\"eager\", \"eager\"", 7, "listed twice"),
+        (
+            table("peers = [\"opencl\"]\nenv = { A = \"1\" }"),
+            "\"v\"",
+            10,
+            "unknown peer `opencl`",
+        ),
+        (
+            table("peers = [\"hipp\"]\nenv = { A = \"1\" }"),
+            "\"v\"",
+            10,
+            "unknown peer `hipp`",
+        ),
+        (
+            table("peers = []\nenv = { A = \"1\" }"),
+            "\"v\"",
+            10,
+            "empty `peers`",
+        ),
+        (
+            table("peers = [\"hip\"]\nenv = {}"),
+            "\"v\"",
+            11,
+            "sets no variable",
+        ),
+        (
+            table("peers = [\"hip\"]\nenv = { HSA_ENABLE_SDMA = \"a/b\" }"),
+            "\"v\"",
+            11,
+            "spelled in the case id",
+        ),
+        (
+            table("peers = [\"hip\"]\nenv = { OCL_ICD_VENDORS = \"/tmp\" }"),
+            "\"v\"",
+            11,
+            "clhip's to set",
+        ),
+        (
+            table("peers = [\"hip\"]\nenv = { A = \"1\" }\nflavour = 1"),
+            "\"v\"",
+            12,
+            "unknown field `flavour`",
+        ),
+        (
+            format!("{EAGER}{EAGER}"),
+            "\"eager\"",
+            13,
+            "a second [[variant]] named `eager`",
+        ),
+        (
+            format!("{EAGER}{}", EAGER.replace("\"eager\"", "\"twin\"")),
+            "\"eager\", \"twin\"",
+            15,
+            "the same environment as `eager`",
+        ),
+        // Defined, named by no group: nothing would run under it.
+        (EAGER.to_string(), "", 8, "named by no group"),
+    ] {
+        let e = parse(&with_variants(&tables, names)).unwrap_err();
+        assert_eq!(e.line, line, "{e}");
+        assert!(e.message.contains(says), "{e}");
+        assert!(e.to_string().starts_with("cases/test.toml:"), "{e}");
+    }
+}
+
+#[test]
+fn the_shipped_variants_apply_to_their_vendors_pairs_only() {
+    let m = Matrix::default_matrix();
+    let by_name = |n: &str| m.variants.iter().find(|v| v.name == n).unwrap();
+    for (name, var, peer) in [
+        ("sdma-off", "HSA_ENABLE_SDMA", Api::Hip),
+        ("xnack-on", "HSA_XNACK", Api::Hip),
+        ("serialize-copy", "AMD_SERIALIZE_COPY", Api::Hip),
+        ("module-loading-eager", "CUDA_MODULE_LOADING", Api::Cuda),
+    ] {
+        let v = by_name(name);
+        assert_eq!(v.peers, [peer], "{name}");
+        assert!(v.env.vars().any(|(k, _)| k == var), "{name}");
+        assert!(v.source.is_some(), "{name}: a variant says why it is there");
+    }
+    // The host pair runs what it ran before the variants.
+    assert!(m.expand(&[pair()]).iter().all(|c| c.env.is_empty()));
+    let cuda = m.expand(&[cuda_pair()]);
+    assert!(
+        cuda.iter()
+            .any(|c| c.id().ends_with("/env:CUDA_MODULE_LOADING=EAGER"))
+    );
+    assert!(!cuda.iter().any(|c| c.id().contains("HSA_")));
+}

@@ -45,7 +45,7 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
     // A side that is not a whole run (interrupted, empty for a broken vendor, missing
     // shards, inconsistent) cannot vouch for "no regressions", as `report` exits 1 on it.
     Ok(
-        if d.regressions() > 0 || !a.problems.is_empty() || !b.problems.is_empty() {
+        if d.fails() || !a.problems.is_empty() || !b.problems.is_empty() {
             ExitCode::from(1)
         } else {
             ExitCode::SUCCESS

@@ -20,6 +20,7 @@ fn case_id_is_readable_and_stable() {
         sync: SyncMode::Map,
         op: Op::Fft,
         n: 4096,
+        env: Default::default(),
     };
     assert_eq!(case.id(), "pocl0+host/cl-svm-fine/map/fft/n=4096");
 }
@@ -360,6 +361,7 @@ fn negative_controls_are_no_sync_and_finish_where_the_path_needs_more() {
         sync,
         op: Op::Handoff,
         n: 1,
+        env: Default::default(),
     };
     for path in finish_breaks_a_rule.into_iter().chain(finish_is_enough) {
         let finish = finish_breaks_a_rule.contains(&path);
@@ -436,4 +438,35 @@ fn ops_apply_to_the_peers_that_can_run_them() {
         );
     }
     assert!(Op::Gemm.is_matrix() && Op::Cholesky.is_matrix() && !Op::Placement.is_matrix());
+}
+
+#[test]
+fn a_variant_adds_a_last_segment_and_a_plain_case_keeps_its_id() {
+    let plain = Case {
+        pair: pocl_host(),
+        path: PathKind::Copy,
+        sync: SyncMode::Finish,
+        op: Op::Handoff,
+        n: 4097,
+        env: EnvVariant::default(),
+    };
+    assert_eq!(plain.id(), "pocl0+host/copy/finish/handoff/n=4097");
+    assert_eq!(plain.table(), "pocl0+host");
+    // A results file written before variants existed has no `env`; it reads as the plain one.
+    let mut json = serde_json::to_value(&plain).unwrap();
+    assert!(json.get("env").is_none(), "{json}");
+    assert_eq!(serde_json::from_value::<Case>(json.clone()).unwrap(), plain);
+
+    let sdma = Case {
+        env: EnvVariant::new([("HSA_ENABLE_SDMA", "0")]).unwrap(),
+        ..plain.clone()
+    };
+    assert_eq!(
+        sdma.id(),
+        "pocl0+host/copy/finish/handoff/n=4097/env:HSA_ENABLE_SDMA=0"
+    );
+    assert_eq!(sdma.table(), "pocl0+host env:HSA_ENABLE_SDMA=0");
+    assert_ne!(sdma, plain);
+    json["env"] = serde_json::json!({"HSA_ENABLE_SDMA": "0"});
+    assert_eq!(serde_json::from_value::<Case>(json).unwrap(), sdma);
 }

@@ -90,6 +90,10 @@ pub enum Plant {
     /// OpenCL's write for it is held back until the peer has looked (a GPU still at work).
     /// Every other crossing is synced: the case must fail at that crossing, and there only.
     SkipOneSync,
+    /// At the handover, [`Plant::LEAK_BYTES`] of host memory are written and never freed, as a
+    /// runtime that grew its staging would: the case's footprint must show it, and `diff`
+    /// against a clean run must call it a footprint regression. Its data are untouched.
+    LeakHost,
 }
 
 impl std::str::FromStr for Plant {
@@ -111,9 +115,10 @@ impl std::str::FromStr for Plant {
             "cl-overrun" => Ok(Plant::ClOverrun),
             "peer-overrun" => Ok(Plant::PeerOverrun),
             "skip-one-sync" => Ok(Plant::SkipOneSync),
+            "leak-host" => Ok(Plant::LeakHost),
             "readback-overrun" => Ok(Plant::ReadbackOverrun),
             _ => Err(format!(
-                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer, cl-overrun, peer-overrun, skip-one-sync, readback-overrun)"
+                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer, cl-overrun, peer-overrun, skip-one-sync, readback-overrun, leak-host)"
             )),
         }
     }
@@ -128,6 +133,9 @@ impl Plant {
     /// The bit flipped: the top exponent bit of the real part's f32 (or the pattern word), so
     /// the error is far outside every bound.
     pub const FLIP_BIT: u32 = 1 << 30;
+
+    /// What the `leak-host` plant leaks: 64 MiB, four times the footprint rule's floor.
+    pub const LEAK_BYTES: usize = 64 << 20;
 
     /// The one op a plant is made for; in a case of another op it would plant nothing, so
     /// that case is a skip rather than a pass that proves nothing.
@@ -202,6 +210,12 @@ fn take_output(
             addr: 0x8,
             len: m.len,
         }),
+        Some(Plant::LeakHost) => {
+            // Written, so that it is resident (untouched pages would not count), and kept for
+            // the worker's life, as a leak is.
+            std::mem::forget(vec![0x5Au8; Plant::LEAK_BYTES]);
+            Ok(m.peer)
+        }
         Some(Plant::RocrFault) => {
             let past_end = m.peer.addr as u64 + m.bytes() as u64 + 4096;
             eprintln!(
@@ -548,12 +562,29 @@ fn with_shared<T>(
     len: usize,
     body: impl FnOnce(&mut ClSession, &mut dyn PeerRuntime, &mut Shared) -> Result<T, CaseError>,
 ) -> Result<T, CaseError> {
-    let mut shared = Shared::create(session, peer, case.path, len)?;
+    // The case's footprint is of its crossing: from before its first shared allocation to
+    // after its last release (crate::footprint says why).
+    crate::footprint::crossing_begins(|| device_in_use(peer));
+    let mut shared = match Shared::create(session, peer, case.path, len) {
+        Ok(shared) => shared,
+        Err(e) => {
+            crate::footprint::crossing_ends();
+            return Err(e);
+        }
+    };
+    crate::footprint::after_setup(|| device_in_use(peer));
     let result = body(session, peer, &mut shared);
     let released = shared.release(session, peer);
+    crate::footprint::crossing_ends();
     let value = result?;
     released?;
     Ok(value)
+}
+
+/// The device memory in use on the peer's GPU, for the footprint: None for the host peer, and
+/// where the query fails (the case's own calls report a device that fails).
+fn device_in_use(peer: &mut dyn PeerRuntime) -> Option<u64> {
+    peer.as_device()?.memory_in_use().ok()
 }
 
 /// Put `data` into shared memory with an OpenCL kernel, so that what the peer then reads was

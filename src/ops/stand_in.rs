@@ -337,6 +337,11 @@ impl DeviceRuntime for StandIn {
     fn sticky_fault(&mut self) -> Option<ApiError> {
         None
     }
+
+    fn memory_in_use(&mut self) -> Result<u64, CaseError> {
+        // Its "device" memory is host memory: nothing on any device is in use.
+        Ok(0)
+    }
 }
 
 // ---- the registered paths on OpenCL with the stand-in as their peer ----
@@ -360,6 +365,7 @@ fn registered_case(path: PathKind, sync: SyncMode, n: usize) -> Option<(ClSessio
         path,
         sync,
         op: Op::Handoff,
+        env: Default::default(),
         n,
     };
     let session = ClSession::open(dev).unwrap_or_else(|e| panic!("OpenCL session: {e:?}"));

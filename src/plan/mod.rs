@@ -57,7 +57,7 @@ pub fn planned_cases(
 /// busy: its device runtime's, else its OpenCL device. One GPU seen by several ROCm installs
 /// is one GPU: their cases share its workers.
 pub fn plan_item(probe: &Probe, c: Case, e: Expectation) -> Planned {
-    let env = worker_env(probe, &c.pair);
+    let env = case_env(probe, &c);
     let gpu = match c.pair.peer.api {
         Api::Host => c.pair.opencl.label.clone(),
         _ => c.pair.peer.label(),
@@ -66,6 +66,15 @@ pub fn plan_item(probe: &Probe, c: Case, e: Expectation) -> Planned {
     p.env = env;
     p.gpu = gpu;
     p
+}
+
+/// What the worker of `case` needs in its environment: its pair's ([`worker_env`]), then the
+/// case's environment variant, set last so that it wins where both name a variable (a
+/// variant of `CUDA_DEVICE_MAX_CONNECTIONS`).
+pub fn case_env(probe: &Probe, case: &Case) -> Vec<(String, String)> {
+    let mut env = worker_env(probe, &case.pair);
+    env.extend(case.env.vars().map(|(k, v)| (k.to_string(), v.to_string())));
+    env
 }
 
 /// What a run sets out to run, `plan` being every case its filters select (before any

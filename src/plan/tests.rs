@@ -22,6 +22,7 @@ fn case(probe: &Probe, pair_id: &str, path: PathKind, op: Op, n: usize) -> Case 
         sync: SyncMode::Finish,
         op,
         n,
+        env: Default::default(),
     }
 }
 

@@ -7,10 +7,15 @@
 //! run cannot vouch for the case. A case the new run planned but did not get to (interrupted)
 //! is `not run`, not removed. The fingerprints' differences come first. Whether either file is
 //! a whole run is [`super::judge`]'s to say, as for `report`.
+//!
+//! Footprints are a regression of their own kind: a case whose crossing took more host or
+//! device memory in the new run than [`crate::footprint::grew`] allows over the old is listed
+//! as `footprint`, whatever its outcome did, and fails the diff as a regression does.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
+use crate::footprint::{GROWTH_RULE, Memory, grew, show};
 use crate::model::Verdict;
 use crate::results::CaseResult;
 
@@ -57,6 +62,16 @@ pub struct Moved<'a> {
     pub new: Option<&'a CaseResult>,
 }
 
+/// A case whose memory grew past the footprint rule between the runs.
+#[derive(Debug, Clone)]
+pub struct Growth<'a> {
+    pub id: &'a str,
+    pub memory: Memory,
+    /// The crossing's growth in each run, in bytes.
+    pub old: u64,
+    pub new: u64,
+}
+
 /// The differences between two runs.
 #[derive(Debug)]
 pub struct RunDiff<'a> {
@@ -64,11 +79,25 @@ pub struct RunDiff<'a> {
     pub fingerprint_old: Vec<String>,
     pub fingerprint_new: Vec<String>,
     pub moved: Vec<Moved<'a>>,
+    /// Footprint regressions, in the new run's order.
+    pub footprint: Vec<Growth<'a>>,
+    /// Whether both runs measured any footprint: older results files have none.
+    pub footprints_compared: bool,
 }
 
 impl RunDiff<'_> {
+    /// Outcome regressions; footprint regressions are [`RunDiff::footprint_regressions`].
     pub fn regressions(&self) -> usize {
         self.count(Movement::Regression)
+    }
+
+    pub fn footprint_regressions(&self) -> usize {
+        self.footprint.len()
+    }
+
+    /// Whether the diff should fail (exit 1): a regression of either kind.
+    pub fn fails(&self) -> bool {
+        self.regressions() > 0 || self.footprint_regressions() > 0
     }
 
     pub fn count(&self, m: Movement) -> usize {
@@ -85,7 +114,11 @@ pub fn diff<'a>(old: &'a RunReport, new: &'a RunReport) -> RunDiff<'a> {
     let news: BTreeMap<&str, &CaseResult> =
         new.results.iter().map(|r| (r.id.as_str(), r)).collect();
     let mut moved = Vec::new();
+    let mut footprint = Vec::new();
     for n in &new.results {
+        if let Some(o) = olds.get(n.id.as_str()) {
+            footprint.extend(growths(o, n));
+        }
         let movement = match olds.get(n.id.as_str()) {
             None => Some(Movement::New),
             Some(o) => movement(o, n),
@@ -127,7 +160,32 @@ pub fn diff<'a>(old: &'a RunReport, new: &'a RunReport) -> RunDiff<'a> {
             .cloned()
             .collect(),
         moved,
+        footprint,
+        footprints_compared: measured(old) && measured(new),
     }
+}
+
+fn measured(r: &RunReport) -> bool {
+    r.results.iter().any(|r| r.footprint.is_some())
+}
+
+/// The memories of one case that grew past the rule from `old` to `new`.
+fn growths<'a>(old: &CaseResult, new: &'a CaseResult) -> Vec<Growth<'a>> {
+    let (Some(a), Some(b)) = (&old.footprint, &new.footprint) else {
+        return Vec::new();
+    };
+    [Memory::Host, Memory::Device]
+        .into_iter()
+        .filter_map(|memory| {
+            let (old, new_bytes) = (memory.growth(a)?, memory.growth(b)?);
+            grew(old, new_bytes).then_some(Growth {
+                id: &new.id,
+                memory,
+                old,
+                new: new_bytes,
+            })
+        })
+        .collect()
 }
 
 fn movement(old: &CaseResult, new: &CaseResult) -> Option<Movement> {
@@ -177,8 +235,14 @@ pub(super) fn summary_line(d: &RunDiff) -> String {
         0 => String::new(),
         n => format!(", {n} not run in the new run"),
     };
+    // Runs that measured no footprint (files from before footprints) keep the usual line.
+    let footprint = if d.footprints_compared || !d.footprint.is_empty() {
+        format!(", {} footprint regressions", d.footprint_regressions())
+    } else {
+        String::new()
+    };
     format!(
-        "{} regressions, {} fixes, {} changed, {} new, {} removed{not_run}, {} negative-control races",
+        "{} regressions, {} fixes, {} changed, {} new, {} removed{not_run}, {} negative-control races{footprint}",
         d.count(Movement::Regression),
         d.count(Movement::Fix),
         d.count(Movement::Change),
@@ -186,6 +250,18 @@ pub(super) fn summary_line(d: &RunDiff) -> String {
         d.count(Movement::Removed),
         d.count(Movement::Race)
     )
+}
+
+/// The heading over the footprint regressions: the rule they broke, and what is compared.
+pub(super) fn footprint_heading() -> String {
+    format!(
+        "footprint: memory a case's crossing added (host: peak resident - resident before; device: in use after set-up - before), flagged when {GROWTH_RULE}"
+    )
+}
+
+/// `host 1.2 MiB -> 65.2 MiB`.
+pub(super) fn growth_text(g: &Growth) -> String {
+    format!("{} {} -> {}", g.memory.name(), show(g.old), show(g.new))
 }
 
 /// For a terminal: the fingerprint diff, then the moved cases grouped by path, worst first.
@@ -224,6 +300,17 @@ pub fn render_diff(d: &RunDiff) -> String {
             if !nr.is_empty() {
                 let _ = writeln!(out, "      now: {}", terminal_line(&nr));
             }
+        }
+    }
+    if !d.footprint.is_empty() {
+        let _ = writeln!(out, "\n{}", footprint_heading());
+        for g in &d.footprint {
+            let _ = writeln!(
+                out,
+                "! footprint   {}: {}",
+                terminal_line(g.id),
+                growth_text(g)
+            );
         }
     }
     let _ = writeln!(out, "\n{}", summary_line(d));
@@ -273,6 +360,24 @@ pub fn render_diff_markdown(d: &RunDiff) -> String {
         let header = ["", "movement", "case", "old", "new"].map(Md::text);
         out.push_str(&md_table(&header, &rows));
     }
+    if !d.footprint.is_empty() {
+        let _ = writeln!(out, "\n## Footprint\n\n{}.\n", footprint_heading());
+        let rows: Vec<Vec<Md>> = d
+            .footprint
+            .iter()
+            .map(|g| {
+                vec![
+                    Md::text("!"),
+                    code(g.id),
+                    Md::text(g.memory.name()),
+                    Md::text(&show(g.old)),
+                    Md::text(&show(g.new)),
+                ]
+            })
+            .collect();
+        let header = ["", "case", "memory", "old", "new"].map(Md::text);
+        out.push_str(&md_table(&header, &rows));
+    }
     out
 }
 
@@ -298,7 +403,7 @@ pub(super) fn grouped<'d, 'a>(d: &'d RunDiff<'a>) -> BTreeMap<String, Vec<&'d Mo
 
 #[cfg(test)]
 mod tests {
-    use super::super::tests::{pair, result, sample_report};
+    use super::super::tests::{pair, result, sample_report, under};
     use super::*;
     use crate::model::{Api, ApiError, Op, Outcome, PathKind, Peer, SyncMode};
 
@@ -383,6 +488,162 @@ mod tests {
         let md = render_diff_markdown(&d);
         assert!(md.contains("| ! | regression |"), "{md}");
         assert!(md.contains("2 regressions, 1 fixes"), "{md}");
+    }
+
+    #[test]
+    fn a_variants_case_is_diffed_apart_from_its_plain_twin() {
+        let p = pair(
+            "rocm0",
+            Peer {
+                api: Api::Hip,
+                ordinal: 0,
+            },
+        );
+        let c = |outcome| {
+            result(
+                &p,
+                PathKind::Copy,
+                SyncMode::Finish,
+                Op::Handoff,
+                4097,
+                outcome,
+            )
+        };
+        let sdma = [("HSA_ENABLE_SDMA", "0")];
+        let old = run(vec![c(Outcome::pass()), under(c(Outcome::pass()), &sdma)]);
+        let new = run(vec![c(Outcome::pass()), under(c(fault()), &sdma)]);
+        let d = diff(&old, &new);
+        assert_eq!(d.regressions(), 1);
+        assert_eq!(
+            d.moved[0].id,
+            "rocm0+hip0/copy/finish/handoff/n=4097/env:HSA_ENABLE_SDMA=0"
+        );
+        let text = render_diff(&d);
+        assert!(
+            text.contains(
+                "! regression  rocm0+hip0/copy/finish/handoff/n=4097/env:HSA_ENABLE_SDMA=0: pass -> fault"
+            ),
+            "{text}"
+        );
+        // A variant the new run no longer has is removed, not matched to the plain case.
+        let plain_only = run(vec![c(Outcome::pass())]);
+        let d = diff(&old, &plain_only);
+        assert_eq!(d.count(Movement::Removed), 1);
+        assert_eq!(d.regressions(), 0);
+    }
+
+    fn measured(mut r: CaseResult, host: (u64, u64), device: Option<(u64, u64)>) -> CaseResult {
+        r.footprint = Some(crate::footprint::Footprint {
+            host_before: host.0,
+            host_peak: Some(host.0 + host.1),
+            device_before: device.map(|d| d.0),
+            device_after_setup: device.map(|d| d.0 + d.1),
+        });
+        r
+    }
+
+    #[test]
+    fn memory_grown_past_the_rule_is_a_footprint_regression_of_its_own() {
+        const MIB: u64 = 1 << 20;
+        let p = pair(
+            "nvidia0",
+            Peer {
+                api: Api::Cuda,
+                ordinal: 0,
+            },
+        );
+        let c = |path| result(&p, path, SyncMode::Finish, Op::Fft, 4096, Outcome::pass());
+        let old = run(vec![
+            measured(
+                c(PathKind::Copy),
+                (500 * MIB, 2 * MIB),
+                Some((400 * MIB, MIB)),
+            ),
+            measured(
+                c(PathKind::ClSvmCoarse),
+                (900 * MIB, 2 * MIB),
+                Some((400 * MIB, 32 * MIB)),
+            ),
+            measured(c(PathKind::ClSvmFine), (500 * MIB, 4 * MIB), None),
+            c(PathKind::DeviceUseHostPtr),
+        ]);
+        let new = run(vec![
+            // Host: 2 MiB -> 66 MiB, past both; the worker's history (host_before) moved too,
+            // which is not the case's.
+            measured(
+                c(PathKind::Copy),
+                (700 * MIB, 66 * MIB),
+                Some((400 * MIB, MIB)),
+            ),
+            // Device: a staging copy per buffer, 32 -> 64 MiB.
+            measured(
+                c(PathKind::ClSvmCoarse),
+                (900 * MIB, 2 * MIB),
+                Some((400 * MIB, 64 * MIB)),
+            ),
+            // Doubled, but by 4 MiB: noise.
+            measured(c(PathKind::ClSvmFine), (500 * MIB, 8 * MIB), None),
+            // Not measured in the old run: nothing to compare.
+            measured(c(PathKind::DeviceUseHostPtr), (500 * MIB, 900 * MIB), None),
+        ]);
+        let d = diff(&old, &new);
+        assert_eq!(d.regressions(), 0, "no outcome moved");
+        let flagged: Vec<(&str, Memory)> = d.footprint.iter().map(|g| (g.id, g.memory)).collect();
+        assert_eq!(
+            flagged,
+            [
+                ("nvidia0+cuda0/copy/finish/fft/n=4096", Memory::Host),
+                (
+                    "nvidia0+cuda0/cl-svm-coarse/finish/fft/n=4096",
+                    Memory::Device
+                ),
+            ]
+        );
+        assert!(d.fails(), "a footprint regression fails the diff");
+        let text = render_diff(&d);
+        assert!(
+            text.contains(
+                "! footprint   nvidia0+cuda0/copy/finish/fft/n=4096: host 2.0 MiB -> 66.0 MiB"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("flagged when new > 1.5 x old and new - old > 16 MiB"),
+            "{text}"
+        );
+        assert!(text.contains(", 2 footprint regressions"), "{text}");
+        let md = render_diff_markdown(&d);
+        assert!(
+            md.contains("| ! | `nvidia0+cuda0/cl-svm-coarse/finish/fft/n=4096` | device | 32.0 MiB | 64.0 MiB |"),
+            "{md}"
+        );
+        // The same runs the other way round: memory that shrank is no regression.
+        let back = diff(&new, &old);
+        assert!(back.footprint.is_empty() && !back.fails());
+        assert!(summary_line(&back).ends_with(", 0 footprint regressions"));
+    }
+
+    #[test]
+    fn runs_without_footprints_keep_the_usual_summary() {
+        let p = pair("pocl0", Peer::HOST);
+        let c = || {
+            result(
+                &p,
+                PathKind::Copy,
+                SyncMode::Finish,
+                Op::Fft,
+                64,
+                Outcome::pass(),
+            )
+        };
+        let (old, new) = (run(vec![c()]), run(vec![c()]));
+        let d = diff(&old, &new);
+        assert!(!d.footprints_compared && !d.fails());
+        assert!(
+            !summary_line(&d).contains("footprint"),
+            "{}",
+            summary_line(&d)
+        );
     }
 
     #[test]

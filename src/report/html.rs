@@ -17,7 +17,7 @@ use crate::model::{BIT_EXACT, Expectation, FailReason, Outcome, Verdict, is_nega
 use crate::model::{Op, PathKind, SyncMode};
 use crate::results::CaseResult;
 
-use super::diff::{Movement, RunDiff, grouped, summary_line};
+use super::diff::{Movement, RunDiff, footprint_heading, grouped, summary_line};
 use super::figure::Figure;
 use super::json::{RunReport, RunStatus, closing_line};
 use super::markdown::{fingerprint_rows, is_measurement, shell_words};
@@ -25,6 +25,7 @@ use super::matrix::{
     Agreement, Cell, Grouped, InstallComparison, PairTable, compare_installs, expectation_label,
     group, is_problem, label, mark, rerun_notes, severity,
 };
+use crate::footprint::show;
 
 /// What each label means, in legend order; its colour is the `o-LABEL` class.
 const LEGEND: [(&str, &str); 9] = [
@@ -368,7 +369,8 @@ fn pair_section(m: &PairMatrix<'_>) -> Markup {
         .filter_map(|c| Some((c.note?, c)))
         .collect();
     html! {
-        section.pair id={ "pair-" (shown(pair)) } {
+        // An id has no spaces: a variant's table (`pair env:...`) joins them with `-`.
+        section.pair id={ "pair-" (shown(&pair.replace(' ', "-"))) } {
             "\n" h2 { (shown(pair)) } "\n"
             table.matrix {
                 "\n"
@@ -810,6 +812,33 @@ pub fn render_diff_html(d: &RunDiff, old: (&str, &RunReport), new: (&str, &RunRe
                                         }
                                     }
                                 }
+                            }
+                            "\n"
+                        }
+                    }
+                    "\n"
+                }
+                "\n"
+            }
+            "\n\n"
+        }
+        @if !d.footprint.is_empty() {
+            section #footprint {
+                "\n" h2 { "Footprint" } "\n"
+                p { (footprint_heading()) "." } "\n"
+                table.list.diff {
+                    "\n"
+                    thead { tr { th {} th { "case" } th { "memory" } th { "old" } th { "new" } } }
+                    "\n"
+                    tbody {
+                        "\n"
+                        @for g in &d.footprint {
+                            tr.mv-regression data-case=(shown(g.id)) {
+                                td { "!" }
+                                td { code { (shown(g.id)) } }
+                                td { (g.memory.name()) }
+                                td { (show(g.old)) }
+                                td { (show(g.new)) }
                             }
                             "\n"
                         }

@@ -144,6 +144,7 @@ pub fn render_markdown(report: &RunReport) -> String {
                 .join(", ")
         );
     }
+    out.push_str(&footprint_markdown(&report.results));
     let measured = measured(&report.results);
     if !measured.is_empty() {
         out.push_str(
@@ -157,6 +158,62 @@ pub fn render_markdown(report: &RunReport) -> String {
             .collect();
         out.push_str(&md_table(&[Md::text("case"), Md::text("note")], &rows));
     }
+    out
+}
+
+/// Cases shown in the footprint table.
+const FOOTPRINT_ROWS: usize = 10;
+
+/// The cases whose crossing added the most memory, host or device, with the worker's peak and
+/// the device memory in use after set-up; nothing where no case was measured.
+fn footprint_markdown(results: &[CaseResult]) -> String {
+    use crate::footprint::show;
+    let mut measured: Vec<(&CaseResult, &crate::footprint::Footprint)> = results
+        .iter()
+        .filter_map(|r| Some((r, r.footprint.as_ref()?)))
+        .collect();
+    if measured.is_empty() {
+        return String::new();
+    }
+    let most = |f: &crate::footprint::Footprint| {
+        f.host_growth()
+            .unwrap_or(0)
+            .max(f.device_growth().unwrap_or(0))
+    };
+    // Largest first; equal ones in the run's order.
+    measured.sort_by_key(|(_, f)| std::cmp::Reverse(most(f)));
+    let bytes = |b: Option<u64>| b.map_or(Md::markup("-"), |b| Md::text(&show(b)));
+    let rows: Vec<Vec<Md>> = measured
+        .iter()
+        .take(FOOTPRINT_ROWS)
+        .map(|(r, f)| {
+            vec![
+                code(&r.id),
+                bytes(f.host_growth()),
+                bytes(f.host_peak),
+                bytes(f.device_growth()),
+                bytes(f.device_after_setup),
+            ]
+        })
+        .collect();
+    let mut out = format!(
+        "\n## Footprint\n\nThe {} of {} measured cases whose crossing added the most memory: host \
+         growth is the worker's peak resident memory during the crossing less its resident memory \
+         before it; device growth is the GPU's memory in use after set-up less before it (the \
+         whole GPU's, other processes included); `-` where nothing was measured (a host peer \
+         has no device memory).\n\n",
+        rows.len(),
+        measured.len()
+    );
+    let header = [
+        "case",
+        "host growth",
+        "worker peak",
+        "device growth",
+        "device in use after set-up",
+    ]
+    .map(Md::text);
+    out.push_str(&md_table(&header, &rows));
     out
 }
 

@@ -173,7 +173,7 @@ pub(super) fn group(results: &[CaseResult]) -> Grouped<'_> {
     for r in results {
         match &r.work {
             Work::Case(case) => pairs
-                .entry(case.pair.id())
+                .entry(case.table())
                 .or_default()
                 .rows
                 .entry((case.path, case.sync))
@@ -187,10 +187,11 @@ pub(super) fn group(results: &[CaseResult]) -> Grouped<'_> {
     Grouped { pairs, mocks }
 }
 
-/// The group a result is shown and reported under: its pair, or `mock`.
+/// The group a result is shown and reported under: its pair (with its environment variant,
+/// if any), or `mock`.
 pub(super) fn group_of(work: &Work) -> String {
     match work {
-        Work::Case(case) => case.pair.id(),
+        Work::Case(case) => case.table(),
         Work::Mock(_) => "mock".to_string(),
     }
 }
@@ -356,7 +357,9 @@ pub(super) fn compare_installs(results: &[CaseResult]) -> Vec<InstallComparison<
     for r in results {
         let Some(case) = r.work.case() else { continue };
         let p = &case.pair;
-        if p.install.is_none() {
+        // Installs are compared in the plain environment; a variant's cases are in each
+        // install's own table.
+        if p.install.is_none() || !case.env.is_empty() {
             continue;
         }
         let (installs, cases) = gpus

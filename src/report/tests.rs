@@ -38,6 +38,7 @@ pub(super) fn result(
         sync,
         op,
         n,
+        env: Default::default(),
     };
     let expectation = if is_negative_control(path, sync) {
         Expectation::NegativeControl
@@ -45,6 +46,15 @@ pub(super) fn result(
         Expectation::Pass
     };
     CaseResult::new(case.id(), Work::Case(case), outcome, expectation, 0.25)
+}
+
+/// `r` as the same case under an environment variant of `vars`.
+pub(super) fn under(mut r: CaseResult, vars: &[(&str, &str)]) -> CaseResult {
+    if let Work::Case(case) = &mut r.work {
+        case.env = crate::model::EnvVariant::new(vars.iter().copied()).unwrap();
+        r.id = case.id();
+    }
+    r
 }
 
 pub(super) fn mismatch(what: &str) -> Outcome {
@@ -576,4 +586,91 @@ fn installs_are_compared_case_by_case_and_a_planted_difference_is_marked() {
     // A run of one install has no comparison at all.
     assert!(compare_installs(&sample_results()).is_empty());
     assert!(!render_markdown(&sample_report()).contains("Across ROCm installs"));
+}
+
+#[test]
+fn the_markdown_lists_the_largest_footprints_and_absent_is_not_zero() {
+    let host = pair("pocl0", Peer::HOST);
+    let c = |n| {
+        result(
+            &host,
+            PathKind::Copy,
+            SyncMode::Finish,
+            Op::Fft,
+            n,
+            Outcome::pass(),
+        )
+    };
+    let mut small = c(64);
+    small.footprint = Some(crate::footprint::Footprint {
+        host_before: 100 << 20,
+        host_peak: Some(101 << 20),
+        device_before: None,
+        device_after_setup: None,
+    });
+    let mut big = c(4096);
+    big.footprint = Some(crate::footprint::Footprint {
+        host_before: 100 << 20,
+        host_peak: Some(164 << 20),
+        device_before: None,
+        device_after_setup: None,
+    });
+    let mut report = sample_report();
+    report.results = vec![small, big, c(128)];
+    let md = render_markdown(&report);
+    let table = md
+        .split("## Footprint")
+        .nth(1)
+        .expect("a footprint section");
+    assert!(table.contains("The 2 of 2 measured cases"), "{table}");
+    let first = table.find("n=4096").unwrap();
+    let second = table.find("n=64").unwrap();
+    assert!(first < second, "largest first: {table}");
+    assert!(
+        table.contains("| `pocl0+host/copy/finish/fft/n=4096` | 64.0 MiB | 164.0 MiB | - | - |"),
+        "{table}"
+    );
+    // Nothing measured: no section.
+    report.results = vec![c(128)];
+    assert!(!render_markdown(&report).contains("## Footprint"));
+}
+
+#[test]
+fn a_variants_cases_get_a_table_of_their_own() {
+    let hip = pair(
+        "rocm0",
+        Peer {
+            api: Api::Hip,
+            ordinal: 0,
+        },
+    );
+    let plain = result(
+        &hip,
+        PathKind::Copy,
+        SyncMode::Finish,
+        Op::Handoff,
+        4097,
+        Outcome::pass(),
+    );
+    let sdma = under(
+        result(
+            &hip,
+            PathKind::Copy,
+            SyncMode::Finish,
+            Op::Handoff,
+            4097,
+            mismatch("x"),
+        ),
+        &[("HSA_ENABLE_SDMA", "0")],
+    );
+    let text = render_matrix(&[plain, sdma]);
+    let tables: Vec<&str> = text.lines().filter(|l| l.starts_with("rocm0")).collect();
+    assert_eq!(
+        tables,
+        ["rocm0+hip0", "rocm0+hip0 env:HSA_ENABLE_SDMA=0"],
+        "{text}"
+    );
+    // The variant's fail is its own table's, not the plain table's worst outcome.
+    let plain_table = text.split("rocm0+hip0 env:").next().unwrap();
+    assert!(!plain_table.contains("fail"), "{text}");
 }

@@ -242,10 +242,13 @@ impl Workers {
                     sync: c.sync,
                     op: c.op,
                     n: c.n,
+                    env: c.env.clone(),
                 };
                 let e = Baseline::unbaselined(&real);
                 let mut p = Planned::case(real, e);
                 p.env = self.env.clone();
+                p.env
+                    .extend(c.env.vars().map(|(k, v)| (k.to_string(), v.to_string())));
                 if !data.is_seeded() {
                     // One plan may hold a case on several data: each its own id.
                     p.id = format!("{} data={data}", p.id);

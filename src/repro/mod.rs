@@ -29,15 +29,16 @@ use std::fmt;
 use anyhow::{Context, bail};
 
 use crate::generate::DataKind;
-use crate::model::{Api, Op, OutcomeKind, PathKind, Peer, SyncMode};
+use crate::model::{Api, EnvVariant, Op, OutcomeKind, PathKind, Peer, SyncMode};
 use crate::ops::{Plant, data_seed};
 use crate::paths::PathFacts;
 
 pub use make::{Made, Request, make};
 pub use shrink::{RunCases, Shrunk, SimplerData, candidates, has_data, shrink, simplify_data};
 
-/// A case as its id names it: the OpenCL device by its label, the peer, path, sync, op and
-/// size. The reproducer needs no more (it finds the device by the label rule).
+/// A case as its id names it: the OpenCL device by its label, the peer, path, sync, op, size
+/// and environment variant. The reproducer needs no more (it finds the device by the label
+/// rule).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReproCase {
     /// `pocl0`, `nvidia0`.
@@ -47,6 +48,8 @@ pub struct ReproCase {
     pub sync: SyncMode,
     pub op: Op,
     pub n: usize,
+    /// The variables the case ran under (`/env:...` in its id); empty: the plain environment.
+    pub env: EnvVariant,
 }
 
 impl fmt::Display for ReproCase {
@@ -60,19 +63,35 @@ impl fmt::Display for ReproCase {
             self.sync,
             self.op,
             self.n
-        )
+        )?;
+        if !self.env.is_empty() {
+            write!(f, "/{}", self.env.id_segment())?;
+        }
+        Ok(())
     }
 }
 
 impl ReproCase {
-    /// Parse `pair/path/sync/op/n=N`, e.g. `pocl0+host/use-host-ptr/map/handoff/n=4097`, and
-    /// check that the combination is one clhip runs.
+    /// Parse `pair/path/sync/op/n=N[/env:NAME=value+...]`, e.g.
+    /// `pocl0+host/use-host-ptr/map/handoff/n=4097`, and check that the combination is one
+    /// clhip runs.
     pub fn parse(id: &str) -> anyhow::Result<Self> {
         let usage = "a case id reads `<opencl label>+<peer>/<path>/<sync>/<op>/n=<size>`, \
+                     with `/env:NAME=value+...` after it for an environment variant, \
                      e.g. `pocl0+host/use-host-ptr/map/handoff/n=4097` (`clhip list` prints them)";
         let parts: Vec<&str> = id.split('/').collect();
-        let [pair, path, sync, op, size] = parts[..] else {
-            bail!("case id `{id}`: {usage}");
+        let (pair, path, sync, op, size, env) = match parts[..] {
+            [pair, path, sync, op, size] => (pair, path, sync, op, size, EnvVariant::default()),
+            [pair, path, sync, op, size, env] => (
+                pair,
+                path,
+                sync,
+                op,
+                size,
+                EnvVariant::parse_segment(env)
+                    .map_err(|e| anyhow::anyhow!("case id `{id}`: {e}"))?,
+            ),
+            _ => bail!("case id `{id}`: {usage}"),
         };
         let (cl_label, peer) = pair
             .split_once('+')
@@ -101,6 +120,7 @@ impl ReproCase {
             sync,
             op,
             n,
+            env,
         };
         case.validate()
             .with_context(|| format!("case id `{id}` names no case clhip runs"))?;
@@ -320,9 +340,10 @@ pub fn generate(
         c_comment(&format!("{text}Driver fingerprint: README.md\n"))
     );
     let readme = format!(
-        "# Reproducer: {}\n\n{}\nBuild with `./build.sh`, run `./repro`.\n",
+        "# Reproducer: {}\n\n{}\nBuild with `./build.sh`, run `{}./repro`.\n",
         crate::escape::markdown_text(&case.to_string()),
-        crate::escape::markdown_fence("", &format!("{text}{}", fingerprint_text(header)))
+        crate::escape::markdown_fence("", &format!("{text}{}", fingerprint_text(header))),
+        run_prefix(case),
     );
     Ok(Reproducer {
         source,
@@ -368,11 +389,28 @@ fn header_text(
              (--plant skip-sync): this program should see a stale read and exit non-zero.\n",
         );
     }
+    if !case.env.is_empty() {
+        t.push_str(&format!(
+            "Environment: clhip ran the case with {} set; run the program so too.\n",
+            case.env
+        ));
+    }
+    t.push_str(&format!(
+        "Build: ./build.sh; run: {}./repro.",
+        run_prefix(case)
+    ));
     t.push_str(
-        "Build: ./build.sh; run: ./repro. Exit 0: pass; 1: wrong data (clhip: fail); 2: an API\n  \
+        " Exit 0: pass; 1: wrong data (clhip: fail); 2: an API\n  \
          call refused (unsupported); 3: a device memory fault (fault); a signal: a crash.\n",
     );
     t
+}
+
+/// What goes before `./repro` on the command line: the case's variables (`HSA_ENABLE_SDMA=0 `),
+/// or nothing. Names and values are plain characters ([`EnvVariant`] holds them to that), so
+/// the line needs no quoting.
+fn run_prefix(case: &ReproCase) -> String {
+    case.env.vars().map(|(k, v)| format!("{k}={v} ")).collect()
 }
 
 /// The driver fingerprint's lines, for README.md.
@@ -438,4 +476,63 @@ pub fn template_section(name: &str) -> &'static str {
 /// the test that compares it word for word with `generate`.
 pub fn generator_source(kind: DataKind) -> String {
     emit::generator_source(kind)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_environment_variant_is_part_of_the_id_and_of_the_run_line() {
+        let id = "rocm0+hip0/copy/finish/handoff/n=4097/env:HSA_ENABLE_SDMA=0";
+        let case = ReproCase::parse(id).unwrap();
+        assert_eq!(case.to_string(), id);
+        // Shrinking keeps the environment: a smaller case of another one is another case.
+        assert_eq!(
+            case.with_n(1).to_string(),
+            "rocm0+hip0/copy/finish/handoff/n=1/env:HSA_ENABLE_SDMA=0"
+        );
+        let plain = ReproCase::parse("rocm0+hip0/copy/finish/handoff/n=4097").unwrap();
+        assert!(plain.env.is_empty());
+        assert_eq!(plain.to_string(), "rocm0+hip0/copy/finish/handoff/n=4097");
+
+        let made = generate(&case, DataKind::Seeded, &Header::default(), None).unwrap();
+        assert!(
+            made.source
+                .contains("run: HSA_ENABLE_SDMA=0 ./repro. Exit 0"),
+            "{}",
+            made.source
+        );
+        assert!(
+            made.readme
+                .contains("Build with `./build.sh`, run `HSA_ENABLE_SDMA=0 ./repro`."),
+            "{}",
+            made.readme
+        );
+        let plain = generate(&plain, DataKind::Seeded, &Header::default(), None).unwrap();
+        assert!(plain.source.contains("run: ./repro. Exit 0"));
+        assert!(!plain.source.contains("Environment:"));
+
+        for (bad, says) in [
+            (
+                "rocm0+hip0/copy/finish/handoff/n=1/HSA_ENABLE_SDMA=0",
+                "expected `env:",
+            ),
+            (
+                "rocm0+hip0/copy/finish/handoff/n=1/env:B=1+A=0",
+                "byte order",
+            ),
+            (
+                "rocm0+hip0/copy/finish/handoff/n=1/env:hsa=0",
+                "no variable name",
+            ),
+            (
+                "rocm0+hip0/copy/finish/handoff/n=1/env:A=1/x",
+                "a case id reads",
+            ),
+        ] {
+            let e = format!("{:#}", ReproCase::parse(bad).unwrap_err());
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 }

@@ -79,6 +79,8 @@ pub(super) struct Session<'s, 'q> {
     /// A GPU memory fault the kernel logged for this worker during the running case, and how
     /// far into the case it was seen.
     pub(super) kernel_fault: Option<(Duration, crate::kmsg::KernelFault)>,
+    /// The footprint the worker's `done` brought, for the result it closes.
+    pub(super) footprint: Option<crate::footprint::Footprint>,
 }
 
 impl<'s, 'q> Session<'s, 'q> {
@@ -116,6 +118,7 @@ impl<'s, 'q> Session<'s, 'q> {
             kernel_log: KernelLog::start(),
             kernel_log_seen: Instant::now(),
             kernel_fault: None,
+            footprint: None,
         })
     }
 
@@ -273,6 +276,7 @@ impl<'s, 'q> Session<'s, 'q> {
                 id,
                 outcome,
                 duration_s,
+                footprint,
             } => {
                 if !self.running || self.batch[self.next].id != id {
                     return self.protocol_error(
@@ -282,6 +286,7 @@ impl<'s, 'q> Session<'s, 'q> {
                         results,
                     );
                 }
+                self.footprint = footprint;
                 self.record(outcome, duration_s, opts, on_event, results);
                 self.feed_next(opts);
                 self.fill_spare(opts, on_event);
@@ -375,6 +380,8 @@ impl<'s, 'q> Session<'s, 'q> {
             planned.expectation,
             duration_s,
         );
+        // Only a `done` brings one: a case the runner closes (a crash, a timeout) has none.
+        result.footprint = self.footprint.take();
         if bad_end {
             let lines = self.kernel_log.since_start();
             result.kernel_log = crate::kmsg::of_group(lines, self.worker.pid());

@@ -54,6 +54,7 @@ fn a_fault_is_laid_to_the_peer_api_unless_the_peer_is_the_host() {
         sync: SyncMode::Finish,
         op: Op::Handoff,
         n: 64,
+        env: Default::default(),
     };
     let api_of = |case: Option<&Case>| {
         // Killed by SIGABRT, as ROCr aborts after printing its fault line.

@@ -273,4 +273,8 @@ pub trait DeviceRuntime: PeerRuntime {
     /// call fails with it). Asked after each case, so that a fault a library reported under
     /// another name (CUBLAS_STATUS_EXECUTION_FAILED) is called a fault, and the worker stops.
     fn sticky_fault(&mut self) -> Option<ApiError>;
+
+    /// Bytes in use on the whole device now, by every process: total - free from
+    /// cuMemGetInfo / hipMemGetInfo (a case's footprint).
+    fn memory_in_use(&mut self) -> Result<u64, CaseError>;
 }

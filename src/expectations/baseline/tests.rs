@@ -71,3 +71,36 @@ fn negative_controls_get_their_expectation() {
     c.sync = SyncMode::Finish;
     assert_eq!(b.expectation(&c), Expectation::Pass);
 }
+
+#[test]
+fn a_variant_case_round_trips_through_a_baseline_line() {
+    let case = Case {
+        pair: pair(),
+        path: crate::model::PathKind::Copy,
+        sync: SyncMode::Finish,
+        op: crate::model::Op::Handoff,
+        n: 64,
+        env: crate::model::EnvVariant::new([("HSA_XNACK", "1"), ("AMD_SERIALIZE_COPY", "3")])
+            .unwrap(),
+    };
+    let result = crate::results::CaseResult::new(
+        case.id(),
+        crate::results::Work::Case(case.clone()),
+        crate::model::Outcome::unsupported("no"),
+        Expectation::Pass,
+        0.1,
+    );
+    let text = Baseline::from_results(&[result], "a run");
+    // One comma per line: the variant's variables are joined otherwise.
+    assert!(
+        text.contains(
+            "pocl0+host/copy/finish/handoff/n=64/env:AMD_SERIALIZE_COPY=3+HSA_XNACK=1,unsupported\n"
+        ),
+        "{text}"
+    );
+    let b = Baseline::parse(Path::new("b.csv"), &text).unwrap();
+    assert_eq!(
+        b.expectation(&case),
+        Expectation::Known(OutcomeKind::Unsupported)
+    );
+}

@@ -183,6 +183,12 @@ impl<T: GpuDevice> DeviceRuntime for T {
             _ => None,
         }
     }
+
+    fn memory_in_use(&mut self) -> Result<u64, CaseError> {
+        self.bind()?;
+        let (free, total) = self.device_memory()?;
+        Ok(u64::try_from(total.saturating_sub(free)).unwrap_or(u64::MAX))
+    }
 }
 
 #[cfg(test)]
@@ -308,8 +314,9 @@ mod tests {
             self.refused("has_managed_memory").map(|()| self.managed)
         }
 
-        fn free_device_memory(&self) -> Result<usize, CaseError> {
-            self.refused("free_device_memory").map(|()| self.free_bytes)
+        fn device_memory(&self) -> Result<(usize, usize), CaseError> {
+            self.refused("device_memory")
+                .map(|()| (self.free_bytes, self.free_bytes + 4096))
         }
 
         fn alloc_managed(&self, _: usize) -> Result<usize, CaseError> {
@@ -573,7 +580,7 @@ mod tests {
         let calls = [
             "bind",
             "has_managed_memory",
-            "free_device_memory",
+            "device_memory",
             "alloc_managed",
         ];
         assert_eq!(f.calls(), calls);

@@ -46,8 +46,8 @@ pub(crate) trait GpuMemory: GpuCore {
     /// Page-locked host memory, mapped into the device's address space.
     fn alloc_pinned(&self, bytes: usize) -> Result<usize, CaseError>;
     fn has_managed_memory(&self) -> Result<bool, CaseError>;
-    /// Bytes free on the device now.
-    fn free_device_memory(&self) -> Result<usize, CaseError>;
+    /// Bytes free on the device now, and its total (cuMemGetInfo / hipMemGetInfo).
+    fn device_memory(&self) -> Result<(usize, usize), CaseError>;
     fn alloc_managed(&self, bytes: usize) -> Result<usize, CaseError>;
     /// An `Exportable` allocation of at least `bytes` with a POSIX-fd shareable handle: the
     /// backend's VMM check, allocation properties, granularity and create, then
@@ -125,7 +125,7 @@ pub(crate) fn allocate(
             }
             // Oversubscribed managed memory can hang the GPU, not only this process: never ask
             // for more than is free on the device now.
-            let free = g.free_device_memory()?;
+            let (free, _) = g.device_memory()?;
             if bytes > free {
                 return Err(CaseError::unsupported(format!(
                     "managed allocation of {bytes} bytes exceeds the {free} bytes free"

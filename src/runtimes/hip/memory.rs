@@ -114,12 +114,12 @@ impl GpuMemory for HipPeer {
         Ok(managed.refused("managed memory query")? != 0)
     }
 
-    fn free_device_memory(&self) -> Result<usize, CaseError> {
+    fn device_memory(&self) -> Result<(usize, usize), CaseError> {
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: live out-parameters.
         unsafe { hip_call!(&self.hip, hipMemGetInfo(&mut free, &mut total)) }
             .refused("device memory query")?;
-        Ok(free)
+        Ok((free, total))
     }
 
     fn alloc_managed(&self, bytes: usize) -> Result<usize, CaseError> {
