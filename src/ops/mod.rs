@@ -70,6 +70,12 @@ pub enum Plant {
     /// `handoff` cases: one word flipped after the peer's last rewrite, so OpenCL's last check
     /// alone sees it: the case must fail there, at that word.
     FlipAfterPeer,
+    /// A shape-dependent corruption, the kind `clhip explore` exists to find: one bit of the
+    /// first word past a 2 MiB boundary is flipped where the peer takes OpenCL's output, only
+    /// when the shared memory straddles that boundary (its bytes, from offset 0 of its
+    /// allocation, run past [`Plant::STRADDLE_BOUNDARY`]). Every smaller shape passes.
+    #[serde(rename = "straddle-2mib")]
+    Straddle2Mib,
 }
 
 impl std::str::FromStr for Plant {
@@ -88,8 +94,9 @@ impl std::str::FromStr for Plant {
             "skip-check-kernel" => Ok(Plant::SkipCheckKernel),
             "stale-correct" => Ok(Plant::StaleCorrect),
             "flip-after-peer" => Ok(Plant::FlipAfterPeer),
+            "straddle-2mib" => Ok(Plant::Straddle2Mib),
             _ => Err(format!(
-                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer)"
+                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer, straddle-2mib)"
             )),
         }
     }
@@ -104,6 +111,15 @@ impl Plant {
     /// The bit flipped: the top exponent bit of the real part's f32 (or the pattern word), so
     /// the error is far outside every bound.
     pub const FLIP_BIT: u32 = 1 << 30;
+
+    /// The boundary the `straddle-2mib` plant fires on: 2 MiB, a huge page.
+    pub const STRADDLE_BOUNDARY: usize = 2 << 20;
+
+    /// The 32-bit word the `straddle-2mib` plant flips in memory of `bytes` bytes: the first
+    /// past the boundary, if the memory reaches past it.
+    pub fn straddle_word(bytes: usize) -> Option<usize> {
+        (bytes > Self::STRADDLE_BOUNDARY).then_some(Self::STRADDLE_BOUNDARY / 4)
+    }
 
     /// The one op a plant is made for; in a case of another op it would plant nothing, so
     /// that case is a skip rather than a pass that proves nothing.
@@ -167,6 +183,12 @@ fn take_output(
     match plant {
         Some(Plant::FlipElement) => {
             peer.flip_bit(m.peer, 2 * Plant::flip_index(m.len), Plant::FLIP_BIT)?;
+            Ok(m.peer)
+        }
+        Some(Plant::Straddle2Mib) => {
+            if let Some(word) = Plant::straddle_word(m.bytes()) {
+                peer.flip_bit(m.peer, word, Plant::FLIP_BIT)?;
+            }
             Ok(m.peer)
         }
         Some(Plant::BadPointer) => Ok(PeerPtr {
@@ -583,5 +605,19 @@ mod tests {
         assert_ne!(data_seed(1, Op::Fft, 4), data_seed(2, Op::Fft, 4));
         // Pinned: a change here changes every case's data, which invalidates recorded runs.
         assert_eq!(data_seed(24301, Op::Handoff, 1), 0x4fa5_18b1_1c2c_e523);
+    }
+
+    /// Memory that ends at 2 MiB exactly is not touched; one element more, and the first word
+    /// past the boundary is.
+    #[test]
+    fn the_straddle_plant_fires_only_past_2_mib() {
+        assert_eq!(Plant::straddle_word(0), None);
+        assert_eq!(Plant::straddle_word(2 << 20), None);
+        assert_eq!(Plant::straddle_word((2 << 20) + 8), Some(524_288));
+        assert_eq!("straddle-2mib".parse::<Plant>(), Ok(Plant::Straddle2Mib));
+        assert_eq!(
+            serde_json::to_value(Plant::Straddle2Mib).unwrap(),
+            "straddle-2mib"
+        );
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::generate::DataKind;
 use crate::model::{Op, SyncMode};
+use crate::ops::Plant;
 use crate::paths::c::{CMem as Mem, CWriter, waits};
 use crate::paths::{self, Owner};
 use crate::sync::Access;
@@ -114,6 +115,9 @@ struct Gen<'a> {
     decls: Vec<String>,
     /// The sync of the handover where the peer takes OpenCL's output (the plant's target).
     take_sync: SyncMode,
+    /// The `straddle-2mib` plant: where the peer takes OpenCL's output, memory that reaches
+    /// past 2 MiB has a bit of its first word past the boundary flipped.
+    straddle: bool,
     /// Common sections the handovers and paths call.
     extra: Vec<&'static str>,
     /// OpenCL kernels the path launches (cl-gpu-va's address kernel).
@@ -239,6 +243,48 @@ impl Gen<'_> {
             ));
         }
         self.hand_to_peer(m, sync, last, access);
+        if self.straddle {
+            self.flip_past_boundary(m);
+        }
+    }
+
+    /// The `straddle-2mib` plant as ops::take_output plants it: `m`'s first word past 2 MiB
+    /// gets bit 30 flipped, when `m` reaches past 2 MiB. Decided here, at generation time:
+    /// the size is the case's.
+    fn flip_past_boundary(&mut self, m: &Mem) {
+        let elements = match m.len.as_str() {
+            "N" => Some(self.case.n),
+            "N * N" => self.case.n.checked_mul(self.case.n),
+            _ => None,
+        };
+        let Some(bytes) = elements.and_then(|e| e.checked_mul(8)) else {
+            self.refuse(format!(
+                "the straddle-2mib plant has no C for memory of {} complex floats",
+                m.len
+            ));
+            return;
+        };
+        let Some(word) = Plant::straddle_word(bytes) else {
+            self.out.comment(&format!(
+                "PLANTED (straddle-2mib): {} ends before 2 MiB, so nothing is flipped",
+                m.v
+            ));
+            return;
+        };
+        if self.dialect.is_some() {
+            self.refuse(
+                "the straddle-2mib plant's reproducer is written for host pairs only".into(),
+            );
+            return;
+        }
+        let v = m.v;
+        self.out.comment(&format!(
+            "PLANTED (straddle-2mib): {v} reaches past 2 MiB; word {word}, the first past the boundary, gets bit 30 flipped"
+        ));
+        self.out.line(format!(
+            "((volatile uint32_t *)(uintptr_t){v}_peer)[{word}] ^= {:#010x}u;",
+            Plant::FLIP_BIT
+        ));
     }
 
     /// A kernel launch statement whose event the next step waits on; returns its variable.
@@ -341,14 +387,19 @@ pub(super) fn body(
     seed: u64,
     kind: DataKind,
     dialect: Option<&Dialect>,
-    skip_sync: bool,
+    plant: Option<Plant>,
 ) -> anyhow::Result<Body> {
     let mut g = Gen {
         case,
         dialect,
         out: Out::default(),
         decls: Vec::new(),
-        take_sync: if skip_sync { SyncMode::None } else { case.sync },
+        take_sync: if plant == Some(Plant::SkipSync) {
+            SyncMode::None
+        } else {
+            case.sync
+        },
+        straddle: plant == Some(Plant::Straddle2Mib),
         extra: Vec::new(),
         path_kernels: Vec::new(),
         refused: None,
