@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use commands::{bench, diff, internal, list, merge, probe, report, repro, run};
+use commands::{bench, diff, explore, internal, list, merge, probe, report, repro, run};
 
 #[derive(Parser)]
 #[command(
@@ -48,6 +48,10 @@ enum Cmd {
     /// The case is first shrunk to the smallest size that gives the same outcome through clhip's
     /// workers.
     Repro(repro::ReproArgs),
+    /// Random shapes (odd sizes, sizes past a page or 2 MiB) over the combinations that pass
+    /// here, for a time budget; each failure shrunk to its smallest size, listed with an id
+    /// `run` takes, and written as a reproducer.
+    Explore(explore::ExploreArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -132,6 +136,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
         Cmd::Diff(args) => diff::diff(args),
         Cmd::Merge(args) => merge::merge(args),
         Cmd::Repro(args) => repro::repro(args),
+        Cmd::Explore(args) => explore::explore(args),
         Cmd::Bench { what } => bench::bench(what),
         Cmd::Worker(args) => internal::worker(args),
         Cmd::BenchInteropChild(args) => internal::bench_interop_child(args),
