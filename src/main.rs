@@ -30,6 +30,10 @@ enum Cmd {
     List(list::ListArgs),
     /// Run the case matrix over every pair found and print the support matrix.
     Run(run::RunArgs),
+    /// Random shapes (odd sizes, sizes past a page or 2 MiB) over the combinations that pass
+    /// here, for a time budget; each failure shrunk to its smallest size, listed with an id
+    /// `run` takes, and written as a reproducer.
+    Explore(explore::ExploreArgs),
     /// Render a saved results file: the matrix, Markdown or HTML for reports/, or a baseline.
     Report(report::ReportArgs),
     /// What changed between two runs (e.g. two ROCm releases): regressions (pass ->
@@ -48,10 +52,6 @@ enum Cmd {
     /// The case is first shrunk to the smallest size that gives the same outcome through clhip's
     /// workers.
     Repro(repro::ReproArgs),
-    /// Random shapes (odd sizes, sizes past a page or 2 MiB) over the combinations that pass
-    /// here, for a time budget; each failure shrunk to its smallest size, listed with an id
-    /// `run` takes, and written as a reproducer.
-    Explore(explore::ExploreArgs),
     /// Benchmarks.
     Bench {
         #[command(subcommand)]
@@ -132,11 +132,11 @@ fn real_main() -> anyhow::Result<ExitCode> {
         Cmd::Probe(args) => probe::probe(args),
         Cmd::List(args) => list::list(args),
         Cmd::Run(args) => run::run(args),
+        Cmd::Explore(args) => explore::explore(args),
         Cmd::Report(args) => report::report(args),
         Cmd::Diff(args) => diff::diff(args),
         Cmd::Merge(args) => merge::merge(args),
         Cmd::Repro(args) => repro::repro(args),
-        Cmd::Explore(args) => explore::explore(args),
         Cmd::Bench { what } => bench::bench(what),
         Cmd::Worker(args) => internal::worker(args),
         Cmd::BenchInteropChild(args) => internal::bench_interop_child(args),
