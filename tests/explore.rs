@@ -77,9 +77,10 @@ fn planted() -> Result<(), Failed> {
     })?;
     let loaded = load(&dir.join("found/results.json")).map_err(|e| format!("{e:#}\n{all}"))?;
     let report = loaded.report;
-    ensure(report.status == RunStatus::Complete && loaded.problems.is_empty(), || {
-        format!("{:?} {:?}", report.status, loaded.problems)
-    })?;
+    ensure(
+        report.status == RunStatus::Complete && loaded.problems.is_empty(),
+        || format!("{:?} {:?}", report.status, loaded.problems),
+    )?;
     ensure(report.seed == 7, || format!("seed {}", report.seed))?;
     // The verdicts are earned: every case past 2 MiB fails at the flipped word, every case
     // within it passes.
@@ -144,9 +145,10 @@ fn planted() -> Result<(), Failed> {
     );
     ensure(again.status.code() == Some(1), || text(&again))?;
     let again = load(&dir.join("again.json"))?.report;
-    ensure(again.results.len() == 1 && again.results[0].id == id, || {
-        format!("{:?}", again.results)
-    })?;
+    ensure(
+        again.results.len() == 1 && again.results[0].id == id,
+        || format!("{:?}", again.results),
+    )?;
     // By their words: a bit-exact mismatch's errors are NaN, which equals nothing.
     let want = report
         .results
@@ -172,7 +174,9 @@ fn planted() -> Result<(), Failed> {
         ensure(ran.status.code() == Some(1), || {
             format!("the reproducer must see wrong data: {said}")
         })?;
-        ensure(said.contains(&format!("first at [{FLIPPED_WORD}]")), || said.clone())?;
+        ensure(said.contains(&format!("first at [{FLIPPED_WORD}]")), || {
+            said.clone()
+        })?;
     }
     Ok(())
 }
@@ -182,7 +186,9 @@ fn planted() -> Result<(), Failed> {
 fn clean() -> Result<(), Failed> {
     let dir = scratch("clean");
     let out = clhip(
-        &["explore", "--budget", "30s", "--ops", "handoff", "-o", "none"],
+        &[
+            "explore", "--budget", "30s", "--ops", "handoff", "-o", "none",
+        ],
         &dir,
     );
     let all = text(&out);
@@ -244,19 +250,27 @@ fn bad_arguments() -> Result<(), Failed> {
         ),
     ] {
         let out = clhip(&args, &dir);
-        ensure(out.status.code() == Some(2), || format!("{args:?}\n{}", text(&out)))?;
+        ensure(out.status.code() == Some(2), || {
+            format!("{args:?}\n{}", text(&out))
+        })?;
         ensure(String::from_utf8_lossy(&out.stderr).contains(says), || {
             format!("{args:?}: {}", text(&out))
         })?;
     }
-    ensure(!dir.join("reports").exists(), || "wrote before refusing".into())?;
+    ensure(!dir.join("reports").exists(), || {
+        "wrote before refusing".into()
+    })?;
     Ok(())
 }
 
 fn main() {
     let args = Arguments::from_args();
-    let mut trials = vec![Trial::test("bad_arguments_are_refused_by_name", bad_arguments)];
-    let opencl: [(&str, fn() -> Result<(), Failed>); 2] = [
+    let mut trials = vec![Trial::test(
+        "bad_arguments_are_refused_by_name",
+        bad_arguments,
+    )];
+    type Check = fn() -> Result<(), Failed>;
+    let opencl: [(&str, Check); 2] = [
         (
             "a_corruption_past_2_mib_is_found_shrunk_to_the_boundary_and_reproduced",
             planted,

@@ -333,6 +333,12 @@ fn summary(
             e.repeats
         ));
     }
+    if e.exhausted {
+        t.push_str(&format!(
+            "; exploring ended before the budget: {} draws in a row were cases already run (every shape was)",
+            explore::REPEATS_TO_STOP
+        ));
+    }
     t.push('\n');
     if e.failures.is_empty() {
         t.push_str("no failure found\n");

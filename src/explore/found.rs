@@ -179,6 +179,7 @@ mod tests {
             explored: 1,
             explore_s: 1.0,
             repeats: 0,
+            exhausted: false,
             failures: vec![failure.clone()],
             stopped: None,
         };

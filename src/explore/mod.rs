@@ -183,6 +183,9 @@ pub struct Explored {
     pub explore_s: f64,
     /// Draws of a case already run, not run again.
     pub repeats: usize,
+    /// Exploring ended before the budget: [`REPEATS_TO_STOP`] draws in a row were cases
+    /// already run (every shape of a small pool, such as the FFT's powers of two, was).
+    pub exhausted: bool,
     pub failures: Vec<Failure>,
     /// Why the run ended early, if it did.
     pub stopped: Option<Stopped>,
@@ -218,8 +221,15 @@ struct Shrinking {
     shrinker: Shrinker,
 }
 
+/// A combination being explored.
+struct Pooled {
+    combination: usize,
+    sizes: proptest::strategy::BoxedStrategy<usize>,
+    env: Vec<(String, String)>,
+}
+
 /// Draws of an id already run, in a row, after which the shapes are taken as exhausted.
-const REPEATS_TO_STOP: usize = 10_000;
+pub const REPEATS_TO_STOP: usize = 10_000;
 
 struct State<'p> {
     options: &'p Options,
@@ -229,8 +239,9 @@ struct State<'p> {
     combinations: Vec<Combination>,
     /// Combinations not yet calibrated, in order.
     to_calibrate: std::collections::VecDeque<usize>,
-    /// Combinations that passed calibration, and each one's sizes.
-    pool: Vec<(usize, proptest::strategy::BoxedStrategy<usize>)>,
+    /// Combinations that passed calibration, each with its sizes and its workers'
+    /// environment.
+    pool: Vec<Pooled>,
     runner: TestRunner,
     explore_started: Option<Instant>,
     explore_s: f64,
@@ -287,9 +298,7 @@ impl State<'_> {
                     }
                 }
                 Phase::Shrink => {
-                    let Some(s) = self.shrinking.get_mut(self.current) else {
-                        return None;
-                    };
+                    let s = self.shrinking.get_mut(self.current)?;
                     let Some(n) = s.shrinker.next() else {
                         self.current += 1;
                         continue;
@@ -324,7 +333,13 @@ impl State<'_> {
             .iter()
             .enumerate()
             .filter(|(_, c)| c.passes())
-            .filter_map(|(i, c)| Some((i, sizes(c.case.op, self.options.max_bytes)?)))
+            .filter_map(|(i, c)| {
+                Some(Pooled {
+                    combination: i,
+                    sizes: sizes(c.case.op, self.options.max_bytes)?,
+                    env: plan::worker_env(self.probe, &c.case.pair),
+                })
+            })
             .collect();
         self.explore_started = Some(Instant::now());
         self.phase = Phase::Explore;
@@ -341,18 +356,15 @@ impl State<'_> {
     /// when no combination suits `env`, or the draw was a case already run (counted).
     fn draw(&mut self, env: Option<&[(String, String)]>) -> Option<Planned> {
         let suits: Vec<usize> = (0..self.pool.len())
-            .filter(|&k| {
-                let c = &self.combinations[self.pool[k].0].case;
-                env.is_none_or(|e| plan::worker_env(self.probe, &c.pair) == e)
-            })
+            .filter(|&k| env.is_none_or(|e| self.pool[k].env == e))
             .collect();
         if suits.is_empty() {
             return None;
         }
         let pick = (0..suits.len()).new_tree(&mut self.runner).ok()?.current();
-        let (combination, strategy) = &self.pool[suits[pick]];
-        let combination = *combination;
-        let tree = strategy.new_tree(&mut self.runner).ok()?;
+        let pooled = &self.pool[suits[pick]];
+        let combination = pooled.combination;
+        let tree = pooled.sizes.new_tree(&mut self.runner).ok()?;
         let case = self.combinations[combination].at(tree.current());
         let p = self.planned(case);
         if self.outcomes.contains_key(&p.id) {
@@ -562,6 +574,7 @@ pub fn explore(
         explored: s.explored,
         explore_s: s.explore_s,
         repeats: s.repeats,
+        exhausted: s.repeats_in_a_row >= REPEATS_TO_STOP,
         failures,
         stopped,
     })

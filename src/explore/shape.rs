@@ -61,10 +61,10 @@ pub fn sizes(op: Op, max_bytes: usize) -> Option<BoxedStrategy<usize>> {
     })
 }
 
-/// Sizes within [`NEAR`] elements of a multiple of `every` elements, up to `max`: `k * every
-/// + d` for `k` from 1 and `d` from `-NEAR` to `NEAR`. Drawn as one index that grows with the
-/// size, so that proptest's binary search over it is a search over the sizes: a failure that
-/// needs the buffer past a boundary shrinks to the first size of the set past it.
+/// Sizes within [`NEAR`] elements of a multiple of `every` elements, up to `max`: `k *
+/// every + d` for `k` from 1 and `d` from `-NEAR` to `NEAR`. Drawn as one index that grows
+/// with the size, so that proptest's binary search over it is a search over the sizes: a
+/// failure that needs the buffer past a boundary shrinks to the first size of the set past it.
 fn near_boundaries(every: usize, max: usize) -> Option<BoxedStrategy<usize>> {
     let near = NEAR;
     let width = 2 * near + 1;

@@ -96,7 +96,7 @@ mod tests {
         let t = (1..=1_000_000usize).boxed().new_tree(&mut runner).unwrap();
         let from = t.current();
         let mut s = Shrinker::new(t, 3);
-        while let Some(_) = s.next() {
+        while s.next().is_some() {
             s.record(true);
         }
         assert_eq!(s.tried.len(), 3);
