@@ -13,6 +13,7 @@ pub mod child;
 pub mod consistency;
 pub mod escape;
 pub mod expectations;
+pub mod explore;
 pub mod fault;
 pub mod fft;
 pub mod filter;

@@ -8,7 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
-use commands::{bench, diff, internal, list, merge, probe, report, repro, run};
+use commands::{bench, diff, explore, internal, list, merge, probe, report, repro, run};
 
 #[derive(Parser)]
 #[command(
@@ -30,6 +30,10 @@ enum Cmd {
     List(list::ListArgs),
     /// Run the case matrix over every pair found and print the support matrix.
     Run(run::RunArgs),
+    /// Random shapes (odd sizes, sizes past a page or 2 MiB) over the combinations that pass
+    /// here, for a time budget; each failure shrunk to its smallest size, listed with an id
+    /// `run` takes, and written as a reproducer.
+    Explore(explore::ExploreArgs),
     /// Render a saved results file: the matrix, Markdown or HTML for reports/, or a baseline.
     Report(report::ReportArgs),
     /// What changed between two runs (e.g. two ROCm releases): regressions (pass ->
@@ -132,6 +136,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
         Cmd::Probe(args) => probe::probe(args),
         Cmd::List(args) => list::list(args),
         Cmd::Run(args) => run::run(args),
+        Cmd::Explore(args) => explore::explore(args),
         Cmd::Report(args) => report::report(args),
         Cmd::Diff(args) => diff::diff(args),
         Cmd::Merge(args) => merge::merge(args),

@@ -442,3 +442,60 @@ fn a_spare_worker_started_before_the_crash_takes_the_next_case_with_the_same_out
         }
     }
 }
+
+/// `run_stream` asks for each item only after every earlier item's result has been reported,
+/// keeps one worker for item after item, and a crash costs one item: the stream goes on in a
+/// fresh worker.
+#[test]
+fn a_stream_asks_for_each_item_after_the_results_before_it() {
+    use std::cell::RefCell;
+    let actions = [
+        MockAction::Pass,
+        MockAction::Fail,
+        MockAction::Segfault,
+        MockAction::Pass,
+        MockAction::Pass,
+    ];
+    let plan = planned_mocks(&actions);
+    let finished: RefCell<Vec<(String, OutcomeKind)>> = RefCell::new(Vec::new());
+    let mut pids = BTreeMap::new();
+    let mut asked_when = Vec::new();
+    let mut given = plan.iter();
+    let mut next = |_: Option<&[(String, String)]>| {
+        asked_when.push(finished.borrow().len());
+        given.next().cloned()
+    };
+    let stopped = runner::run_stream(&mut next, &options(), &mut |e: &Event| match e {
+        Event::Finished(r) => finished.borrow_mut().push((r.id.clone(), r.outcome.kind())),
+        Event::Started { id, pid } => {
+            pids.insert(id.clone(), *pid);
+        }
+        _ => {}
+    })
+    .expect("stream");
+    assert_eq!(stopped, None);
+    let kinds: Vec<OutcomeKind> = finished.borrow().iter().map(|(_, k)| *k).collect();
+    assert_eq!(
+        kinds,
+        [
+            OutcomeKind::Pass,
+            OutcomeKind::Fail,
+            OutcomeKind::Crash,
+            OutcomeKind::Pass,
+            OutcomeKind::Pass
+        ]
+    );
+    // Item k is asked for once k results are in; then the dry stream is asked until it ends.
+    assert_eq!(&asked_when[..actions.len()], &[0, 1, 2, 3, 4]);
+    assert!(
+        asked_when[actions.len()..]
+            .iter()
+            .all(|&k| k == actions.len())
+    );
+    let workers: BTreeSet<u32> = pids.values().copied().collect();
+    assert_eq!(
+        workers.len(),
+        2,
+        "one worker up to the crash, one after: {pids:?}"
+    );
+}

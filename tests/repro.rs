@@ -547,7 +547,7 @@ fn bad_ids_uncovered_cases_and_other_plants_are_refused_by_name() {
                 "--plant",
                 "flip-element",
             ],
-            "only skip-sync has a reproducer",
+            "only the skip-sync and straddle-2mib plants have a reproducer, not FlipElement",
         ),
         // A well-formed id of a pair this machine does not have, with nothing to read it from.
         (

@@ -9,6 +9,7 @@
 pub mod bench;
 pub mod bench_interop;
 pub mod diff;
+pub mod explore;
 pub mod internal;
 pub mod list;
 pub mod merge;

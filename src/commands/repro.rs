@@ -43,6 +43,7 @@ pub fn repro(args: ReproArgs) -> anyhow::Result<ExitCode> {
         plant: args.plant,
         timeout_s: args.timeout,
         rocm_path: args.rocm_path,
+        shrunk: None,
     };
     let made = clhip::repro::make(&request, &mut |line| note(line))?;
     note(&format!(

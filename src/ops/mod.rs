@@ -94,6 +94,12 @@ pub enum Plant {
     /// runtime that grew its staging would: the case's footprint must show it, and `diff`
     /// against a clean run must call it a footprint regression. Its data are untouched.
     LeakHost,
+    /// A shape-dependent corruption, the kind `clhip explore` exists to find: one bit of the
+    /// first word past a 2 MiB boundary is flipped where the peer takes OpenCL's output, only
+    /// when the shared memory straddles that boundary (its bytes, from offset 0 of its
+    /// allocation, run past [`Plant::STRADDLE_BOUNDARY`]). Every smaller shape passes.
+    #[serde(rename = "straddle-2mib")]
+    Straddle2Mib,
 }
 
 impl std::str::FromStr for Plant {
@@ -117,8 +123,9 @@ impl std::str::FromStr for Plant {
             "skip-one-sync" => Ok(Plant::SkipOneSync),
             "leak-host" => Ok(Plant::LeakHost),
             "readback-overrun" => Ok(Plant::ReadbackOverrun),
+            "straddle-2mib" => Ok(Plant::Straddle2Mib),
             _ => Err(format!(
-                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer, cl-overrun, peer-overrun, skip-one-sync, readback-overrun, leak-host)"
+                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer, cl-overrun, peer-overrun, skip-one-sync, readback-overrun, leak-host, straddle-2mib)"
             )),
         }
     }
@@ -136,6 +143,14 @@ impl Plant {
 
     /// What the `leak-host` plant leaks: 64 MiB, four times the footprint rule's floor.
     pub const LEAK_BYTES: usize = 64 << 20;
+    /// The boundary the `straddle-2mib` plant fires on: 2 MiB, a huge page.
+    pub const STRADDLE_BOUNDARY: usize = 2 << 20;
+
+    /// The 32-bit word the `straddle-2mib` plant flips in memory of `bytes` bytes: the first
+    /// past the boundary, if the memory reaches past it.
+    pub fn straddle_word(bytes: usize) -> Option<usize> {
+        (bytes > Self::STRADDLE_BOUNDARY).then_some(Self::STRADDLE_BOUNDARY / 4)
+    }
 
     /// The one op a plant is made for; in a case of another op it would plant nothing, so
     /// that case is a skip rather than a pass that proves nothing.
@@ -204,6 +219,12 @@ fn take_output(
     match plant {
         Some(Plant::FlipElement) => {
             peer.flip_bit(m.peer, 2 * Plant::flip_index(m.len), Plant::FLIP_BIT)?;
+            Ok(m.peer)
+        }
+        Some(Plant::Straddle2Mib) => {
+            if let Some(word) = Plant::straddle_word(m.bytes()) {
+                peer.flip_bit(m.peer, word, Plant::FLIP_BIT)?;
+            }
             Ok(m.peer)
         }
         Some(Plant::BadPointer) => Ok(PeerPtr {
@@ -699,5 +720,19 @@ mod tests {
             },
         };
         assert_eq!(with_sticky_fault(Some(pending), named.clone()), named);
+    }
+
+    /// Memory that ends at 2 MiB exactly is not touched; one element more, and the first word
+    /// past the boundary is.
+    #[test]
+    fn the_straddle_plant_fires_only_past_2_mib() {
+        assert_eq!(Plant::straddle_word(0), None);
+        assert_eq!(Plant::straddle_word(2 << 20), None);
+        assert_eq!(Plant::straddle_word((2 << 20) + 8), Some(524_288));
+        assert_eq!("straddle-2mib".parse::<Plant>(), Ok(Plant::Straddle2Mib));
+        assert_eq!(
+            serde_json::to_value(Plant::Straddle2Mib).unwrap(),
+            "straddle-2mib"
+        );
     }
 }

@@ -6,6 +6,7 @@
 
 use crate::generate::DataKind;
 use crate::model::{Op, SyncMode};
+use crate::ops::Plant;
 use crate::paths::c::{CMem as Mem, CWriter, waits};
 use crate::paths::{self, Owner};
 use crate::sync::Access;
@@ -14,6 +15,9 @@ pub(super) use crate::paths::c::Dialect;
 
 use super::ReproCase;
 use super::kernels;
+use super::tidy::{
+    collapse_repeated_syncs, drop_unused, drop_unused_functions, merge_declarations,
+};
 
 pub(super) const COMMON: &str = include_str!("templates/common.c");
 
@@ -114,6 +118,9 @@ struct Gen<'a> {
     decls: Vec<String>,
     /// The sync of the handover where the peer takes OpenCL's output (the plant's target).
     take_sync: SyncMode,
+    /// The `straddle-2mib` plant: where the peer takes OpenCL's output, memory that reaches
+    /// past 2 MiB has a bit of its first word past the boundary flipped.
+    straddle: bool,
     /// Common sections the handovers and paths call.
     extra: Vec<&'static str>,
     /// OpenCL kernels the path launches (cl-gpu-va's address kernel).
@@ -239,6 +246,48 @@ impl Gen<'_> {
             ));
         }
         self.hand_to_peer(m, sync, last, access);
+        if self.straddle {
+            self.flip_past_boundary(m);
+        }
+    }
+
+    /// The `straddle-2mib` plant as ops::take_output plants it: `m`'s first word past 2 MiB
+    /// gets bit 30 flipped, when `m` reaches past 2 MiB. Decided here, at generation time:
+    /// the size is the case's.
+    fn flip_past_boundary(&mut self, m: &Mem) {
+        let elements = match m.len.as_str() {
+            "N" => Some(self.case.n),
+            "N * N" => self.case.n.checked_mul(self.case.n),
+            _ => None,
+        };
+        let Some(bytes) = elements.and_then(|e| e.checked_mul(8)) else {
+            self.refuse(format!(
+                "the straddle-2mib plant has no C for memory of {} complex floats",
+                m.len
+            ));
+            return;
+        };
+        let Some(word) = Plant::straddle_word(bytes) else {
+            self.out.comment(&format!(
+                "PLANTED (straddle-2mib): {} ends before 2 MiB, so nothing is flipped",
+                m.v
+            ));
+            return;
+        };
+        if self.dialect.is_some() {
+            self.refuse(
+                "the straddle-2mib plant's reproducer is written for host pairs only".into(),
+            );
+            return;
+        }
+        let v = m.v;
+        self.out.comment(&format!(
+            "PLANTED (straddle-2mib): {v} reaches past 2 MiB; word {word}, the first past the boundary, gets bit 30 flipped"
+        ));
+        self.out.line(format!(
+            "((volatile uint32_t *)(uintptr_t){v}_peer)[{word}] ^= {:#010x}u;",
+            Plant::FLIP_BIT
+        ));
     }
 
     /// A kernel launch statement whose event the next step waits on; returns its variable.
@@ -341,14 +390,19 @@ pub(super) fn body(
     seed: u64,
     kind: DataKind,
     dialect: Option<&Dialect>,
-    skip_sync: bool,
+    plant: Option<Plant>,
 ) -> anyhow::Result<Body> {
     let mut g = Gen {
         case,
         dialect,
         out: Out::default(),
         decls: Vec::new(),
-        take_sync: if skip_sync { SyncMode::None } else { case.sync },
+        take_sync: if plant == Some(Plant::SkipSync) {
+            SyncMode::None
+        } else {
+            case.sync
+        },
+        straddle: plant == Some(Plant::Straddle2Mib),
         extra: Vec::new(),
         path_kernels: Vec::new(),
         refused: None,
@@ -455,94 +509,6 @@ fn generator_sections(kind: DataKind, draws: Draws) -> Vec<&'static str> {
         (Draws::Hpd, false) => &["hpd_from", "simple_hpd"][..],
     });
     s
-}
-
-/// A sync statement repeated with nothing between (a release's wait right after the last
-/// step's) waits for nothing more: the second is left out. One after a handover's comment
-/// stays, so that every handover shows the sync the case makes.
-fn collapse_repeated_syncs(text: &str) -> String {
-    let syncs = ["peer_synchronize();", "CHECK(CL, clFinish(queue));"];
-    let mut out = String::new();
-    let mut last_code = "";
-    for line in text.lines() {
-        let t = line.trim();
-        if syncs.contains(&t) && t == last_code {
-            continue;
-        }
-        if !t.starts_with("puts(") {
-            last_code = t;
-        }
-        out.push_str(line);
-        out.push('\n');
-    }
-    out
-}
-
-/// How often `name` occurs in `text` as a whole identifier (a trailing `(` may end it).
-fn occurrences(text: &str, name: &str) -> usize {
-    let ident = |c: char| c.is_alphanumeric() || c == '_';
-    text.match_indices(name)
-        .filter(|&(at, _)| {
-            let before = text[..at].chars().next_back();
-            let after = text[at + name.len()..].chars().next();
-            !before.is_some_and(ident) && (name.ends_with('(') || !after.is_some_and(ident))
-        })
-        .count()
-}
-
-/// The declarations `body` uses: a plain `T x;` never named is dropped, and one only ever
-/// assigned (`x = f(...);`, an event nothing waits on) loses its assignment too.
-fn drop_unused(body: &mut String, decls: &[String]) -> Vec<String> {
-    let mut kept = Vec::new();
-    for d in decls {
-        let plain = d
-            .strip_suffix(';')
-            .filter(|d| !d.contains(['=', ',', '(']))
-            .and_then(|d| d.rsplit_once(' '))
-            .map(|(_, name)| name.trim_start_matches('*').to_string());
-        let Some(name) = plain else {
-            kept.push(d.clone());
-            continue;
-        };
-        let assignment = format!("    {name} = ");
-        match occurrences(body, &name) {
-            0 => {}
-            1 if body.contains(&assignment) => *body = body.replacen(&assignment, "    ", 1),
-            _ => kept.push(d.clone()),
-        }
-    }
-    kept
-}
-
-/// `T a;` and `T b;` as `T a, b;`, in first-seen order; other declarations as they are.
-fn merge_declarations(decls: &[String]) -> Vec<String> {
-    let mut out: Vec<(Option<String>, String)> = Vec::new();
-    for d in decls {
-        let plain = d.strip_suffix(';').and_then(|d| {
-            let (ty, name) = d.rsplit_once(' ')?;
-            let ok = !d.contains('=') && !d.contains(',') && !d.contains('(');
-            ok.then(|| (ty.to_string(), name.to_string()))
-        });
-        match plain {
-            Some((ty, name)) => {
-                // `void *x` splits as (`void`, `*x`): the star stays with the name.
-                match out
-                    .iter_mut()
-                    .find(|(t, _)| t.as_deref() == Some(ty.as_str()))
-                {
-                    Some((_, names)) => names.push_str(&format!(", {name}")),
-                    None => out.push((Some(ty), name)),
-                }
-            }
-            None => out.push((None, d.clone())),
-        }
-    }
-    out.into_iter()
-        .map(|(ty, rest)| match ty {
-            Some(ty) => format!("{ty} {rest};"),
-            None => rest,
-        })
-        .collect()
 }
 
 fn handoff(g: &mut Gen, b: &mut Body) {
@@ -927,64 +893,4 @@ pub(super) fn assemble(case: &ReproCase, b: &Body, t: &Target) -> String {
     s.push('\n');
     s.push_str(&b.main);
     drop_unused_functions(&s)
-}
-
-/// `program` without the `static` functions nothing calls (a section holds a few; a case
-/// calls what its steps need), each with the comment above it, until none is left.
-fn drop_unused_functions(program: &str) -> String {
-    let mut lines: Vec<&str> = program.lines().collect();
-    loop {
-        let text = lines.join("\n");
-        let mut cut = None;
-        for (at, line) in lines.iter().enumerate() {
-            let Some(head) = line.strip_prefix("static ").filter(|l| l.contains('(')) else {
-                continue;
-            };
-            let before = head.split('(').next().unwrap_or_default();
-            let name = before
-                .rsplit(|c: char| !(c.is_alphanumeric() || c == '_'))
-                .next()
-                .unwrap_or_default();
-            // Called (or named, as `&f`) somewhere besides its own definition.
-            let calls =
-                occurrences(&text, &format!("{name}(")) + text.matches(&format!("&{name}")).count();
-            if name.is_empty() || calls > 1 {
-                continue;
-            }
-            // From its comment (the lines above, back to a blank line or the end of the last
-            // item) to its closing brace at the start of a line.
-            let mut start = at;
-            while start > 0 && {
-                let prev = lines[start - 1];
-                prev.starts_with("/*") || prev.starts_with("   ") && !prev.ends_with('}')
-            } {
-                start -= 1;
-            }
-            let end = if line.trim_end().ends_with('}') {
-                at
-            } else {
-                match lines[at..].iter().position(|l| *l == "}") {
-                    Some(k) => at + k,
-                    None => continue,
-                }
-            };
-            cut = Some((start, end));
-            break;
-        }
-        match cut {
-            Some((start, end)) => {
-                lines.drain(start..=end);
-                if lines.get(start).is_some_and(|l| l.is_empty())
-                    && start > 0
-                    && lines[start - 1].is_empty()
-                {
-                    lines.remove(start);
-                }
-            }
-            None => break,
-        }
-    }
-    let mut out = lines.join("\n");
-    out.push('\n');
-    out
 }

@@ -36,6 +36,23 @@ pub struct Request {
     /// Per-case time limit of the runs that shrink.
     pub timeout_s: f64,
     pub rocm_path: Option<PathBuf>,
+    /// The case was found and shrunk already (by `clhip explore`): its size is kept, and
+    /// only its data are still simplified.
+    pub shrunk: Option<AlreadyShrunk>,
+}
+
+/// What a caller that shrank the case itself knows of it.
+#[derive(Debug, Clone)]
+pub struct AlreadyShrunk {
+    /// The outcome at the case's size.
+    pub outcome: Outcome,
+    /// Where that outcome was seen, for the header.
+    pub seen_from: String,
+    /// How the size was shrunk, for the header.
+    pub note: String,
+    /// The driver fingerprint's lines, and where they come from.
+    pub fingerprint: Vec<String>,
+    pub fingerprint_from: String,
 }
 
 /// What was written: the case at the size, and on the data, it was emitted with.
@@ -49,11 +66,7 @@ pub struct Made {
 pub fn make(req: &Request, say: &mut dyn FnMut(&str)) -> anyhow::Result<Made> {
     let case = ReproCase::parse(&req.case)?;
     super::check_covered(&case)?;
-    if let Some(p) = req.plant
-        && p != Plant::SkipSync
-    {
-        bail!("--plant: only skip-sync has a reproducer, not {p:?}");
-    }
+    super::check_plant(req.plant).context("--plant")?;
     // Before any run: a directory that cannot take the reproducer, or holds the user's own
     // README.md, must not cost a shrink.
     let out_dir = output::check_dir("-o", &req.output, &super::FILES)?;
@@ -81,6 +94,16 @@ pub fn make(req: &Request, say: &mut dyn FnMut(&str)) -> anyhow::Result<Made> {
         ..Header::default()
     };
     let mut seen: Option<Outcome> = None;
+    if let Some(s) = &req.shrunk {
+        if from.is_some() {
+            bail!("a case shrunk already takes its outcome from its shrink, not from --from");
+        }
+        seen = Some(s.outcome.clone());
+        header.seen_from = s.seen_from.clone();
+        header.shrink = s.note.clone();
+        header.fingerprint = super::pair_fingerprint(&s.fingerprint, &case);
+        header.fingerprint_from = s.fingerprint_from.clone();
+    }
     if let Some((f, r)) = &from {
         seen = Some(seen_in(f, r, &case)?.clone());
         header.seen_from = format!("{}", f.display());
@@ -89,11 +112,28 @@ pub fn make(req: &Request, say: &mut dyn FnMut(&str)) -> anyhow::Result<Made> {
     }
     // Workers run the case when no file says its outcome, and shrink anything but a pass.
     let seen_pass = seen.as_ref().is_some_and(|o| o.kind() == OutcomeKind::Pass);
-    let needs_workers = seen.is_none() || !(req.no_shrink || seen_pass);
+    // Shrunk already, only wrong data on data is left to simplify.
+    let shrunk_fail_on_data = seen
+        .as_ref()
+        .is_some_and(|o| o.kind() == OutcomeKind::Fail && super::has_data(case.op));
+    let needs_workers = match &req.shrunk {
+        Some(_) => shrunk_fail_on_data && !req.no_shrink,
+        None => seen.is_none() || !(req.no_shrink || seen_pass),
+    };
     let (emit_case, emit_data) = if needs_workers {
         through_workers(req, &case, from.is_none(), &mut header, &mut seen, say)?
     } else {
-        if req.no_shrink {
+        if req.shrunk.is_some() {
+            header.data = match &seen {
+                Some(o) if o.kind() != OutcomeKind::Fail => {
+                    format!("not simplified: clhip saw `{}`, not wrong data", o.kind())
+                }
+                _ if !super::has_data(case.op) => {
+                    format!("not simplified: {} has no input data to simplify", case.op)
+                }
+                _ => "not simplified (--no-shrink)".into(),
+            };
+        } else if req.no_shrink {
             not_shrunk(&mut header);
         } else {
             seen_a_pass(&mut header, &case);
@@ -143,7 +183,7 @@ fn through_workers(
     say: &mut dyn FnMut(&str),
 ) -> anyhow::Result<(ReproCase, DataKind)> {
     let probe = plan::probe_machine(req.rocm_path.as_slice())?;
-    if probe_fingerprint {
+    if probe_fingerprint && req.shrunk.is_none() {
         header.fingerprint = super::pair_fingerprint(&probe.fingerprint().lines(), case);
         header.fingerprint_from = "probed on this machine".into();
     }
@@ -152,8 +192,11 @@ fn through_workers(
     let workers = Workers {
         env: plan::worker_env(&probe, &pair),
         pair,
+        // Under the reproducer's plant: the outcome seen, each smaller size and each simpler
+        // input are then the planted driver's, as the program's is.
         opts: RunOptionsBuilder::new(&exe, header.seed, req.timeout_s)
             .rocm_paths(req.rocm_path.as_slice())
+            .plant(req.plant, &[])?
             .build(),
     };
     let mut run_cases = |cases: &[(ReproCase, DataKind)]| workers.run(cases, say);
@@ -175,16 +218,20 @@ fn through_workers(
         seen_a_pass(header, case);
         return Ok((case.clone(), DataKind::Seeded));
     }
-    let shrunk = super::shrink(case, kind, outcome, &mut run_cases)?;
-    header.shrink = shrunk.note(case.n, kind);
-    if shrunk.case.n != case.n {
-        header.seen_from = format!(
-            "{} at n={}; at n={} through clhip's workers here",
-            header.seen_from, case.n, shrunk.case.n
-        );
-        *seen = Some(shrunk.outcome.clone());
-    }
-    let emit_case = shrunk.case;
+    let emit_case = if req.shrunk.is_some() {
+        case.clone()
+    } else {
+        let shrunk = super::shrink(case, kind, outcome, &mut run_cases)?;
+        header.shrink = shrunk.note(case.n, kind);
+        if shrunk.case.n != case.n {
+            header.seen_from = format!(
+                "{} at n={}; at n={} through clhip's workers here",
+                header.seen_from, case.n, shrunk.case.n
+            );
+            *seen = Some(shrunk.outcome.clone());
+        }
+        shrunk.case
+    };
     let mut emit_data = DataKind::Seeded;
     // Wrong data may hang on the data: simpler inputs that still fail read better.
     if kind != OutcomeKind::Fail {

@@ -23,6 +23,7 @@ mod host;
 mod kernels;
 mod make;
 mod shrink;
+mod tidy;
 
 use std::fmt;
 
@@ -33,7 +34,7 @@ use crate::model::{Api, EnvVariant, Op, OutcomeKind, PathKind, Peer, SyncMode};
 use crate::ops::{Plant, data_seed};
 use crate::paths::PathFacts;
 
-pub use make::{Made, Request, make};
+pub use make::{AlreadyShrunk, Made, Request, make};
 pub use shrink::{RunCases, Shrunk, SimplerData, candidates, has_data, shrink, simplify_data};
 
 /// A case as its id names it: the OpenCL device by its label, the peer, path, sync, op, size
@@ -308,8 +309,10 @@ impl Reproducer {
     }
 }
 
-/// The reproducer of `case` on data `kind` under run seed `header.seed`; with `plant` (only
-/// `skip-sync`), the sync clhip runs where the peer takes OpenCL's output is left out.
+/// The reproducer of `case` on data `kind` under run seed `header.seed`; with `plant`
+/// (`skip-sync`), the sync clhip runs where the peer takes OpenCL's output is left out, or
+/// (`straddle-2mib`, host pairs) a word past 2 MiB of memory that reaches past it is flipped
+/// there.
 pub fn generate(
     case: &ReproCase,
     kind: DataKind,
@@ -317,22 +320,18 @@ pub fn generate(
     plant: Option<Plant>,
 ) -> anyhow::Result<Reproducer> {
     check_covered(case)?;
-    match plant {
-        None | Some(Plant::SkipSync) => {}
-        Some(p) => bail!("only the skip-sync plant has a reproducer, not {p:?}"),
-    }
+    check_plant(plant)?;
     let seed = data_seed(header.seed, case.op, case.n);
-    let skip = plant == Some(Plant::SkipSync);
     let (source, build_sh) = match case.peer.api {
         Api::Cuda => cuda::program(
             case,
-            &emit::body(case, seed, kind, Some(&cuda::API.dialect), skip)?,
+            &emit::body(case, seed, kind, Some(&cuda::API.dialect), plant)?,
         ),
         Api::Hip => hip::program(
             case,
-            &emit::body(case, seed, kind, Some(&hip::API.dialect), skip)?,
+            &emit::body(case, seed, kind, Some(&hip::API.dialect), plant)?,
         ),
-        _ => host::program(case, &emit::body(case, seed, kind, None, skip)?),
+        _ => host::program(case, &emit::body(case, seed, kind, None, plant)?),
     };
     let text = header_text(case, header, seed, kind, plant);
     let source = format!(
@@ -350,6 +349,17 @@ pub fn generate(
         build_sh,
         readme,
     })
+}
+
+/// The plants a reproducer can contain: those that change the calls (skip-sync) or the
+/// memory (straddle-2mib) at a point the program has too.
+pub fn check_plant(plant: Option<Plant>) -> anyhow::Result<()> {
+    match plant {
+        None | Some(Plant::SkipSync | Plant::Straddle2Mib) => Ok(()),
+        Some(p) => {
+            bail!("only the skip-sync and straddle-2mib plants have a reproducer, not {p:?}")
+        }
+    }
 }
 
 /// The header's lines (without comment markers).
@@ -387,6 +397,13 @@ fn header_text(
         t.push_str(
             "PLANTED: the sync clhip runs where the peer takes OpenCL's output is left out \
              (--plant skip-sync): this program should see a stale read and exit non-zero.\n",
+        );
+    }
+    if plant == Some(Plant::Straddle2Mib) {
+        t.push_str(
+            "PLANTED: where the peer takes OpenCL's output, memory that reaches past 2 MiB has \
+             bit 30 of its first word past the boundary flipped (--plant straddle-2mib): at a size \
+             past the boundary this program should see wrong data and exit non-zero.\n",
         );
     }
     if !case.env.is_empty() {

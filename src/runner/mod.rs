@@ -13,13 +13,15 @@
 //! them; `worker_process` starts a worker (through `crate::child`, the one child supervisor)
 //! and the spare started ahead of need; `session` follows one worker through its cases;
 //! `death` judges how a worker's session ended; `control` is what signal handlers share with
-//! the run; `options` is how a run is run. This file is the entry and the retries.
+//! the run; `options` is how a run is run; `stream` runs items asked for one at a time, each
+//! after the results before it. This file is the entry and the retries.
 
 mod control;
 mod death;
 mod options;
 mod schedule;
 mod session;
+mod stream;
 mod worker_process;
 
 use std::collections::{HashMap, VecDeque};
@@ -31,6 +33,7 @@ use self::death::BatchEnd;
 pub use self::options::{RunOptions, worker_args};
 pub use self::schedule::{RunEnd, Stopped};
 use self::schedule::{next_of, run_batch, run_workers};
+pub use self::stream::{Next, run_stream};
 pub use crate::results::{CaseResult, Event, Planned, Work};
 
 /// Runs `plan` in worker processes, calling `on_event` as things happen. Errors: a worker that

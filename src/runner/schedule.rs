@@ -17,10 +17,10 @@ use crate::model::Outcome;
 use crate::results::{CaseResult, Event, Planned};
 
 /// Workers tried for one case before it is recorded as a harness error.
-const START_TRIES: u32 = 2;
+pub(super) const START_TRIES: u32 = 2;
 /// Cases in a row that no worker could start before the run stops: the harness or the device
 /// is unusable (after a GPU reset, for one), and every later worker would fail the same way.
-const START_FAILURES_TO_STOP: usize = 3;
+pub(super) const START_FAILURES_TO_STOP: usize = 3;
 
 /// Why a run ended before its plan did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -96,26 +96,7 @@ pub(super) fn run_workers(
     let mut results = Vec::new();
     let ticking = AtomicBool::new(true);
     let outcome: anyhow::Result<()> = std::thread::scope(|scope| {
-        // The heartbeat that lets a stop of the whole run be told from a case's time; it ends
-        // with this closure, however it returns, or the scope would wait on it for ever.
-        struct Ending<'a>(&'a AtomicBool);
-        impl Drop for Ending<'_> {
-            fn drop(&mut self) {
-                self.0.store(false, Ordering::SeqCst);
-            }
-        }
-        let _ending = Ending(&ticking);
-        let (control, ticking) = (&opts.control, &ticking);
-        std::thread::Builder::new()
-            .name("clhip-ticks".into())
-            .spawn_scoped(scope, move || {
-                while ticking.load(Ordering::SeqCst) {
-                    control.tick();
-                    std::thread::sleep(TICK);
-                }
-                control.stop_ticking();
-            })
-            .context("starting the runner's heartbeat")?;
+        let _ending = heartbeat(scope, &opts.control, &ticking)?;
         let mut handles = Vec::new();
         for (i, &queue) in threads.iter().enumerate() {
             let (shared, tx) = (&shared, tx.clone());
@@ -156,6 +137,37 @@ pub(super) fn run_workers(
         not_run: not_run.into_iter().map(|(_, id)| id).collect(),
         stopped,
     })
+}
+
+/// Ends the heartbeat when dropped.
+pub(super) struct Ending<'a>(&'a AtomicBool);
+
+impl Drop for Ending<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::SeqCst);
+    }
+}
+
+/// Starts the heartbeat that lets a stop of the whole run be told from a case's time, in
+/// `scope`; it ends when the returned guard drops, however the caller returns, or the scope
+/// would wait on it for ever.
+pub(super) fn heartbeat<'scope, 'env>(
+    scope: &'scope std::thread::Scope<'scope, 'env>,
+    control: &'env super::control::RunControl,
+    ticking: &'env AtomicBool,
+) -> anyhow::Result<Ending<'env>> {
+    let ending = Ending(ticking);
+    std::thread::Builder::new()
+        .name("clhip-ticks".into())
+        .spawn_scoped(scope, move || {
+            while ticking.load(Ordering::SeqCst) {
+                control.tick();
+                std::thread::sleep(TICK);
+            }
+            control.stop_ticking();
+        })
+        .context("starting the runner's heartbeat")?;
+    Ok(ending)
 }
 
 /// One runner thread: worker after worker on its GPU's queue until it is empty or the run
