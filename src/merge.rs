@@ -488,6 +488,7 @@ mod tests {
                     ordinal: 0,
                 },
                 install: None,
+                cl_gpu: None,
             },
             path: PathKind::Copy,
             sync: SyncMode::Finish,
