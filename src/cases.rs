@@ -14,7 +14,7 @@ use toml::Spanned;
 
 use crate::filter::matches_filter;
 use crate::model::{Case, Op, Pair, PathKind, SyncMode};
-use crate::paths::PathFacts;
+use crate::paths::{AcrossGpus, PathFacts};
 
 /// The largest FFT the harness's OpenCL FFT runs: the seed's 4,194,304 complex elements.
 pub const MAX_FFT: usize = 1 << 22;
@@ -239,7 +239,8 @@ impl Matrix {
     }
 
     /// Every case of the matrix on every pair, in file order, without duplicates. Paths, syncs
-    /// and ops that mean nothing for a pair are left out, not reported: they are not cases.
+    /// and ops that mean nothing for a pair are left out, not reported: they are not cases. So
+    /// are, on a pair across GPUs, the paths whose rooms refuse that ([`AcrossGpus`]).
     pub fn expand(&self, pairs: &[Pair]) -> Vec<Case> {
         let mut seen = HashSet::new();
         let mut out = Vec::new();
@@ -247,6 +248,11 @@ impl Matrix {
             for g in &self.groups {
                 for &path in &g.paths {
                     if !path.applies_to(pair.peer.api) {
+                        continue;
+                    }
+                    if pair.cl_gpu.is_some()
+                        && matches!(path.across_gpus(pair.peer.api), AcrossGpus::Refused(_))
+                    {
                         continue;
                     }
                     for &sync in g

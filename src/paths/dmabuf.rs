@@ -14,7 +14,7 @@ use crate::sync::Access;
 
 use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
 use super::svm::{svm_alloc, svm_free};
-use super::{Handover, Made, Memory, Owner, Path, device_peer};
+use super::{AcrossGpus, Handover, Made, Memory, Owner, Path, device_peer};
 
 pub(super) struct ClDmabufImport;
 
@@ -36,6 +36,12 @@ impl Path for ClDmabufImport {
 
     fn shares_one_address(&self) -> bool {
         true
+    }
+
+    /// A dma-buf is the kernel's way to share memory between devices: HIP imports OpenCL's on
+    /// its own GPU, or says it cannot.
+    fn across_gpus(&self, _path: PathKind, _peer: Api) -> AcrossGpus {
+        AcrossGpus::Runs
     }
 
     fn create(

@@ -13,7 +13,7 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
 use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
-use super::{Handover, Made, Memory, Owner, Path, device_peer};
+use super::{AcrossGpus, Handover, Made, Memory, Owner, Path, device_peer};
 
 pub(super) struct IpcDevicePtr;
 
@@ -37,6 +37,12 @@ impl Path for IpcDevicePtr {
         true
     }
 
+    /// The exporter allocates on OpenCL's GPU and the peer opens the handle on its own, with
+    /// lazy peer access: the peer's GPU must reach OpenCL's.
+    fn across_gpus(&self, _path: PathKind, _peer: Api) -> AcrossGpus {
+        AcrossGpus::PeerReachesCl
+    }
+
     fn create(
         &self,
         _session: &mut ClSession,
@@ -48,7 +54,12 @@ impl Path for IpcDevicePtr {
         let exe = std::env::current_exe().map_err(|e| {
             CaseError::unsupported(format!("no path to this executable for the exporter: {e}"))
         })?;
-        let (exporter, handle) = Exporter::spawn(exe, &dev.reopen_args(), len)?;
+        // Across GPUs the allocation is made on OpenCL's GPU and opened on the peer's.
+        let exporter_on = match super::cl_gpu() {
+            Some(gpu) => dev.reopen_args_on(gpu),
+            None => dev.reopen_args(),
+        };
+        let (exporter, handle) = Exporter::spawn(exe, &exporter_on, len)?;
         let alloc = dev.ipc_open(&handle, len)?;
         let p = alloc.ptr;
         Ok(Made {

@@ -66,6 +66,71 @@ pub fn plant_stale(data: Vec<Complex32>) {
     STALE.set(Some(data));
 }
 
+thread_local! {
+    /// The OpenCL device's GPU of a pair across GPUs, while [`Shared::create_across`] runs
+    /// its room's `create`.
+    static CL_GPU: std::cell::Cell<Option<usize>> = const { std::cell::Cell::new(None) };
+}
+
+/// For a room's `create`: the GPU the case's OpenCL device is on, as the peer's runtime
+/// numbers it, when that is another GPU than the peer's (`None` on one GPU).
+pub(crate) fn cl_gpu() -> Option<usize> {
+    CL_GPU.get()
+}
+
+/// What `path` needs with OpenCL on GPU `cl_gpu` and the peer on its own: a refused path or
+/// two GPUs that cannot reach each other is `unsupported`, with the reason and the call that
+/// said so; peer access a path needs is enabled.
+pub(crate) fn reach_across(
+    peer: &mut dyn PeerRuntime,
+    path: PathKind,
+    cl_gpu: usize,
+) -> Result<(), CaseError> {
+    let me = peer.peer();
+    let name = |ordinal: usize| {
+        crate::model::Peer {
+            api: me.api,
+            ordinal,
+        }
+        .label()
+    };
+    // The IPC open maps the exporter's memory into the peer's GPU itself (lazy peer access):
+    // only OpenCL's GPU reaching the peer's memory needs access enabled here.
+    let (from, to, what, enable) = match path.across_gpus(me.api) {
+        AcrossGpus::Runs => return Ok(()),
+        AcrossGpus::Refused(why) => {
+            return Err(CaseError::unsupported(format!(
+                "{path} is not run across GPUs: {why}"
+            )));
+        }
+        AcrossGpus::ClReachesPeer => (
+            cl_gpu,
+            me.ordinal,
+            "OpenCL's GPU reads the peer's memory",
+            true,
+        ),
+        AcrossGpus::PeerReachesCl => (
+            me.ordinal,
+            cl_gpu,
+            "the peer reads memory on OpenCL's GPU",
+            false,
+        ),
+    };
+    let dev = device_peer(peer, path)?;
+    if !dev.can_access_peer(from, to)? {
+        return Err(CaseError::unsupported(format!(
+            "{} cannot reach {}'s memory ({}({from}, {to}) says no), and on {path} {what}",
+            name(from),
+            name(to),
+            dev.peer_access_call(),
+        )));
+    }
+    if enable {
+        dev.enable_access_from(from)?;
+    }
+    Ok(())
+}
+
 /// Which side may touch the memory now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Owner {
@@ -96,6 +161,12 @@ pub(crate) trait Path: Sync {
     /// OpenCL's object is a CL_MEM_USE_HOST_PTR buffer over the peer's memory.
     fn is_use_host_ptr(&self) -> bool {
         false
+    }
+
+    /// What `path` needs with OpenCL on one GPU and this peer on another. A room that does
+    /// not say is not run across GPUs.
+    fn across_gpus(&self, _path: PathKind, _peer: Api) -> AcrossGpus {
+        AcrossGpus::Refused("its room does not say how its memory would reach another GPU")
     }
 
     /// Allocate through `path`. A combination the device lacks, or that a call refuses, is
@@ -170,6 +241,25 @@ pub(crate) fn room(path: PathKind) -> &'static dyn Path {
     }
 }
 
+/// What a path needs to run with OpenCL on one GPU and its peer on another (a pair across
+/// GPUs, `nvidia0+cuda1.xgpu`). A path runs there when what crosses is host memory or a copy,
+/// or device memory that an API maps into the other GPU: peer access or IPC. Device memory
+/// that nothing maps across is refused, with the reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcrossGpus {
+    /// Nothing more: host memory both GPUs reach, or a copy one runtime makes.
+    Runs,
+    /// OpenCL's GPU dereferences the peer's device allocation: the peer's runtime lets
+    /// OpenCL's GPU reach it (cuCtxEnablePeerAccess, hipDeviceEnablePeerAccess), where the
+    /// two GPUs can reach each other at all (cuDeviceCanAccessPeer, hipDeviceCanAccessPeer).
+    ClReachesPeer,
+    /// The allocation lives on OpenCL's GPU, made there by another process (the IPC
+    /// exporter), and the peer opens it on its own GPU, which must reach OpenCL's.
+    PeerReachesCl,
+    /// Not a case across GPUs, and why.
+    Refused(&'static str),
+}
+
 /// What each path's room says about it, asked of a [`PathKind`].
 pub trait PathFacts: Copy {
     /// The sync modes that mean something on this path for this peer. A case file naming a
@@ -187,6 +277,8 @@ pub trait PathFacts: Copy {
     fn is_imported(self) -> bool;
     /// See [`Path::is_use_host_ptr`].
     fn is_use_host_ptr(self) -> bool;
+    /// See [`Path::across_gpus`].
+    fn across_gpus(self, peer: Api) -> AcrossGpus;
 }
 
 impl PathFacts for PathKind {
@@ -218,6 +310,10 @@ impl PathFacts for PathKind {
 
     fn is_use_host_ptr(self) -> bool {
         room(self).is_use_host_ptr()
+    }
+
+    fn across_gpus(self, peer: Api) -> AcrossGpus {
+        room(self).across_gpus(self, peer)
     }
 }
 
@@ -574,7 +670,27 @@ impl Shared {
         path: PathKind,
         len: usize,
     ) -> Result<Self, CaseError> {
-        let made = room(path).create(session, peer, path, len)?;
+        Self::create_across(session, peer, path, len, None)
+    }
+
+    /// [`Shared::create`] for a pair whose OpenCL device is on GPU `cl_gpu` (as the peer's
+    /// runtime numbers it) where that is not the peer's GPU: what the path needs across the
+    /// two ([`AcrossGpus`]) is checked and set up first, and the room learns `cl_gpu` through
+    /// [`cl_gpu`] while it creates.
+    pub fn create_across(
+        session: &mut ClSession,
+        peer: &mut dyn PeerRuntime,
+        path: PathKind,
+        len: usize,
+        cl_gpu: Option<usize>,
+    ) -> Result<Self, CaseError> {
+        if let Some(gpu) = cl_gpu {
+            reach_across(peer, path, gpu)?;
+        }
+        CL_GPU.set(cl_gpu);
+        let made = room(path).create(session, peer, path, len);
+        CL_GPU.set(None);
+        let made = made?;
         let shared = Shared {
             path,
             len,

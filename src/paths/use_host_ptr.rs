@@ -17,7 +17,7 @@ use crate::sync::{self, Access};
 
 use super::c::{self, CMem, CWriter};
 use super::{
-    Handover, Made, Memory, Owner, Path, device_peer, no_such_handover, release_buffer,
+    AcrossGpus, Handover, Made, Memory, Owner, Path, device_peer, no_such_handover, release_buffer,
     wrap_host_ptr,
 };
 
@@ -48,6 +48,19 @@ impl Path for UseHostPtr {
 
     fn is_use_host_ptr(&self) -> bool {
         true
+    }
+
+    /// Pinned and managed memory are host memory both GPUs reach (managed memory moves to the
+    /// GPU that touches it); a device allocation handed over as host memory is mapped into
+    /// OpenCL's GPU by nothing.
+    fn across_gpus(&self, path: PathKind, _peer: Api) -> AcrossGpus {
+        match path {
+            PathKind::DeviceUseHostPtr => AcrossGpus::Refused(
+                "a device allocation handed to OpenCL as host memory is mapped into OpenCL's \
+                 GPU by nothing",
+            ),
+            _ => AcrossGpus::Runs,
+        }
     }
 
     fn create(
