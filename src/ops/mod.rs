@@ -70,6 +70,10 @@ pub enum Plant {
     /// `handoff` cases: one word flipped after the peer's last rewrite, so OpenCL's last check
     /// alone sees it: the case must fail there, at that word.
     FlipAfterPeer,
+    /// Pairs across GPUs: the peer silently opens OpenCL's GPU instead of its own, as a
+    /// worker whose device numbering went wrong would. The case must end as a harness error
+    /// naming both GPUs, never run on one GPU as if on two.
+    WrongGpu,
 }
 
 impl std::str::FromStr for Plant {
@@ -88,8 +92,9 @@ impl std::str::FromStr for Plant {
             "skip-check-kernel" => Ok(Plant::SkipCheckKernel),
             "stale-correct" => Ok(Plant::StaleCorrect),
             "flip-after-peer" => Ok(Plant::FlipAfterPeer),
+            "wrong-gpu" => Ok(Plant::WrongGpu),
             _ => Err(format!(
-                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer)"
+                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer, wrong-gpu)"
             )),
         }
     }
@@ -200,15 +205,22 @@ pub struct WorkerState {
 
 /// The case's peer, opened on first use in this worker. A device peer must first pass its
 /// known-answer check: after a fault or crash in an earlier worker, a device that no longer
-/// computes must not turn every later case into a misleading verdict.
+/// computes must not turn every later case into a misleading verdict. `instead`: the
+/// `wrong-gpu` plant's device, opened in `want`'s place.
 fn peer<'a>(
     peers: &'a mut HashMap<Peer, Result<Box<dyn PeerRuntime>, CaseError>>,
     want: &Peer,
     rocm_path: Option<&std::path::Path>,
+    instead: Option<usize>,
 ) -> Result<&'a mut dyn PeerRuntime, CaseError> {
-    let entry = peers
-        .entry(want.clone())
-        .or_insert_with(|| open_peer(want.api, want.ordinal, rocm_path));
+    let opened = instead.unwrap_or(want.ordinal);
+    if instead.is_some() {
+        // The plant must not meet the right device opened earlier (a spare worker's start).
+        peers.remove(want);
+    }
+    let entry = peers.entry(want.clone()).or_insert_with(|| {
+        crate::peer::open_peer_instead(want.api, want.ordinal, opened, rocm_path)
+    });
     match entry {
         Ok(p) => Ok(p.as_mut()),
         Err(e) => Err(e.clone()),
@@ -386,7 +398,18 @@ fn run(
             "the {p:?} plant applies to {op} cases only"
         )));
     }
-    open_side_by_side(state, case, seed, kind);
+    let instead = match (plant, case.pair.cl_gpu) {
+        (Some(Plant::WrongGpu), Some(cl_gpu)) => Some(cl_gpu),
+        (Some(Plant::WrongGpu), None) => {
+            return Err(CaseError::Skip(
+                "the WrongGpu plant applies to pairs across GPUs only".into(),
+            ));
+        }
+        _ => None,
+    };
+    if instead.is_none() {
+        open_side_by_side(state, case, seed, kind);
+    }
     let WorkerState {
         rocm_path,
         devices,
@@ -396,7 +419,7 @@ fn run(
         data,
     } = state;
     let session = session(devices, sessions, case)?;
-    let peer = peer(peers, &case.pair.peer, rocm_path.as_deref())?;
+    let peer = peer(peers, &case.pair.peer, rocm_path.as_deref(), instead)?;
     session.notes.clear();
     session.skip_kernels = matches!(plant, Some(Plant::ClNoop | Plant::StaleCorrect));
     sync::set_wrong_semaphore(plant == Some(Plant::WrongSemaphore));
@@ -458,7 +481,7 @@ fn open_side_by_side(state: &mut WorkerState, case: &Case, seed: u64, kind: Data
             let _ = session(devices, sessions, case);
         });
         s.spawn(|| make_inputs(&mut inputs, case));
-        let _ = peer(peers, &case.pair.peer, rocm_path.as_deref());
+        let _ = peer(peers, &case.pair.peer, rocm_path.as_deref(), None);
     });
 }
 
@@ -500,7 +523,7 @@ fn with_shared<T>(
     len: usize,
     body: impl FnOnce(&mut ClSession, &mut dyn PeerRuntime, &mut Shared) -> Result<T, CaseError>,
 ) -> Result<T, CaseError> {
-    let mut shared = Shared::create(session, peer, case.path, len)?;
+    let mut shared = Shared::create_across(session, peer, case.path, len, case.pair.cl_gpu)?;
     let result = body(session, peer, &mut shared);
     let released = shared.release(session, peer);
     let value = result?;
