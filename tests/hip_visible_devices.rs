@@ -206,10 +206,20 @@ fn a_hip_worker_sees_its_pair_s_gpus_and_opens_the_one_the_probe_saw() {
     let root = stub_install(&tmp.join("rocm-6.3.2"));
     let p = probe(&root);
     // The probe sees every GPU, each as itself.
-    let pci: Vec<&str> = p.hip.devices.iter().map(|d| d.pci_bus_id.as_str()).collect();
+    let pci: Vec<&str> = p
+        .hip
+        .devices
+        .iter()
+        .map(|d| d.pci_bus_id.as_str())
+        .collect();
     assert_eq!(
         pci,
-        ["0000:00:00.0", "0000:01:00.0", "0000:02:00.0", "0000:03:00.0"],
+        [
+            "0000:00:00.0",
+            "0000:01:00.0",
+            "0000:02:00.0",
+            "0000:03:00.0"
+        ],
         "{}",
         p.hip.status
     );
@@ -256,7 +266,10 @@ fn a_hip_worker_sees_its_pair_s_gpus_and_opens_the_one_the_probe_saw() {
     let (r, asked) = run_case(&tmp, &root, &p, pair(hip(3), Some(1)), None);
     assert_eq!(r.id, format!("{label}+hip3.xgpu/copy/finish/handoff/n=64"));
     known_answer(&r, "hip3");
-    assert!(asked.contains("count 2 HIP_VISIBLE_DEVICES=1,3\n"), "{asked}");
+    assert!(
+        asked.contains("count 2 HIP_VISIBLE_DEVICES=1,3\n"),
+        "{asked}"
+    );
     assert!(asked.contains("set 1 HIP_VISIBLE_DEVICES=1,3\n"), "{asked}");
 
     // The peer on OpenCL's GPU instead of its own: caught before it computes anything.
