@@ -335,6 +335,10 @@ pub fn execute_with_data(
         Some(Ok(p)) => p.as_device().and_then(|d| d.sticky_fault()),
         _ => None,
     };
+    if plant == Some(Plant::WrongGpu) {
+        // The planted peer is another GPU: no later case of this worker may meet it.
+        state.peers.remove(&case.pair.peer);
+    }
     match (sticky, &outcome) {
         (Some(_), Outcome::Fault { .. }) | (None, _) => outcome,
         (Some(mut error), earlier) => {
