@@ -15,7 +15,7 @@ use toml::Spanned;
 
 use crate::filter::matches_filter;
 use crate::model::{Api, Case, EnvVariant, Op, Pair, PathKind, SyncMode};
-use crate::paths::PathFacts;
+use crate::paths::{AcrossGpus, PathFacts};
 
 /// The largest FFT the harness's OpenCL FFT runs: the seed's 4,194,304 complex elements.
 pub const MAX_FFT: usize = 1 << 22;
@@ -320,7 +320,8 @@ impl Matrix {
     }
 
     /// Every case of the matrix on every pair, in file order, without duplicates. Paths, syncs
-    /// and ops that mean nothing for a pair are left out, not reported: they are not cases.
+    /// and ops that mean nothing for a pair are left out, not reported: they are not cases. So
+    /// are, on a pair across GPUs, the paths whose rooms refuse that ([`AcrossGpus`]).
     /// Per pair, the plain environment's cases come first, then each variant's that applies to
     /// the pair's peer, in file order: a worker serves one environment, so each environment's
     /// cases stay together.
@@ -453,6 +454,11 @@ fn expand_group(
 ) {
     for &path in &g.paths {
         if !path.applies_to(pair.peer.api) {
+            continue;
+        }
+        if pair.cl_gpu.is_some()
+            && matches!(path.across_gpus(pair.peer.api), AcrossGpus::Refused(_))
+        {
             continue;
         }
         for &sync in g

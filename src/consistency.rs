@@ -87,12 +87,19 @@ pub fn check(results: &[CaseResult], identity: &BTreeMap<String, String>) -> Con
     out
 }
 
-/// `cuda`, `hip` or `host`: pairs are compared only with pairs of the same kind of peer.
+/// `cuda`, `hip` or `host` (`cuda.xgpu` across GPUs): pairs are compared only with pairs of
+/// the same kind of peer, and pairs across GPUs only with each other.
 fn kind_of_pair(pair: &str) -> String {
     pair.split_once('+')
         .map(|(_, peer)| {
-            peer.trim_end_matches(|c: char| c.is_ascii_digit())
-                .to_string()
+            let (peer, across) = match peer.strip_suffix(crate::model::ACROSS_GPUS) {
+                Some(p) => (p, crate::model::ACROSS_GPUS),
+                None => (peer, ""),
+            };
+            format!(
+                "{}{across}",
+                peer.trim_end_matches(|c: char| c.is_ascii_digit())
+            )
         })
         .unwrap_or_default()
 }
@@ -148,6 +155,7 @@ mod tests {
                     ordinal: gpu,
                 },
                 install: None,
+                cl_gpu: None,
             },
             path,
             sync,
@@ -283,6 +291,7 @@ mod tests {
         assert_eq!(kind_of_pair("nvidia0+cuda12"), "cuda");
         assert_eq!(kind_of_pair("rocm1+hip1"), "hip");
         assert_eq!(kind_of_pair("pocl0+host"), "host");
+        assert_eq!(kind_of_pair("nvidia0+cuda1.xgpu"), "cuda.xgpu");
         // The same GPU model, one driven through CUDA and one through HIP: their outcomes
         // differ for reasons of the peer API, not of the GPU.
         let results = vec![

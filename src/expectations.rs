@@ -592,6 +592,7 @@ source = "clr: no cl_khr_external_memory"
             },
             peer: crate::model::Peer::HOST,
             install: None,
+            cl_gpu: None,
         };
         crate::cases::Matrix::default_matrix().expand(&[pair])
     }

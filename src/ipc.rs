@@ -4,7 +4,8 @@
 //!
 //! One exporter serves a worker's IPC cases one after another: a process and a device context
 //! per case cost more than the rest of such a case (1.5 s of its 1.7 s on an H200 at `-j 4`).
-//! It starts on the worker's first IPC case and dies with the worker.
+//! It starts on the worker's first IPC case and dies with the worker. For a pair across two
+//! GPUs it opens OpenCL's GPU, not the peer's: the peer then opens memory of another GPU.
 //!
 //! Protocol: the worker writes `alloc <elements>` or `free` lines to the exporter's stdin; the
 //! exporter answers each with one line to stdout, after [`PREFIX`]: an [`ExporterLine`]. EOF

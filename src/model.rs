@@ -88,12 +88,27 @@ pub struct Pair {
     /// still load.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub install: Option<String>,
+    /// A pair across two GPUs: the OpenCL device's GPU as the peer's runtime numbers it, the
+    /// peer being another GPU. `None` where OpenCL and the peer are one GPU (and for the
+    /// host), so that those pairs keep their ids and results files.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cl_gpu: Option<usize>,
 }
 
+/// What a pair across two GPUs adds to its id: `nvidia0+cuda1.xgpu` is OpenCL on nvidia0's GPU
+/// and CUDA on another GPU, cuda1, whichever GPU nvidia0 is.
+pub const ACROSS_GPUS: &str = ".xgpu";
+
 impl Pair {
-    /// `pocl0+host`, `rocm0+hip0`; with several ROCm installs `rocm0+hip@6.3.2:0`.
+    /// `pocl0+host`, `rocm0+hip0`; with several ROCm installs `rocm0+hip@6.3.2:0`; across two
+    /// GPUs `nvidia0+cuda1.xgpu`.
     pub fn id(&self) -> String {
-        format!("{}+{}", self.opencl.label, self.peer_label())
+        let across = if self.cl_gpu.is_some() {
+            ACROSS_GPUS
+        } else {
+            ""
+        };
+        format!("{}+{}{across}", self.opencl.label, self.peer_label())
     }
 
     /// The peer as ids spell it: `hip0`, or `hip@6.3.2:0` for a device of one of several

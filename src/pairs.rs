@@ -21,6 +21,7 @@ pub fn discover() -> Result<Vec<Pair>, ApiError> {
             opencl: d.r,
             peer: Peer::HOST,
             install: None,
+            cl_gpu: None,
         })
         .collect())
 }
@@ -35,7 +36,9 @@ fn cl_ref(d: &DeviceProbe) -> ClDeviceRef {
 
 /// The pairs a probe found (the CLI's: its probe runs in a child process). Host pairs first,
 /// then each device runtime's devices with their OpenCL twins: CUDA's, then HIP's, each install
-/// of several in the order given, so that one GPU seen by two installs is two pairs.
+/// of several in the order given, so that one GPU seen by two installs is two pairs. Last, where
+/// one runtime sees two or more GPUs that OpenCL sees too, pairs across GPUs
+/// ([`across_gpus`]).
 pub fn from_probe(probe: &Probe) -> Vec<Pair> {
     let cl: Vec<&DeviceProbe> = probe.platforms.iter().flat_map(|p| &p.devices).collect();
     let mut pairs: Vec<Pair> = cl
@@ -44,6 +47,7 @@ pub fn from_probe(probe: &Probe) -> Vec<Pair> {
             opencl: cl_ref(d),
             peer: Peer::HOST,
             install: None,
+            cl_gpu: None,
         })
         .collect();
     for rt in probe.device_runtimes() {
@@ -56,8 +60,47 @@ pub fn from_probe(probe: &Probe) -> Vec<Pair> {
                         ordinal: dev.ordinal,
                     },
                     install: rt.install.map(|i| i.label.clone()),
+                    cl_gpu: None,
                 });
             }
+        }
+    }
+    pairs.extend(across_gpus(probe));
+    pairs
+}
+
+/// Pairs across two GPUs of one runtime (and install): each GPU's OpenCL device with the next
+/// GPU's peer, round the ring of the GPUs that OpenCL sees too, in the runtime's order. So every
+/// GPU is once OpenCL's and once the peer's, and a host of N GPUs has N such pairs, not N(N-1):
+/// two on two GPUs (`nvidia0+cuda1.xgpu`, `nvidia1+cuda0.xgpu`), none on one.
+pub fn across_gpus(probe: &Probe) -> Vec<Pair> {
+    let cl: Vec<&DeviceProbe> = probe.platforms.iter().flat_map(|p| &p.devices).collect();
+    let mut pairs = Vec::new();
+    for rt in probe.device_runtimes() {
+        let twinned: Vec<(usize, &DeviceProbe)> = rt
+            .status
+            .devices
+            .iter()
+            .filter_map(|d| same_gpu(d, &cl).map(|twin| (d.ordinal, twin)))
+            .collect();
+        if twinned.len() < 2 {
+            continue;
+        }
+        for (i, &(cl_gpu, twin)) in twinned.iter().enumerate() {
+            let (peer_gpu, peer_twin) = twinned[(i + 1) % twinned.len()];
+            // Two devices of one runtime that OpenCL sees as one device are no two GPUs.
+            if peer_twin.label == twin.label {
+                continue;
+            }
+            pairs.push(Pair {
+                opencl: cl_ref(twin),
+                peer: Peer {
+                    api: rt.api,
+                    ordinal: peer_gpu,
+                },
+                install: rt.install.map(|i| i.label.clone()),
+                cl_gpu: Some(cl_gpu),
+            });
         }
     }
     pairs
@@ -209,10 +252,30 @@ pub fn select(probe: &Probe, pairs: Vec<Pair>, selectors: &[String]) -> anyhow::
             );
         }
     }
-    Ok(pairs
-        .into_iter()
-        .filter(|p| peers.contains(&p.peer) || labels.contains(&p.opencl.label))
-        .collect())
+    // A pair across GPUs keeps both busy: it is kept only where both were selected, each by
+    // its device-runtime device or its OpenCL twin.
+    let twin_of = |p: &Pair, ordinal: usize| {
+        probe
+            .device_runtimes()
+            .into_iter()
+            .filter(|rt| rt.api == p.peer.api && rt.install.map(|i| &i.label) == p.install.as_ref())
+            .flat_map(|rt| rt.status.devices.iter())
+            .find(|d| d.ordinal == ordinal)
+            .and_then(|d| same_gpu(d, &cl))
+            .map(|twin| twin.label.clone())
+    };
+    let gpu_selected = |p: &Pair, ordinal: usize| {
+        let peer = Peer {
+            api: p.peer.api,
+            ordinal,
+        };
+        peers.contains(&peer) || twin_of(p, ordinal).is_some_and(|l| labels.contains(&l))
+    };
+    let selected = |p: &Pair| match p.cl_gpu {
+        None => peers.contains(&p.peer) || labels.contains(&p.opencl.label),
+        Some(cl_gpu) => gpu_selected(p, cl_gpu) && gpu_selected(p, p.peer.ordinal),
+    };
+    Ok(pairs.into_iter().filter(selected).collect())
 }
 
 #[cfg(test)]

@@ -188,6 +188,7 @@ mod tests {
                 },
                 peer: crate::model::Peer::HOST,
                 install: None,
+                cl_gpu: None,
             },
             path: crate::model::PathKind::Copy,
             sync: crate::model::SyncMode::Finish,

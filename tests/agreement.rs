@@ -383,6 +383,7 @@ fn covered_cases(api: Api, opencl: ClDeviceRef) -> Vec<Case> {
         opencl,
         peer: Peer { api, ordinal: 0 },
         install: None,
+        cl_gpu: None,
     };
     Matrix::default_matrix()
         .expand(&[pair])

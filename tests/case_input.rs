@@ -33,6 +33,7 @@ fn pairs() -> Vec<Pair> {
         opencl: cl.clone(),
         peer,
         install: None,
+        cl_gpu: None,
     })
     .collect()
 }

@@ -29,6 +29,7 @@ fn pair(label: &str, peer: Peer) -> Pair {
         },
         peer,
         install: None,
+        cl_gpu: None,
     }
 }
 

@@ -41,6 +41,7 @@ fn case(label: &str, op: Op, outcome: Outcome, kernel_log: &[&str]) -> CaseResul
             },
             peer: Peer::HOST,
             install: None,
+            cl_gpu: None,
         },
         path: PathKind::Copy,
         sync: SyncMode::Finish,

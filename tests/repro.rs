@@ -906,6 +906,7 @@ fn workers_run_a_case_on_the_data_its_work_item_names() {
             opencl: dev.r.clone(),
             peer: Peer::HOST,
             install: None,
+            cl_gpu: None,
         },
         path: PathKind::Copy,
         sync: SyncMode::Finish,

@@ -305,6 +305,7 @@ fn each_install_s_cases_run_in_workers_that_load_that_install() {
                     ordinal: 0,
                 },
                 install: Some(install.label.clone()),
+                cl_gpu: None,
             };
             let case = Case {
                 pair,

@@ -434,6 +434,7 @@ mod tests {
             },
             peer: Peer { api, ordinal: 0 },
             install: None,
+            cl_gpu: None,
         }
     }
 

@@ -247,6 +247,7 @@ mod tests {
                 },
                 peer: Peer { api, ordinal: gpu },
                 install: None,
+                cl_gpu: None,
             },
             path: PathKind::Copy,
             sync: SyncMode::Finish,

@@ -10,6 +10,7 @@ fn pair() -> Pair {
         },
         peer: Peer::HOST,
         install: None,
+        cl_gpu: None,
     }
 }
 
@@ -232,6 +233,7 @@ fn pathological_filters_finish_in_linear_time() {
                 }
             },
             install: None,
+            cl_gpu: None,
         })
         .collect();
     let cases = Matrix::default_matrix().expand(&pairs);
@@ -280,6 +282,7 @@ fn cuda_pair() -> Pair {
             ordinal: 0,
         },
         install: None,
+        cl_gpu: None,
     }
 }
 

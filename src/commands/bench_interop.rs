@@ -120,6 +120,8 @@ pub fn interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
 
     let probe = plan::probe_machine(args.rocm_path.as_slice())?;
     let mut pairs = pairs::from_probe(&probe);
+    // What a path costs on one GPU; a pair across GPUs is the run's to check, not timed here.
+    pairs.retain(|p| p.cl_gpu.is_none());
     if !args.devices.is_empty() {
         pairs = pairs::select(&probe, pairs, &args.devices)?;
     }

@@ -142,6 +142,7 @@ mod tests {
                 },
                 peer: Peer::HOST,
                 install: None,
+                cl_gpu: None,
             },
             path: PathKind::Copy,
             sync: SyncMode::Finish,

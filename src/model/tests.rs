@@ -9,6 +9,7 @@ fn pocl_host() -> Pair {
         },
         peer: Peer::HOST,
         install: None,
+        cl_gpu: None,
     }
 }
 
@@ -40,6 +41,7 @@ fn a_device_of_one_of_several_installs_carries_the_install_in_its_id() {
         opencl: rocm.clone(),
         peer: hip0.clone(),
         install: None,
+        cl_gpu: None,
     };
     assert_eq!(
         (one.id(), one.participant()),
@@ -47,6 +49,7 @@ fn a_device_of_one_of_several_installs_carries_the_install_in_its_id() {
     );
     let several = Pair {
         install: Some("6.3.2".into()),
+        cl_gpu: None,
         ..one.clone()
     };
     assert_eq!(several.id(), "rocm0+hip@6.3.2:0");

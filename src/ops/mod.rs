@@ -100,6 +100,10 @@ pub enum Plant {
     /// allocation, run past [`Plant::STRADDLE_BOUNDARY`]). Every smaller shape passes.
     #[serde(rename = "straddle-2mib")]
     Straddle2Mib,
+    /// Pairs across GPUs: the peer silently opens OpenCL's GPU instead of its own, as a
+    /// worker whose device numbering went wrong would. The case must end as a harness error
+    /// naming both GPUs, never run on one GPU as if on two.
+    WrongGpu,
 }
 
 impl std::str::FromStr for Plant {
@@ -124,8 +128,9 @@ impl std::str::FromStr for Plant {
             "leak-host" => Ok(Plant::LeakHost),
             "readback-overrun" => Ok(Plant::ReadbackOverrun),
             "straddle-2mib" => Ok(Plant::Straddle2Mib),
+            "wrong-gpu" => Ok(Plant::WrongGpu),
             _ => Err(format!(
-                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer, cl-overrun, peer-overrun, skip-one-sync, readback-overrun, leak-host, straddle-2mib)"
+                "unknown plant `{s}` (expected flip-element, skip-sync, bad-pointer, cl-noop, peer-noop, rocr-fault, skip-signal, wrong-semaphore, none, skip-check-kernel, stale-correct, flip-after-peer, cl-overrun, peer-overrun, skip-one-sync, readback-overrun, leak-host, straddle-2mib, wrong-gpu)"
             )),
         }
     }
@@ -264,15 +269,22 @@ pub struct WorkerState {
 
 /// The case's peer, opened on first use in this worker. A device peer must first pass its
 /// known-answer check: after a fault or crash in an earlier worker, a device that no longer
-/// computes must not turn every later case into a misleading verdict.
+/// computes must not turn every later case into a misleading verdict. `instead`: the
+/// `wrong-gpu` plant's device, opened in `want`'s place.
 fn peer<'a>(
     peers: &'a mut HashMap<Peer, Result<Box<dyn PeerRuntime>, CaseError>>,
     want: &Peer,
     rocm_path: Option<&std::path::Path>,
+    instead: Option<usize>,
 ) -> Result<&'a mut dyn PeerRuntime, CaseError> {
-    let entry = peers
-        .entry(want.clone())
-        .or_insert_with(|| open_peer(want.api, want.ordinal, rocm_path));
+    let opened = instead.unwrap_or(want.ordinal);
+    if instead.is_some() {
+        // The plant must not meet the right device opened earlier (a spare worker's start).
+        peers.remove(want);
+    }
+    let entry = peers.entry(want.clone()).or_insert_with(|| {
+        crate::peer::open_peer_instead(want.api, want.ordinal, opened, rocm_path)
+    });
     match entry {
         Ok(p) => Ok(p.as_mut()),
         Err(e) => Err(e.clone()),
@@ -387,6 +399,10 @@ pub fn execute_with_data(
             _ => None,
         }
     });
+    if plant == Some(Plant::WrongGpu) {
+        // The planted peer is another GPU: no later case of this worker may meet it.
+        state.peers.remove(&case.pair.peer);
+    }
     with_sticky_fault(sticky, outcome)
 }
 
@@ -457,7 +473,18 @@ fn run(
             "the {p:?} plant applies to {op} cases only"
         )));
     }
-    open_side_by_side(state, case, seed, kind);
+    let instead = match (plant, case.pair.cl_gpu) {
+        (Some(Plant::WrongGpu), Some(cl_gpu)) => Some(cl_gpu),
+        (Some(Plant::WrongGpu), None) => {
+            return Err(CaseError::Skip(
+                "the WrongGpu plant applies to pairs across GPUs only".into(),
+            ));
+        }
+        _ => None,
+    };
+    if instead.is_none() {
+        open_side_by_side(state, case, seed, kind);
+    }
     let WorkerState {
         rocm_path,
         devices,
@@ -469,7 +496,7 @@ fn run(
     // Opened once per worker, which a reproducer does at its start: not the case's calls.
     let session = calls::scoped(calls::OPEN, move || session(devices, sessions, case))?;
     let peer = calls::scoped(calls::OPEN, || {
-        peer(peers, &case.pair.peer, rocm_path.as_deref())
+        peer(peers, &case.pair.peer, rocm_path.as_deref(), instead)
     })?;
     session.notes.clear();
     session.skip_kernels = matches!(plant, Some(Plant::ClNoop | Plant::StaleCorrect));
@@ -540,7 +567,7 @@ fn open_side_by_side(state: &mut WorkerState, case: &Case, seed: u64, kind: Data
                 let _ = session(devices, sessions, case);
             });
             s.spawn(|| make_inputs(&mut inputs, case));
-            let _ = peer(peers, &case.pair.peer, rocm_path.as_deref());
+            let _ = peer(peers, &case.pair.peer, rocm_path.as_deref(), None);
         })
     });
 }
@@ -586,7 +613,7 @@ fn with_shared<T>(
     // The case's footprint is of its crossing: from before its first shared allocation to
     // after its last release (crate::footprint says why).
     crate::footprint::crossing_begins(|| device_in_use(peer));
-    let mut shared = match Shared::create(session, peer, case.path, len) {
+    let mut shared = match Shared::create_across(session, peer, case.path, len, case.pair.cl_gpu) {
         Ok(shared) => shared,
         Err(e) => {
             crate::footprint::crossing_ends();

@@ -303,6 +303,25 @@ impl DeviceRuntime for StandIn {
         Vec::new()
     }
 
+    fn reopen_args_on(&self, _ordinal: usize) -> Vec<String> {
+        Vec::new()
+    }
+
+    // One device: a pair across GPUs never meets the stand-in.
+    fn can_access_peer(&mut self, _from: usize, _to: usize) -> Result<bool, CaseError> {
+        Ok(false)
+    }
+
+    fn peer_access_call(&self) -> &'static str {
+        "no peer access (a stand-in of one device)"
+    }
+
+    fn enable_access_from(&mut self, _other: usize) -> Result<(), CaseError> {
+        Err(CaseError::unsupported(
+            "the stand-in device has no other device to reach it",
+        ))
+    }
+
     fn record_and_wait_event(&mut self) -> Result<(), CaseError> {
         Ok(())
     }
@@ -361,6 +380,7 @@ fn registered_case(path: PathKind, sync: SyncMode, n: usize) -> Option<(ClSessio
             opencl: dev.r.clone(),
             peer: StandIn::default().peer(),
             install: None,
+            cl_gpu: None,
         },
         path,
         sync,

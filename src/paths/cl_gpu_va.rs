@@ -14,7 +14,9 @@ use crate::sync::Access;
 
 use super::c::{self, CMem, CWriter};
 use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
-use super::{DeviceBuffer, Handover, Made, Memory, Owner, Path, device_peer, release_buffer};
+use super::{
+    AcrossGpus, DeviceBuffer, Handover, Made, Memory, Owner, Path, device_peer, release_buffer,
+};
 
 declare_paths! {
     room: ClGpuVa;
@@ -98,6 +100,13 @@ impl Path for ClGpuVa {
 
     fn shares_one_address(&self) -> bool {
         true
+    }
+
+    /// The address is in OpenCL's GPU's memory, which no API maps into another GPU.
+    fn across_gpus(&self, _path: PathKind, _peer: Api) -> AcrossGpus {
+        AcrossGpus::Refused(
+            "the peer would dereference an address of OpenCL's GPU that no API maps into another",
+        )
     }
 
     fn create(

@@ -14,7 +14,7 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::{self, Access};
 
 use super::c::{self, CMem, CWriter};
-use super::{Handover, Made, Memory, Owner, Path, guard, release_buffer};
+use super::{AcrossGpus, Handover, Made, Memory, Owner, Path, guard, release_buffer};
 
 declare_paths! {
     room: CopyPath;
@@ -42,6 +42,11 @@ impl Path for CopyPath {
 
     fn applies_to(&self, _path: PathKind, _peer: Api) -> bool {
         true
+    }
+
+    /// Each side copies into and out of its own memory through the host: any two GPUs.
+    fn across_gpus(&self, _path: PathKind, _peer: Api) -> AcrossGpus {
+        AcrossGpus::Runs
     }
 
     fn create(

@@ -12,7 +12,7 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
 use super::c::{self, CMem, CWriter};
-use super::{Handover, Made, Memory, Owner, Path, device_peer};
+use super::{AcrossGpus, Handover, Made, Memory, Owner, Path, device_peer};
 
 declare_paths! {
     room: DevicePtrAsClArg;
@@ -48,6 +48,11 @@ impl Path for DevicePtrAsClArg {
 
     fn shares_one_address(&self) -> bool {
         true
+    }
+
+    /// OpenCL's GPU dereferences the peer's allocation: peer access from OpenCL's GPU.
+    fn across_gpus(&self, _path: PathKind, _peer: Api) -> AcrossGpus {
+        AcrossGpus::ClReachesPeer
     }
 
     fn create(

@@ -13,7 +13,7 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
 use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
-use super::{Handover, Made, Memory, Owner, Path, device_peer, guard};
+use super::{AcrossGpus, Handover, Made, Memory, Owner, Path, device_peer, guard};
 
 declare_paths! {
     room: ClDmabufImport;
@@ -47,6 +47,12 @@ impl Path for ClDmabufImport {
 
     fn shares_one_address(&self) -> bool {
         true
+    }
+
+    /// A dma-buf is the kernel's way to share memory between devices: HIP imports OpenCL's on
+    /// its own GPU, or says it cannot.
+    fn across_gpus(&self, _path: PathKind, _peer: Api) -> AcrossGpus {
+        AcrossGpus::Runs
     }
 
     fn create(

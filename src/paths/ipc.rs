@@ -13,7 +13,7 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
 use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
-use super::{Handover, Made, Memory, Owner, Path, device_peer};
+use super::{AcrossGpus, Handover, Made, Memory, Owner, Path, device_peer};
 
 declare_paths! {
     room: IpcDevicePtr;
@@ -44,6 +44,12 @@ impl Path for IpcDevicePtr {
         true
     }
 
+    /// The exporter allocates on OpenCL's GPU and the peer opens the handle on its own, with
+    /// lazy peer access: the peer's GPU must reach OpenCL's.
+    fn across_gpus(&self, _path: PathKind, _peer: Api) -> AcrossGpus {
+        AcrossGpus::PeerReachesCl
+    }
+
     fn create(
         &self,
         _session: &mut ClSession,
@@ -56,10 +62,15 @@ impl Path for IpcDevicePtr {
             CaseError::unsupported(format!("no path to this executable for the exporter: {e}"))
         })?;
         // The exporter allocates the guard too, from the view's end; this side opens all of it
-        // and fills and checks the guard through the opened mapping.
+        // and fills and checks the guard through the opened mapping. Across GPUs the
+        // allocation is made on OpenCL's GPU and opened on the peer's.
         let layout = super::guard::Layout::elements(len, false);
         let whole = layout.total() / size_of::<num_complex::Complex32>();
-        let (exporter, handle) = Exporter::spawn(exe, &dev.reopen_args(), whole)?;
+        let exporter_on = match super::cl_gpu() {
+            Some(gpu) => dev.reopen_args_on(gpu),
+            None => dev.reopen_args(),
+        };
+        let (exporter, handle) = Exporter::spawn(exe, &exporter_on, whole)?;
         let mut alloc = dev.ipc_open(&handle, whole)?;
         let name = format!("{path}: the exporter's device memory, opened");
         super::guard::record_peer(alloc.ptr.addr, layout, &name);

@@ -12,6 +12,7 @@
 //! paths, and build.rs makes `PathKind`, the rooms' `mod` lines and [`room`] from the blocks,
 //! in the order of cases/paths.toml (docs/paths.md, "Adding a path").
 
+mod across;
 mod buffer;
 pub(crate) mod c;
 pub mod guard;
@@ -63,6 +64,8 @@ use crate::runtimes::opencl::{ClEvent, ClMem, ClResultExt, ClSession};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::{self, Access, SemaphoreFault, SemaphoreLink};
 
+pub use across::AcrossGpus;
+pub(crate) use across::{cl_gpu, reach_across};
 pub use buffer::{DeviceBuffer, written_as_asked};
 pub use svm::{svm_null, svm_refusal};
 
@@ -119,6 +122,12 @@ pub(crate) trait Path: Sync {
     /// from the probe without a worker, in the words a worker's allocation would use.
     fn svm_fine_grain(&self, _path: PathKind) -> Option<bool> {
         None
+    }
+
+    /// What `path` needs with OpenCL on one GPU and this peer on another. A room that does
+    /// not say is not run across GPUs.
+    fn across_gpus(&self, _path: PathKind, _peer: Api) -> AcrossGpus {
+        AcrossGpus::Refused("its room does not say how its memory would reach another GPU")
     }
 
     /// Allocate through `path`. A combination the device lacks, or that a call refuses, is
@@ -202,6 +211,8 @@ pub trait PathFacts: Copy {
     fn is_use_host_ptr(self) -> bool;
     /// Whether the reproducer generator covers this path on a pair with `peer`.
     fn has_reproducer(self, peer: Api) -> bool;
+    /// See [`Path::across_gpus`].
+    fn across_gpus(self, peer: Api) -> AcrossGpus;
 }
 
 impl PathFacts for PathKind {
@@ -237,6 +248,10 @@ impl PathFacts for PathKind {
 
     fn has_reproducer(self, peer: Api) -> bool {
         room(self).c_reproducible() && self.applies_to(peer)
+    }
+
+    fn across_gpus(self, peer: Api) -> AcrossGpus {
+        room(self).across_gpus(self, peer)
     }
 }
 
@@ -596,7 +611,26 @@ impl Shared {
         path: PathKind,
         len: usize,
     ) -> Result<Self, CaseError> {
+        Self::create_across(session, peer, path, len, None)
+    }
+
+    /// [`Shared::create`] for a pair whose OpenCL device is on GPU `cl_gpu` (as the peer's
+    /// runtime numbers it) where that is not the peer's GPU: what the path needs across the
+    /// two ([`AcrossGpus`]) is checked and set up first, and the room learns `cl_gpu` through
+    /// [`cl_gpu`] while it creates.
+    pub fn create_across(
+        session: &mut ClSession,
+        peer: &mut dyn PeerRuntime,
+        path: PathKind,
+        len: usize,
+        cl_gpu: Option<usize>,
+    ) -> Result<Self, CaseError> {
+        if let Some(gpu) = cl_gpu {
+            reach_across(peer, path, gpu)?;
+        }
+        across::set_cl_gpu(cl_gpu);
         let (made, guards) = guard::collect(|| room(path).create(session, peer, path, len));
+        across::set_cl_gpu(None);
         let made = made?;
         let shared = Shared {
             path,

@@ -14,7 +14,7 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
 use super::c::{self, CMem, CWriter};
-use super::{Handover, Made, Memory, Owner, Path, guard};
+use super::{AcrossGpus, Handover, Made, Memory, Owner, Path, guard};
 
 declare_paths! {
     room: Svm;
@@ -144,6 +144,14 @@ impl Path for Svm {
 
     fn shares_one_address(&self) -> bool {
         true
+    }
+
+    /// The peer dereferences OpenCL's SVM, which OpenCL maps for its own context's device
+    /// alone: nothing maps it into another GPU.
+    fn across_gpus(&self, _path: PathKind, _peer: Api) -> AcrossGpus {
+        AcrossGpus::Refused(
+            "the peer would dereference OpenCL's SVM, which OpenCL maps for its own device alone",
+        )
     }
 
     fn create(

@@ -14,7 +14,7 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::{self, Access};
 
 use super::c::{self, CMem, CWriter};
-use super::{Handover, Made, Memory, Owner, Path, device_of, device_peer, guard};
+use super::{AcrossGpus, Handover, Made, Memory, Owner, Path, device_of, device_peer, guard};
 
 declare_paths! {
     room: SvmMemcpy;
@@ -53,6 +53,12 @@ impl Path for SvmMemcpy {
 
     fn applies_to(&self, _path: PathKind, peer: Api) -> bool {
         peer != Api::Host
+    }
+
+    /// The peer's own memcpy finds where OpenCL's SVM pointer lives (unified addressing) or
+    /// copies through the host: nothing has to be mapped across.
+    fn across_gpus(&self, _path: PathKind, _peer: Api) -> AcrossGpus {
+        AcrossGpus::Runs
     }
 
     fn create(

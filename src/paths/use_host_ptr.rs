@@ -17,8 +17,8 @@ use crate::sync::{self, Access};
 
 use super::c::{self, CMem, CWriter};
 use super::{
-    Handover, Made, Memory, Owner, Path, device_peer, guard, no_such_handover, release_buffer,
-    wrap_host_ptr,
+    AcrossGpus, Handover, Made, Memory, Owner, Path, device_peer, guard, no_such_handover,
+    release_buffer, wrap_host_ptr,
 };
 
 declare_paths! {
@@ -59,6 +59,19 @@ impl Path for UseHostPtr {
         match path {
             PathKind::UseHostPtr => peer == Api::Host,
             _ => peer != Api::Host,
+        }
+    }
+
+    /// Pinned and managed memory are host memory both GPUs reach (managed memory moves to the
+    /// GPU that touches it); a device allocation handed over as host memory is mapped into
+    /// OpenCL's GPU by nothing.
+    fn across_gpus(&self, path: PathKind, _peer: Api) -> AcrossGpus {
+        match path {
+            PathKind::DeviceUseHostPtr => AcrossGpus::Refused(
+                "a device allocation handed to OpenCL as host memory is mapped into OpenCL's \
+                 GPU by nothing",
+            ),
+            _ => AcrossGpus::Runs,
         }
     }
 

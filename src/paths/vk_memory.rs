@@ -16,7 +16,9 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
 use super::vmm_import::IMPORTED_SYNCS;
-use super::{Handover, Made, Memory, Owner, Path, device_peer, import_fd, release_buffer};
+use super::{
+    AcrossGpus, Handover, Made, Memory, Owner, Path, device_peer, import_fd, release_buffer,
+};
 
 declare_paths! {
     room: VkMemoryImport;
@@ -111,6 +113,14 @@ impl Path for VkMemoryImport {
 
     fn applies_to(&self, _path: PathKind, peer: Api) -> bool {
         peer != Api::Host
+    }
+
+    /// Vulkan exports on the peer's GPU an opaque fd, which OpenCL imports only on a device of
+    /// that GPU.
+    fn across_gpus(&self, _path: PathKind, _peer: Api) -> AcrossGpus {
+        AcrossGpus::Refused(
+            "Vulkan's opaque fd imports only on a device of the GPU it was exported from",
+        )
     }
 
     fn create(

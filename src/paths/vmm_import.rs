@@ -11,7 +11,9 @@ use crate::runtimes::opencl::{ClEvent, ClMem, ClSession};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
-use super::{Handover, Made, Memory, Owner, Path, device_peer, import_fd, release_buffer};
+use super::{
+    AcrossGpus, Handover, Made, Memory, Owner, Path, device_peer, import_fd, release_buffer,
+};
 
 declare_paths! {
     room: VmmImport;
@@ -48,6 +50,18 @@ impl Path for VmmImport {
 
     fn applies_to(&self, _path: PathKind, peer: Api) -> bool {
         peer != Api::Host
+    }
+
+    /// CUDA's export is an opaque fd, which imports only on a device of the GPU it came from
+    /// (cl_khr_external_memory, as Vulkan, matches device UUIDs). ROCm's is a dma-buf, which
+    /// the kernel shares between devices: OpenCL says whether it imports one of another GPU.
+    fn across_gpus(&self, _path: PathKind, peer: Api) -> AcrossGpus {
+        match peer {
+            Api::Hip => AcrossGpus::Runs,
+            _ => AcrossGpus::Refused(
+                "an opaque fd imports only on a device of the GPU it was exported from",
+            ),
+        }
     }
 
     fn create(

@@ -20,7 +20,7 @@ use crate::report::Selection;
 use crate::results::{CaseResult, Planned};
 use crate::{pairs, paths};
 
-pub use workers::{RunOptionsBuilder, WorkerExe, worker_env};
+pub use workers::{RunOptionsBuilder, WorkerExe, visible_hip_env, worker_env};
 
 /// The default seed: fixed, so two nightly runs of one build see the same data and a diff of
 /// their matrices is a diff of drivers. Pass --seed to vary it.
@@ -197,5 +197,7 @@ pub fn gpu_identities(probe: &Probe) -> BTreeMap<String, String> {
     out
 }
 
+#[cfg(test)]
+mod across_tests;
 #[cfg(test)]
 mod tests;

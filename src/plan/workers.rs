@@ -8,15 +8,18 @@ use std::time::Duration;
 
 use anyhow::Context;
 
-use crate::model::Pair;
+use crate::model::{Api, Pair, Peer};
 use crate::ops::{OPENCL_LABEL_ENV, Plant};
 use crate::pairs;
+use crate::peer::{ExpectedGpu, PEER_GPUS_ENV, peer_gpus_value};
 use crate::probe::Probe;
 use crate::runner::RunOptions;
+use crate::runtimes::hip::visible::RUN_ORDINALS_ENV;
 
 /// What a worker for `pair` needs in its environment ([`pairs::worker_env`]: its OpenCL vendor
-/// library alone, its ROCm install where the run has several), and the label the pair's OpenCL
-/// device has in that library.
+/// library alone, its ROCm install where the run has several), the label the pair's OpenCL
+/// device has in that library, the GPUs its peer may open as the probe saw them
+/// ([`PEER_GPUS_ENV`]), and for a HIP pair only those GPUs visible ([`visible_hip_env`]).
 pub fn worker_env(probe: &Probe, pair: &Pair) -> Vec<(String, String)> {
     let label = &pair.opencl.label;
     let mut env = pairs::worker_env(probe, pair);
@@ -24,7 +27,78 @@ pub fn worker_env(probe: &Probe, pair: &Pair) -> Vec<(String, String)> {
     if let Some(local) = local {
         env.push((OPENCL_LABEL_ENV.to_string(), format!("{label}={local}")));
     }
+    let gpus = pair_gpus(probe, pair);
+    if !gpus.is_empty() {
+        env.push((PEER_GPUS_ENV.to_string(), peer_gpus_value(&gpus)));
+    }
+    if pair.peer.api == Api::Hip {
+        let inherited = |k: &str| std::env::var(k).ok();
+        env.extend(visible_hip_env(pair, inherited));
+    }
     env
+}
+
+/// The device-runtime GPUs of `pair` as the probe saw them: its peer's, and for a pair across
+/// GPUs the OpenCL device's, each by the label the worker's runtime gives it.
+fn pair_gpus(probe: &Probe, pair: &Pair) -> Vec<ExpectedGpu> {
+    let Some(rt) = probe.device_runtimes().into_iter().find(|rt| {
+        rt.api == pair.peer.api && rt.install.map(|i| &i.label) == pair.install.as_ref()
+    }) else {
+        return Vec::new();
+    };
+    std::iter::once(pair.peer.ordinal)
+        .chain(pair.cl_gpu)
+        .filter_map(|ordinal| {
+            let info = rt.status.devices.iter().find(|d| d.ordinal == ordinal)?;
+            let label = Peer {
+                api: pair.peer.api,
+                ordinal,
+            }
+            .label();
+            Some(ExpectedGpu::of(label, info))
+        })
+        .collect()
+}
+
+/// A HIP worker sees only its pair's GPUs (HIP's init sets up every GPU it sees: ~10 s on 8
+/// GPUs against under 1 s for one, legacy-rocm-build#4152): `HIP_VISIBLE_DEVICES` lists them
+/// in ascending order, and [`RUN_ORDINALS_ENV`] tells the worker which run ordinal each is
+/// (`runtimes::hip::visible`). Where the runner was itself given a list (`HIP_VISIBLE_DEVICES`,
+/// or `CUDA_VISIBLE_DEVICES`, which HIP reads in its absence), the run's ordinals are places in
+/// that list, and the worker's list is made of its entries. A run ordinal past that list leaves
+/// the worker seeing every GPU the runner sees. CUDA workers get no such list: NVIDIA's OpenCL
+/// honours `CUDA_VISIBLE_DEVICES` too, which would renumber the OpenCL device the worker finds
+/// its pair's device by, and a CUDA worker's start is not spent on the GPUs it does not use.
+pub fn visible_hip_env(
+    pair: &Pair,
+    inherited: impl Fn(&str) -> Option<String>,
+) -> Vec<(String, String)> {
+    let mut ordinals: Vec<usize> = std::iter::once(pair.peer.ordinal)
+        .chain(pair.cl_gpu)
+        .collect();
+    ordinals.sort_unstable();
+    ordinals.dedup();
+    let given = inherited("HIP_VISIBLE_DEVICES")
+        .filter(|v| !v.trim().is_empty())
+        .or_else(|| inherited("CUDA_VISIBLE_DEVICES").filter(|v| !v.trim().is_empty()));
+    let entries: Option<Vec<String>> = match &given {
+        None => Some(ordinals.iter().map(usize::to_string).collect()),
+        Some(list) => {
+            let listed: Vec<&str> = list.split(',').map(str::trim).collect();
+            ordinals
+                .iter()
+                .map(|&o| listed.get(o).map(|e| e.to_string()))
+                .collect()
+        }
+    };
+    let Some(entries) = entries else {
+        return Vec::new();
+    };
+    let run: Vec<String> = ordinals.iter().map(usize::to_string).collect();
+    vec![
+        ("HIP_VISIBLE_DEVICES".to_string(), entries.join(",")),
+        (RUN_ORDINALS_ENV.to_string(), run.join(",")),
+    ]
 }
 
 /// The executable workers start from: this one, held open while this value lives, so that a

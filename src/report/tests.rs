@@ -21,6 +21,7 @@ pub(super) fn pair(label: &str, peer: Peer) -> Pair {
         },
         peer,
         install: None,
+        cl_gpu: None,
     }
 }
 

@@ -94,6 +94,13 @@ impl ReproCase {
             ),
             _ => bail!("case id `{id}`: {usage}"),
         };
+        if pair.ends_with(crate::model::ACROSS_GPUS) {
+            bail!(
+                "case id `{id}`: a pair across GPUs (`{}`) has no reproducer yet: the \
+                 reproducer opens OpenCL and the peer on one GPU",
+                crate::model::ACROSS_GPUS
+            );
+        }
         let (cl_label, peer) = pair
             .split_once('+')
             .with_context(|| format!("case id `{id}`: no `+` in the pair `{pair}`; {usage}"))?;
@@ -551,5 +558,17 @@ mod tests {
             let e = format!("{:#}", ReproCase::parse(bad).unwrap_err());
             assert!(e.contains(says), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn a_pair_across_gpus_is_refused_by_name_not_misread() {
+        let err = ReproCase::parse("nvidia0+cuda1.xgpu/copy/finish/handoff/n=4097")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("a pair across GPUs (`.xgpu`) has no reproducer yet"),
+            "{err}"
+        );
+        assert!(ReproCase::parse("nvidia0+cuda1/copy/finish/handoff/n=4097").is_ok());
     }
 }

@@ -49,6 +49,7 @@ fn a_fault_is_laid_to_the_peer_api_unless_the_peer_is_the_host() {
             },
             peer: Peer { api, ordinal: 0 },
             install: None,
+            cl_gpu: None,
         },
         path: PathKind::Copy,
         sync: SyncMode::Finish,

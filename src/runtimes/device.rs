@@ -239,6 +239,22 @@ pub trait DeviceRuntime: PeerRuntime {
     /// (`--api hip --ordinal 0 [--rocm-path DIR]`), for the IPC exporter.
     fn reopen_args(&self) -> Vec<String>;
 
+    /// [`DeviceRuntime::reopen_args`] for another device of this runtime: the IPC exporter of
+    /// a pair across GPUs allocates on OpenCL's GPU.
+    fn reopen_args_on(&self, ordinal: usize) -> Vec<String>;
+
+    /// Whether this runtime's device `from` can reach device `to`'s memory
+    /// (cuDeviceCanAccessPeer, hipDeviceCanAccessPeer); ordinals as the run numbers them.
+    fn can_access_peer(&mut self, from: usize, to: usize) -> Result<bool, CaseError>;
+
+    /// The call [`DeviceRuntime::can_access_peer`] makes, for a refusal to name.
+    fn peer_access_call(&self) -> &'static str;
+
+    /// Let device `other`'s kernels reach this peer's allocations (cuCtxEnablePeerAccess in
+    /// `other`'s primary context, hipDeviceEnablePeerAccess with `other` current). Access
+    /// enabled before is no error.
+    fn enable_access_from(&mut self, other: usize) -> Result<(), CaseError>;
+
     /// Record an event after the work enqueued so far and wait for it on the host.
     fn record_and_wait_event(&mut self) -> Result<(), CaseError>;
 

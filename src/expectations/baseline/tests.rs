@@ -13,6 +13,7 @@ fn pair() -> Pair {
         },
         peer: Peer::HOST,
         install: None,
+        cl_gpu: None,
     }
 }
 

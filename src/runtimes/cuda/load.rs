@@ -42,6 +42,8 @@ pub(super) const LIBCUDA: LibSpec = LibSpec {
         "cuDevicePrimaryCtxRetain",
         "cuDevicePrimaryCtxRelease_v2",
         "cuCtxSetCurrent",
+        "cuDeviceCanAccessPeer",
+        "cuCtxEnablePeerAccess",
         "cuStreamCreate",
         "cuStreamDestroy_v2",
         "cuStreamSynchronize",

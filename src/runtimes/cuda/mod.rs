@@ -79,6 +79,9 @@ pub struct CudaPeer {
     solver: Option<Result<SolverHandle, CaseError>>,
     /// The Vulkan broker on this GPU, for the semaphore sync and the vk-memory path.
     vulkan: Option<Result<Rc<Broker>, CaseError>>,
+    /// Other devices whose primary context this peer retained to let them reach its memory
+    /// (a pair across GPUs): released with the peer, which ends the access.
+    peer_contexts: Vec<(usize, cu::CUdevice)>,
     _nvrtc: Option<VendorLib>,
     /// Last: released after everything above has been released through it.
     _driver: VendorLib,
@@ -119,6 +122,7 @@ impl CudaPeer {
             blas: None,
             solver: None,
             vulkan: None,
+            peer_contexts: Vec::new(),
             _nvrtc: None,
             _driver: driver,
         };
@@ -189,6 +193,15 @@ impl CudaPeer {
     }
 }
 
+/// The CUDA device of ordinal `ordinal`.
+fn device(ordinal: usize) -> Result<cu::CUdevice, CaseError> {
+    let o = i32::try_from(ordinal).map_err(|_| CaseError::unsupported("ordinal too large"))?;
+    let mut dev: cu::CUdevice = 0;
+    // SAFETY: live out-parameter; the driver is initialised (the peer is open).
+    unsafe { call!(cu::cuDeviceGet(&mut dev, o), "cuda{ordinal}") }.refused("CUDA device")?;
+    Ok(dev)
+}
+
 impl Drop for CudaPeer {
     fn drop(&mut self) {
         // Best effort, in reverse order of creation. After a device fault every call returns
@@ -210,6 +223,9 @@ impl Drop for CudaPeer {
             }
             if !self.stream.is_null() {
                 cu::cuStreamDestroy_v2(self.stream);
+            }
+            for &(_, other) in &self.peer_contexts {
+                cu::cuDevicePrimaryCtxRelease_v2(other);
             }
             cu::cuDevicePrimaryCtxRelease_v2(self.dev);
         }
@@ -286,8 +302,58 @@ impl GpuDevice for CudaPeer {
         &self.info
     }
 
-    fn reopen_arguments(&self) -> Vec<String> {
-        reopen_args(self.ordinal)
+    fn reopen_arguments(&self, ordinal: usize) -> Vec<String> {
+        reopen_args(ordinal)
+    }
+
+    const PEER_ACCESS_CALL: &'static str = "cuDeviceCanAccessPeer";
+
+    fn can_access_peer(&self, from: usize, to: usize) -> Result<bool, CaseError> {
+        let (a, b) = (device(from)?, device(to)?);
+        let mut can = 0;
+        // SAFETY: live out-parameter; both devices came from cuDeviceGet.
+        unsafe {
+            call!(
+                cu::cuDeviceCanAccessPeer(&mut can, a, b),
+                "cuda{from} -> cuda{to}"
+            )
+        }
+        .refused("CUDA peer access query")?;
+        Ok(can != 0)
+    }
+
+    fn enable_peer_access_from(&mut self, other: usize) -> Result<(), CaseError> {
+        let dev = device(other)?;
+        let mut ctx: cu::CUcontext = null_mut();
+        // SAFETY: live out-parameter; `dev` came from cuDeviceGet. A second retain of one
+        // device's primary context returns the same context and is released as often.
+        unsafe { call!(cu::cuDevicePrimaryCtxRetain(&mut ctx, dev), "cuda{other}") }
+            .refused("the CUDA primary context of OpenCL's GPU")?;
+        if self.peer_contexts.iter().any(|&(o, _)| o == other) {
+            // SAFETY: the retain just made, undone: the first one is kept until Drop.
+            unsafe { cu::cuDevicePrimaryCtxRelease_v2(dev) };
+        } else {
+            self.peer_contexts.push((other, dev));
+        }
+        // SAFETY: `ctx` is retained; `self.ctx` is this peer's live primary context. The
+        // caller makes this peer's context current again.
+        let enabled = unsafe {
+            call!(cu::cuCtxSetCurrent(ctx)).and_then(|()| {
+                call!(
+                    cu::cuCtxEnablePeerAccess(self.ctx, 0),
+                    "cuda{other} -> cuda{}",
+                    self.ordinal
+                )
+            })
+        };
+        match enabled {
+            Err(e)
+                if e.code == cu::cudaError_enum::CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED as i64 =>
+            {
+                Ok(())
+            }
+            other => other.refused("CUDA peer access from OpenCL's GPU"),
+        }
     }
 
     fn record_event_and_wait(&self) -> Result<(), CaseError> {

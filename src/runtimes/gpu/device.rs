@@ -20,8 +20,14 @@ use crate::runtimes::{PeerPtr, PeerRuntime};
 /// What a GPU runtime supplies beside its memory and BLAS calls.
 pub(crate) trait GpuDevice: super::GpuCore + GpuMemory + GpuBlas + PeerRuntime {
     fn device_info(&self) -> &DeviceInfo;
-    /// [`DeviceRuntime::reopen_args`].
-    fn reopen_arguments(&self) -> Vec<String>;
+    /// [`DeviceRuntime::reopen_args_on`].
+    fn reopen_arguments(&self, ordinal: usize) -> Vec<String>;
+    /// The call [`GpuDevice::can_access_peer`] makes.
+    const PEER_ACCESS_CALL: &'static str;
+    /// [`DeviceRuntime::can_access_peer`].
+    fn can_access_peer(&self, from: usize, to: usize) -> Result<bool, CaseError>;
+    /// [`DeviceRuntime::enable_access_from`].
+    fn enable_peer_access_from(&mut self, other: usize) -> Result<(), CaseError>;
     /// Record the peer's event after the work enqueued so far on its stream, and wait for it.
     fn record_event_and_wait(&self) -> Result<(), CaseError>;
     /// Wait for all of the device's work: the call's error is a fault left pending, if any.
@@ -127,7 +133,26 @@ impl<T: GpuDevice> DeviceRuntime for T {
     }
 
     fn reopen_args(&self) -> Vec<String> {
-        self.reopen_arguments()
+        self.reopen_arguments(self.peer().ordinal)
+    }
+
+    fn reopen_args_on(&self, ordinal: usize) -> Vec<String> {
+        self.reopen_arguments(ordinal)
+    }
+
+    fn can_access_peer(&mut self, from: usize, to: usize) -> Result<bool, CaseError> {
+        GpuDevice::can_access_peer(self, from, to)
+    }
+
+    fn peer_access_call(&self) -> &'static str {
+        T::PEER_ACCESS_CALL
+    }
+
+    fn enable_access_from(&mut self, other: usize) -> Result<(), CaseError> {
+        self.enable_peer_access_from(other)?;
+        // Enabling made `other` current; the peer's own device is what every later call of
+        // this peer expects.
+        self.bind()
     }
 
     fn record_and_wait_event(&mut self) -> Result<(), CaseError> {
@@ -217,6 +242,8 @@ mod tests {
         vulkan: Option<Result<Rc<Broker>, CaseError>>,
         /// The address host_unregister was given.
         unregistered: RefCell<Option<usize>>,
+        /// Two GPUs that cannot reach each other's memory.
+        apart: bool,
     }
 
     impl Fake {
@@ -444,8 +471,19 @@ mod tests {
             &self.info
         }
 
-        fn reopen_arguments(&self) -> Vec<String> {
-            Vec::new()
+        fn reopen_arguments(&self, ordinal: usize) -> Vec<String> {
+            vec![ordinal.to_string()]
+        }
+
+        const PEER_ACCESS_CALL: &'static str = "fakeCanAccessPeer";
+
+        fn can_access_peer(&self, _from: usize, _to: usize) -> Result<bool, CaseError> {
+            self.refused("can_access_peer")?;
+            Ok(!self.apart)
+        }
+
+        fn enable_peer_access_from(&mut self, _other: usize) -> Result<(), CaseError> {
+            self.refused("enable_peer_access_from")
         }
 
         fn record_event_and_wait(&self) -> Result<(), CaseError> {
@@ -738,6 +776,58 @@ mod tests {
         let mut f = Fake::failing("bind");
         assert!(f.sticky_fault().is_none());
         assert_eq!(f.calls(), ["bind"]);
+    }
+
+    #[test]
+    fn across_gpus_each_path_gets_what_its_room_needs_and_no_more() {
+        use crate::model::PathKind as P;
+        use crate::paths::reach_across;
+        let on_gpu_1 = |apart| Fake {
+            ordinal: 1,
+            apart,
+            ..Fake::default()
+        };
+        // OpenCL on cuda0 dereferences cuda1's allocation: asked, enabled, and the peer's own
+        // device current again for what follows.
+        let mut f = on_gpu_1(false);
+        reach_across(&mut f, P::DevicePtrAsClArg, 0).unwrap();
+        assert_eq!(
+            f.calls(),
+            ["can_access_peer", "enable_peer_access_from", "bind"]
+        );
+        // IPC: asked only; the IPC open enables the access itself.
+        let mut f = on_gpu_1(false);
+        reach_across(&mut f, P::IpcDevicePtrAsClArg, 0).unwrap();
+        assert_eq!(f.calls(), ["can_access_peer"]);
+        // Host memory and copies need nothing of the runtime.
+        for path in [
+            P::Copy,
+            P::PinnedUseHostPtr,
+            P::ManagedUseHostPtr,
+            P::ClSvmCoarseMemcpy,
+        ] {
+            let mut f = on_gpu_1(true);
+            reach_across(&mut f, path, 0).unwrap();
+            assert!(f.calls().is_empty(), "{path}: {:?}", f.calls());
+        }
+        // GPUs that cannot reach each other: unsupported, with the call that said so.
+        let mut f = on_gpu_1(true);
+        assert_eq!(
+            reason(reach_across(&mut f, P::DevicePtrAsClArg, 0)),
+            "cuda0 cannot reach cuda1's memory (fakeCanAccessPeer(0, 1) says no), and on \
+             device-ptr-as-cl-arg OpenCL's GPU reads the peer's memory"
+        );
+        assert_eq!(
+            reason(reach_across(&mut f, P::IpcDevicePtrAsClArg, 0)),
+            "cuda1 cannot reach cuda0's memory (fakeCanAccessPeer(1, 0) says no), and on \
+             ipc+device-ptr-as-cl-arg the peer reads memory on OpenCL's GPU"
+        );
+        assert_eq!(f.calls(), ["can_access_peer", "can_access_peer"]);
+        // A path no API maps across GPUs says why, before any call.
+        let mut f = on_gpu_1(false);
+        let r = reason(reach_across(&mut f, P::ClGpuVa, 0));
+        assert!(r.starts_with("cl-gpu-va is not run across GPUs: "), "{r}");
+        assert!(f.calls().is_empty());
     }
 
     #[test]

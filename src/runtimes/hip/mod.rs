@@ -29,6 +29,7 @@ mod load;
 mod memory;
 mod probe;
 mod status;
+pub mod visible;
 
 use std::ffi::{CStr, c_int, c_uint, c_void};
 use std::path::{Path, PathBuf};
@@ -65,6 +66,12 @@ fn reopen_args(ordinal: usize, rocm_path: Option<&Path>) -> Vec<String> {
         args.extend(["--rocm-path".to_string(), dir.display().to_string()]);
     }
     args
+}
+
+/// The HIP device, in this process, of the run's device `ordinal`.
+fn local_device(ordinal: usize) -> Result<c_int, CaseError> {
+    let local = visible::local_ordinal(ordinal)?;
+    c_int::try_from(local).map_err(|_| CaseError::unsupported("ordinal too large"))
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -111,18 +118,29 @@ impl HipPeer {
     /// a device this is `Unsupported` naming hipGetDeviceCount and hipErrorNoDevice (100); a
     /// refused step is `Unsupported` with the call and its code. Without hiprtc the peer opens
     /// and only the kernel operations are refused.
+    ///
+    /// `ordinal` is the run's; in a worker that sees only its pair's GPUs the device HIP
+    /// opens is its place among them ([`visible::local_ordinal`]), and the peer still reports
+    /// the run's ordinal.
     pub fn open(ordinal: usize, rocm_path: Option<&Path>) -> Result<HipPeer, CaseError> {
+        let local = visible::local_ordinal(ordinal)?;
         let hip = load(rocm_path)?;
         let count = device_count(&hip)?;
-        if ordinal >= count {
+        if local >= count {
+            let seen_as = if local == ordinal {
+                String::new()
+            } else {
+                format!(", seen here as device {local}")
+            };
             return Err(CaseError::unsupported(format!(
-                "no HIP device {ordinal} ({count} found by {})",
+                "no HIP device {ordinal}{seen_as} ({count} found by {})",
                 hip.path
             )));
         }
         let (blas, solver, compiler) = library_versions(&hip);
-        let info = describe(&hip, ordinal, &blas, &solver, &compiler)?;
-        let dev = ordinal as c_int; // describe checked it fits
+        let mut info = describe(&hip, local, &blas, &solver, &compiler)?;
+        info.ordinal = ordinal;
+        let dev = local as c_int; // describe checked it fits
         // From here on Drop releases whatever has been created, on every error path.
         let mut peer = HipPeer {
             info,
@@ -334,8 +352,45 @@ impl GpuDevice for HipPeer {
         &self.info
     }
 
-    fn reopen_arguments(&self) -> Vec<String> {
-        reopen_args(self.ordinal, self.rocm_path.as_deref())
+    fn reopen_arguments(&self, ordinal: usize) -> Vec<String> {
+        reopen_args(ordinal, self.rocm_path.as_deref())
+    }
+
+    const PEER_ACCESS_CALL: &'static str = "hipDeviceCanAccessPeer";
+
+    fn can_access_peer(&self, from: usize, to: usize) -> Result<bool, CaseError> {
+        let (a, b) = (local_device(from)?, local_device(to)?);
+        let mut can: c_int = 0;
+        // SAFETY: live out-parameter; plain ordinals.
+        unsafe {
+            hip_call!(
+                &self.hip,
+                hipDeviceCanAccessPeer(&mut can, a, b),
+                "hip{from} -> hip{to}"
+            )
+        }
+        .refused("HIP peer access query")?;
+        Ok(can != 0)
+    }
+
+    fn enable_peer_access_from(&mut self, other: usize) -> Result<(), CaseError> {
+        let from = local_device(other)?;
+        // SAFETY: plain calls with ordinals; the caller makes this peer's device current
+        // again.
+        let enabled = unsafe {
+            hip_call!(&self.hip, hipSetDevice(from), "hip{other}").and_then(|()| {
+                hip_call!(
+                    &self.hip,
+                    hipDeviceEnablePeerAccess(self.dev, 0),
+                    "hip{other} -> hip{}",
+                    self.ordinal
+                )
+            })
+        };
+        match enabled {
+            Err(e) if e.code == ffi::hipErrorPeerAccessAlreadyEnabled as i64 => Ok(()),
+            other => other.refused("HIP peer access from OpenCL's GPU"),
+        }
     }
 
     fn record_event_and_wait(&self) -> Result<(), CaseError> {

@@ -53,6 +53,7 @@ pub const hipErrorNoDevice: hipError_t = 100;
 pub const hipErrorInvalidDevice: hipError_t = 101;
 pub const hipErrorNotReady: hipError_t = 600;
 pub const hipErrorIllegalAddress: hipError_t = 700;
+pub const hipErrorPeerAccessAlreadyEnabled: hipError_t = 704;
 pub const hipErrorLaunchFailure: hipError_t = 719;
 pub const hipErrorNotSupported: hipError_t = 801;
 
@@ -490,6 +491,8 @@ fn_table!(HipFns, HIP_SYMBOLS {
     Core hipDeviceGetName: fn(*mut c_char, c_int, c_int) -> hipError_t;
     Core hipDeviceGetPCIBusId: fn(*mut c_char, c_int, c_int) -> hipError_t;
     Core hipDeviceGetUuid: fn(*mut hipUUID, c_int) -> hipError_t;
+    Core hipDeviceCanAccessPeer: fn(*mut c_int, c_int, c_int) -> hipError_t;
+    Core hipDeviceEnablePeerAccess: fn(c_int, c_uint) -> hipError_t;
     Core hipGetErrorName: fn(hipError_t) -> *const c_char;
     Core hipMalloc: fn(*mut Vp, usize) -> hipError_t;
     Core hipFree: fn(Vp) -> hipError_t;
