@@ -45,12 +45,18 @@ struct File {
     applies: Applies,
     #[serde(default)]
     expect: Vec<Spanned<ExpectFile>>,
+    #[serde(default)]
+    flaky: Vec<Spanned<FlakyFile>>,
+    #[serde(default)]
+    skip: Vec<Spanned<SkipFile>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Applies {
     fingerprint: Vec<String>,
+    #[serde(default)]
+    required: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -61,13 +67,59 @@ struct ExpectFile {
     source: String,
 }
 
-/// One rule: the case ids it covers, the outcome known for them, and why.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlakyFile {
+    cases: Vec<Spanned<String>>,
+    outcomes: Spanned<Vec<OutcomeKind>>,
+    source: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SkipFile {
+    cases: Vec<Spanned<String>>,
+    reason: String,
+}
+
+/// One rule: the case ids it covers, the outcome known for them (two, for a known flake), and
+/// why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     pub globs: Vec<String>,
     pub outcome: OutcomeKind,
+    /// A known flake's other outcome (`[[flaky]]`), the more severe of the two.
+    pub also: Option<OutcomeKind>,
     pub source: String,
     /// `file:line` of the rule, for people to find it.
+    pub at: String,
+}
+
+impl Rule {
+    /// What the rule expects of a case it covers.
+    pub fn expectation(&self) -> Expectation {
+        match self.also {
+            Some(other) => Expectation::KnownFlaky(self.outcome, other),
+            None => Expectation::Known(self.outcome),
+        }
+    }
+
+    /// `fault`, or `pass or timeout` for a known flake.
+    pub fn describe(&self) -> String {
+        match self.also {
+            Some(other) => format!("{} or {other}", self.outcome),
+            None => self.outcome.to_string(),
+        }
+    }
+}
+
+/// A `[[skip]]` rule: cases not to run on the drivers the file applies to (ones that hang a
+/// driver or take a machine down), each listed as `skip` with the rule as its reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkipRule {
+    pub globs: Vec<String>,
+    pub reason: String,
+    /// `file:line` of the rule.
     pub at: String,
 }
 
@@ -76,7 +128,11 @@ pub struct Rule {
 pub struct ExpectationFile {
     pub path: PathBuf,
     pub applies: Vec<String>,
+    /// `[applies] required = true`: a run on a machine this file does not apply to fails
+    /// before any case (a runner that lost its GPU, or a job sent to the wrong runner).
+    pub required: bool,
     pub rules: Vec<Rule>,
+    pub skips: Vec<SkipRule>,
 }
 
 impl ExpectationFile {
@@ -98,14 +154,11 @@ impl ExpectationFile {
                 "`[applies] fingerprint` is empty: a file must say which drivers it is for".into(),
             ));
         }
-        let mut rules = Vec::new();
-        for e in raw.expect {
-            let span = e.span();
-            let e = e.into_inner();
-            if e.cases.is_empty() {
-                return Err(err(span, "an [[expect]] with no `cases`".into()));
+        let check_globs = |span: Range<usize>, cases: &[Spanned<String>], table: &str| {
+            if cases.is_empty() {
+                return Err(err(span, format!("a [[{table}]] with no `cases`")));
             }
-            for c in &e.cases {
+            for c in cases {
                 if c.get_ref().trim().is_empty() {
                     return Err(err(
                         c.span(),
@@ -113,36 +166,121 @@ impl ExpectationFile {
                     ));
                 }
             }
+            Ok(cases
+                .iter()
+                .map(|c| c.get_ref().clone())
+                .collect::<Vec<_>>())
+        };
+        let check_known = |kind: OutcomeKind, span: Range<usize>, table: &str| match kind {
+            OutcomeKind::Error => Err(err(
+                span,
+                "`error` is the harness's own failure, never a driver's known outcome".into(),
+            )),
+            OutcomeKind::Skip if table == "flaky" => Err(err(
+                span,
+                "a case to leave out is a [[skip]] rule, not a flake".into(),
+            )),
+            _ => Ok(kind),
+        };
+        let line_of = |span: &Range<usize>| {
+            format!(
+                "{}:{}",
+                path.display(),
+                locate(path, text, span.start, "").line
+            )
+        };
+        let mut rules = Vec::new();
+        for e in raw.expect {
+            let span = e.span();
+            let e = e.into_inner();
+            let globs = check_globs(span.clone(), &e.cases, "expect")?;
             if *e.outcome.get_ref() == OutcomeKind::Pass {
                 return Err(err(
                     e.outcome.span(),
                     "`pass` needs no rule: a case no rule lists is expected to pass".into(),
                 ));
             }
-            if *e.outcome.get_ref() == OutcomeKind::Error {
-                return Err(err(
-                    e.outcome.span(),
-                    "`error` is the harness's own failure, never a driver's known outcome".into(),
-                ));
-            }
+            let outcome = check_known(*e.outcome.get_ref(), e.outcome.span(), "expect")?;
             if e.source.trim().is_empty() {
                 return Err(err(
                     span,
                     "an [[expect]] must say where its knowledge comes from (`source`)".into(),
                 ));
             }
-            let at = locate(path, text, span.start, "");
             rules.push(Rule {
-                globs: e.cases.iter().map(|c| c.get_ref().clone()).collect(),
-                outcome: *e.outcome.get_ref(),
+                globs,
+                outcome,
+                also: None,
                 source: e.source,
-                at: format!("{}:{}", path.display(), at.line),
+                at: line_of(&span),
+            });
+        }
+        for f in raw.flaky {
+            let span = f.span();
+            let f = f.into_inner();
+            let globs = check_globs(span.clone(), &f.cases, "flaky")?;
+            let (list, list_span) = (f.outcomes.get_ref(), f.outcomes.span());
+            let [a, b] = list.as_slice() else {
+                return Err(err(
+                    list_span,
+                    format!(
+                        "a [[flaky]] lists the two outcomes a case is known to come out as, not {}",
+                        list.len()
+                    ),
+                ));
+            };
+            if a == b {
+                return Err(err(
+                    list_span,
+                    format!("a [[flaky]] with `{a}` twice: one outcome is an [[expect]]"),
+                ));
+            }
+            for kind in [a, b] {
+                check_known(*kind, list_span.clone(), "flaky")?;
+            }
+            if f.source.trim().is_empty() {
+                return Err(err(
+                    span,
+                    "a [[flaky]] must say where its knowledge comes from (`source`)".into(),
+                ));
+            }
+            // The less severe first, so that two rules listing one pair in either order agree.
+            let (outcome, also) = if a.severity() <= b.severity() {
+                (*a, *b)
+            } else {
+                (*b, *a)
+            };
+            rules.push(Rule {
+                globs,
+                outcome,
+                also: Some(also),
+                source: f.source,
+                at: line_of(&span),
+            });
+        }
+        let mut skips = Vec::new();
+        for k in raw.skip {
+            let span = k.span();
+            let k = k.into_inner();
+            let globs = check_globs(span.clone(), &k.cases, "skip")?;
+            if k.reason.trim().is_empty() {
+                return Err(err(
+                    span,
+                    "a [[skip]] must say why the cases are left out (`reason`)".into(),
+                ));
+            }
+            skips.push(SkipRule {
+                globs,
+                reason: k.reason,
+                at: line_of(&span),
             });
         }
         Ok(ExpectationFile {
             path: path.to_path_buf(),
             applies: raw.applies.fingerprint,
+            required: raw.applies.required,
             rules,
+            skips,
         })
     }
 
@@ -167,6 +305,9 @@ pub struct Expectations {
     pub not_applying: Vec<(PathBuf, Vec<String>)>,
     /// The fingerprint's lines, to show against the globs when no file applies.
     pub fingerprint_lines: Vec<String>,
+    /// Files marked `required` that do not apply, each with its unmet `applies` globs: the
+    /// run fails on them before any case.
+    pub required_unmet: Vec<(PathBuf, Vec<String>)>,
 }
 
 /// Two rules that give one case different outcomes, with the cases they both cover.
@@ -185,9 +326,9 @@ impl std::fmt::Display for Conflict {
             f,
             "expectation rules disagree: {} says {} and {} says {} for {} case{}, e.g. `{}`",
             a.at,
-            a.outcome,
+            a.describe(),
             b.at,
-            b.outcome,
+            b.describe(),
             self.cases.len(),
             if self.cases.len() == 1 { "" } else { "s" },
             self.cases.first().map_or("", String::as_str),
@@ -272,6 +413,7 @@ impl Expectations {
         let lines = fingerprint.lines();
         let mut files = Vec::new();
         let mut not_applying = Vec::new();
+        let mut required_unmet = Vec::new();
         for p in paths {
             let text = crate::input::read_text(
                 "an expectation file",
@@ -287,7 +429,10 @@ impl Expectations {
                     .iter()
                     .filter(|g| !lines.iter().any(|l| glob(g, l)))
                     .cloned()
-                    .collect();
+                    .collect::<Vec<_>>();
+                if f.required {
+                    required_unmet.push((p.clone(), unmet.clone()));
+                }
                 not_applying.push((p, unmet));
             }
         }
@@ -296,6 +441,7 @@ impl Expectations {
             from: path.to_path_buf(),
             not_applying,
             fingerprint_lines: lines,
+            required_unmet,
         })
     }
 
@@ -365,7 +511,7 @@ impl Expectations {
             }
             for (k, &a) in covering.iter().enumerate() {
                 for &b in &covering[k + 1..] {
-                    if rules[a].outcome == rules[b].outcome {
+                    if rules[a].expectation() == rules[b].expectation() {
                         continue;
                     }
                     match conflicts.iter_mut().find(|(pair, _)| *pair == (a, b)) {
@@ -395,7 +541,25 @@ impl Expectations {
                 }
             }
         }
+        let ids: Vec<String> = cases.iter().map(Case::id).collect();
+        for k in self.files.iter().flat_map(|f| &f.skips) {
+            for g in &k.globs {
+                if !ids.iter().any(|id| glob(g, id)) {
+                    stale.push(format!("{} `{g}`", k.at));
+                }
+            }
+        }
         Ok(stale)
+    }
+
+    /// The `[[skip]]` rule that leaves the case `id` out, if any: the first that covers it.
+    /// A skip needs no agreement with the other rules: whatever they expect of the case, it
+    /// is not run.
+    pub fn skip_rule(&self, id: &str) -> Option<&SkipRule> {
+        self.files
+            .iter()
+            .flat_map(|f| &f.skips)
+            .find(|k| k.globs.iter().any(|g| glob(g, id)))
     }
 
     /// The rule that decides `case`, if any: the first that covers it, which [`Self::check`]
@@ -412,7 +576,7 @@ impl Expectations {
     /// else a pass (no file knows of a reason it should not).
     pub fn expectation(&self, case: &Case) -> Expectation {
         match self.rule(case) {
-            Some(r) => Expectation::Known(r.outcome),
+            Some(r) => r.expectation(),
             None if case.is_negative_control() => Expectation::NegativeControl,
             None => Expectation::Pass,
         }
@@ -749,6 +913,147 @@ source = "clr: no cl_khr_external_memory"
         // One file named directly: the same.
         let k = Expectations::load(&dir.join("a.toml"), &other).unwrap();
         assert!(k.notes()[0].contains("none applies"), "{:?}", k.notes());
+    }
+
+    #[test]
+    fn skip_and_flaky_rules_parse_with_their_lines_and_malformed_ones_are_refused() {
+        let text = format!(
+            "{HEAD}\n[[skip]]\ncases = [\"*/ipc/*\"]\nreason = \"hangs the driver\"\n\n[[flaky]]\ncases = [\"*/fft/*\"]\noutcomes = [\"timeout\", \"pass\"]\nsource = \"r.json\"\n"
+        );
+        let f = ExpectationFile::parse(Path::new("x.toml"), &text).unwrap();
+        assert_eq!(
+            f.skips,
+            [SkipRule {
+                globs: vec!["*/ipc/*".into()],
+                reason: "hangs the driver".into(),
+                at: "x.toml:5".into(),
+            }]
+        );
+        let flake = &f.rules[0];
+        assert_eq!(flake.at, "x.toml:9");
+        // The less severe first, whatever the order written.
+        assert_eq!(
+            flake.expectation(),
+            Expectation::KnownFlaky(OutcomeKind::Pass, OutcomeKind::Timeout)
+        );
+        assert_eq!(flake.describe(), "pass or timeout");
+        assert!(!f.required);
+        let bad = |from: &str, to: &str| {
+            let e =
+                ExpectationFile::parse(Path::new("x.toml"), &text.replace(from, to)).unwrap_err();
+            (e.line, e.message)
+        };
+        let (line, m) = bad("reason = \"hangs the driver\"", "reason = \" \"");
+        assert_eq!(line, 5, "{m}");
+        assert!(m.contains("`reason`"), "{m}");
+        let (line, m) = bad("[\"timeout\", \"pass\"]", "[\"timeout\"]");
+        assert_eq!(line, 11, "{m}");
+        assert!(m.contains("the two outcomes"), "{m}");
+        let (line, m) = bad("[\"timeout\", \"pass\"]", "[\"pass\", \"pass\"]");
+        assert!(line == 11 && m.contains("`pass` twice"), "{m}");
+        let (line, m) = bad("[\"timeout\", \"pass\"]", "[\"error\", \"pass\"]");
+        assert!(line == 11 && m.contains("harness's own failure"), "{m}");
+        let (line, m) = bad("[\"timeout\", \"pass\"]", "[\"skip\", \"pass\"]");
+        assert!(line == 11 && m.contains("[[skip]] rule"), "{m}");
+        let (line, m) = bad("[\"timeout\", \"pass\"]", "[\"timeout\", \"pas\"]");
+        assert_eq!(line, 11, "{m}");
+        let (line, m) = bad("[\"*/ipc/*\"]", "[\"\"]");
+        assert!(line == 6 && m.contains("empty case glob"), "{m}");
+        let (line, m) = bad("cases = [\"*/ipc/*\"]", "cases = []");
+        assert!(line == 5 && m.contains("[[skip]] with no `cases`"), "{m}");
+        let (line, m) = bad("source = \"r.json\"", "source = \"\"");
+        assert!(line == 9 && m.contains("`source`"), "{m}");
+        let (_, m) = bad("reason =", "why =");
+        assert!(m.contains("why"), "{m}");
+    }
+
+    #[test]
+    fn a_known_flake_accepts_either_outcome_and_judges_any_other_as_one_known_outcome() {
+        use crate::model::Verdict as V;
+        use OutcomeKind as K;
+        let pass_or_timeout = Expectation::KnownFlaky(K::Pass, K::Timeout);
+        assert_eq!(pass_or_timeout.verdict(K::Pass), V::Pass);
+        assert_eq!(pass_or_timeout.verdict(K::Timeout), V::ExpectedNonPass);
+        // Sideways or up the order from the worse of the two: a change to look at.
+        assert_eq!(pass_or_timeout.verdict(K::Crash), V::Regression);
+        assert_eq!(pass_or_timeout.verdict(K::Fail), V::Regression);
+        assert_eq!(pass_or_timeout.verdict(K::Unsupported), V::Regression);
+        assert_eq!(pass_or_timeout.verdict(K::Error), V::HarnessError);
+        let fault_or_crash = Expectation::KnownFlaky(K::Fault, K::Crash);
+        assert_eq!(fault_or_crash.verdict(K::Crash), V::ExpectedNonPass);
+        assert_eq!(fault_or_crash.verdict(K::Fault), V::ExpectedNonPass);
+        assert_eq!(fault_or_crash.verdict(K::Pass), V::UnexpectedPass);
+        assert_eq!(fault_or_crash.verdict(K::Unsupported), V::UnexpectedPass);
+        assert_eq!(fault_or_crash.verdict(K::Timeout), V::Regression);
+    }
+
+    #[test]
+    fn flake_rules_agree_only_with_the_same_two_outcomes() {
+        let cases = pocl_cases();
+        let flaky = |outcomes: &str| {
+            format!(
+                "\n[[flaky]]\ncases = [\"*/copy/finish/*\"]\noutcomes = [{outcomes}]\nsource = \"s\"\n"
+            )
+        };
+        let a = format!("{HEAD}{}", flaky("\"pass\", \"timeout\""));
+        let b = format!("{HEAD}{}", flaky("\"timeout\", \"pass\""));
+        assert!(
+            applying(&[("a.toml", &a), ("b.toml", &b)])
+                .check(&cases)
+                .is_ok()
+        );
+        let c = format!("{HEAD}{}", rule("\"*/finish/*\"", "timeout"));
+        let e = applying(&[("a.toml", &a), ("c.toml", &c)])
+            .check(&cases)
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("a.toml:5 says pass or timeout and c.toml:5 says timeout"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn skip_rules_leave_cases_out_whatever_else_is_known_and_stale_ones_are_named() {
+        let cases = pocl_cases();
+        let file = format!(
+            "{HEAD}{}\n[[skip]]\ncases = [\"*/copy/finish/*\", \"*/no-such-path/*\"]\nreason = \"hangs\"\n",
+            rule("\"*/copy/*\"", "fault"),
+        );
+        let k = applying(&[("a.toml", &file)]);
+        let stale = k.check(&cases).unwrap();
+        assert_eq!(stale, ["a.toml:10 `*/no-such-path/*`"]);
+        let finish = cases
+            .iter()
+            .find(|c| c.id().contains("/copy/finish/"))
+            .unwrap();
+        assert_eq!(
+            k.skip_rule(&finish.id()).map(|r| r.at.as_str()),
+            Some("a.toml:10")
+        );
+        let event = cases
+            .iter()
+            .find(|c| c.id().contains("/copy/event/"))
+            .unwrap();
+        assert_eq!(k.skip_rule(&event.id()), None);
+    }
+
+    #[test]
+    fn a_required_file_that_does_not_apply_is_kept_for_the_run_to_refuse() {
+        let dir = scratch("required");
+        let required = FILE.replace("[applies]\n", "[applies]\nrequired = true\n");
+        std::fs::write(dir.join("a.toml"), &required).unwrap();
+        std::fs::write(dir.join("b.toml"), FILE).unwrap();
+        let mut other = mi100();
+        other.runtimes[0].version = Some("7.0.1".into());
+        let k = Expectations::load(&dir, &other).unwrap();
+        assert_eq!(
+            k.required_unmet,
+            [(dir.join("a.toml"), vec!["hip version: 6.*".to_string()])]
+        );
+        let k = Expectations::load(&dir, &mi100()).unwrap();
+        assert!(k.required_unmet.is_empty());
+        assert_eq!(k.files.len(), 2);
     }
 
     #[test]

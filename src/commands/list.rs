@@ -70,10 +70,14 @@ pub fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     let mut text = String::new();
     for case in plan::planned_cases(&probe, &matrix, &args.filters, &args.devices)? {
         text.push_str(&case.id());
-        if let Some(rule) = known.as_ref().and_then(|k| k.rule(&case)) {
+        if let Some(skip) = known.as_ref().and_then(|k| k.skip_rule(&case.id())) {
+            text.push_str(&format!("  skip ({}: {})", skip.at, skip.reason));
+        } else if let Some(rule) = known.as_ref().and_then(|k| k.rule(&case)) {
             text.push_str(&format!(
                 "  expect {} ({}: {})",
-                rule.outcome, rule.at, rule.source
+                rule.describe(),
+                rule.at,
+                rule.source
             ));
         }
         text.push('\n');
