@@ -34,21 +34,11 @@ pub fn note(line: &str) {
     let _ = writeln!(std::io::stderr(), "{}", clhip::escape::terminal_line(line));
 }
 
-/// Longest per-case limit: a week is already more than any nightly job waits.
-const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
-/// Shortest: a worker takes longer than this to start, so less would only time out the harness.
-const MIN_TIMEOUT_S: f64 = 0.1;
-
 pub fn parse_timeout(s: &str) -> Result<f64, String> {
     let t: f64 = s
         .parse()
         .map_err(|e| format!("`{s}` is not a number of seconds: {e}"))?;
-    if !(MIN_TIMEOUT_S..=MAX_TIMEOUT_S).contains(&t) {
-        return Err(format!(
-            "`{s}`: a time limit must be at least {MIN_TIMEOUT_S} s and at most {MAX_TIMEOUT_S} s (a week)"
-        ));
-    }
-    Ok(t)
+    clhip::config::check_timeout(t).map_err(|e| format!("`{s}`: {e}"))
 }
 
 pub fn existing_dir(s: &str) -> Result<PathBuf, String> {
