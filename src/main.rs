@@ -29,7 +29,7 @@ enum Cmd {
     /// List the ids of the cases `run` would execute.
     List(list::ListArgs),
     /// Run the case matrix over every pair found and print the support matrix.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Render a saved results file: the matrix, Markdown or HTML for reports/, or a baseline.
     Report(report::ReportArgs),
     /// What changed between two runs (e.g. two ROCm releases): regressions (pass ->
@@ -131,7 +131,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
     match cli.command {
         Cmd::Probe(args) => probe::probe(args),
         Cmd::List(args) => list::list(args),
-        Cmd::Run(args) => run::run(args),
+        Cmd::Run(args) => run::run(*args),
         Cmd::Report(args) => report::report(args),
         Cmd::Diff(args) => diff::diff(args),
         Cmd::Merge(args) => merge::merge(args),
