@@ -28,6 +28,10 @@ fn main() {
             a_bad_configuration_or_profile_is_refused_naming_file_and_line,
         ),
         Trial::test(
+            "list_marks_what_a_profile_and_skip_leave_out",
+            list_marks_what_a_profile_and_skip_leave_out,
+        ),
+        Trial::test(
             "require_and_a_required_expectation_file_fail_before_any_case",
             require_and_a_required_expectation_file_fail_before_any_case,
         ),
@@ -394,6 +398,61 @@ fn a_bad_configuration_or_profile_is_refused_naming_file_and_line() -> Result<()
     ensure(
         std::fs::read_to_string(&previous).unwrap() == "previous results",
         || "a refused run overwrote the results".into(),
+    )
+}
+
+/// On a recorded MI100-like probe: no driver needed.
+fn list_marks_what_a_profile_and_skip_leave_out() -> Result<(), Failed> {
+    let dir = scratch("list");
+    std::fs::write(dir.join("tiny.toml"), TINY).unwrap();
+    std::fs::write(
+        dir.join("p.toml"),
+        "version = 1\n[profile.p]\nskip = [\"*/copy/finish/*\"]\n",
+    )
+    .unwrap();
+    let probe = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/tests/fixtures/mi100-like-probe.json"
+    );
+    let o = clhip_in(
+        &dir,
+        &[
+            "list",
+            "--probe",
+            probe,
+            "--cases",
+            "tiny.toml",
+            "--config",
+            "p.toml",
+            "--profile",
+            "p",
+            "--skip",
+            "event/handoff/n=1",
+        ],
+        &[],
+    );
+    exit(&o, 0, "list --profile p --skip")?;
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let lines: Vec<&str> = stdout.lines().collect();
+    let marked = |part: &str, mark: &str| {
+        lines
+            .iter()
+            .filter(|l| l.contains(part))
+            .all(|l| l.ends_with(mark))
+            && lines.iter().any(|l| l.contains(part))
+    };
+    ensure(
+        lines.len() == 8
+            && marked(
+                "/copy/finish/",
+                "  skip (profile `p` (p.toml:3) `*/copy/finish/*`)",
+            )
+            && marked(
+                "/copy/event/handoff/n=1",
+                "  skip (--skip `event/handoff/n=1`)",
+            )
+            && marked("/copy/event/handoff/n=4097", "/n=4097"),
+        || stdout.to_string(),
     )
 }
 

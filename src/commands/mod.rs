@@ -25,7 +25,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use clhip::cases::Matrix;
+use clhip::config::Profile;
 use clhip::expectations::Expectations;
+use clhip::filter::matches_filter;
 use clhip::pairs;
 
 /// A line on stderr, its control characters (a driver's, a file's) shown as text; a stderr
@@ -75,4 +77,41 @@ pub fn check_expectations(
         ));
     }
     Ok(stale)
+}
+
+/// A glob of case ids to leave out, from --skip or a profile, with what names it.
+pub struct SkipGlob {
+    pub glob: String,
+    /// `--skip `GLOB``, or the profile, its `file:line` and the glob.
+    pub by: String,
+}
+
+/// The profile's skips, then --skip's. An empty glob, which would leave out every case, is
+/// refused.
+pub fn skip_globs(profile: Option<&Profile>, cli: &[String]) -> anyhow::Result<Vec<SkipGlob>> {
+    let mut skips = Vec::new();
+    if let Some(p) = profile {
+        skips.extend(p.skips.iter().map(|s| SkipGlob {
+            glob: s.glob.clone(),
+            by: format!("profile `{}` ({}) `{}`", p.name, s.at, s.glob),
+        }));
+    }
+    skips.extend(cli.iter().map(|g| SkipGlob {
+        glob: g.clone(),
+        by: format!("--skip `{g}`"),
+    }));
+    if let Some(g) = skips.iter().find(|s| s.glob.trim().is_empty()) {
+        anyhow::bail!("skip {}: an empty glob would leave out every case", g.by);
+    }
+    Ok(skips)
+}
+
+/// What leaves the case `id` out, if anything: a --skip or profile glob (`--skip `GLOB``),
+/// else an expectation file's `[[skip]]` rule (`file:line: reason`).
+pub fn skip_source(id: &str, skips: &[SkipGlob], known: Option<&Expectations>) -> Option<String> {
+    if let Some(s) = skips.iter().find(|s| matches_filter(&s.glob, id)) {
+        return Some(s.by.clone());
+    }
+    let rule = known?.skip_rule(id)?;
+    Some(format!("{}: {}", rule.at, rule.reason))
 }

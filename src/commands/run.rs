@@ -25,7 +25,10 @@ use clhip::{mock, pairs};
 
 use super::outputs::{Outputs, Stdout};
 use super::signals::handle_signals;
-use super::{check_expectations, existing_dir, load_matrix, note, parse_timeout};
+use super::{
+    SkipGlob, check_expectations, existing_dir, load_matrix, note, parse_timeout, skip_globs,
+    skip_source,
+};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -162,8 +165,7 @@ impl RunArgs {
 
     /// The profile's settings where no flag gave one; its skips before --skip's. Returns the
     /// skips, each with the reason a skipped case carries.
-    fn apply(&mut self, profile: Option<&Profile>) -> Vec<SkipGlob> {
-        let mut skips = Vec::new();
+    fn apply(&mut self, profile: Option<&Profile>) -> anyhow::Result<Vec<SkipGlob>> {
         if let Some(p) = profile {
             note(&format!(
                 "clhip: profile `{}` of {}",
@@ -181,34 +183,14 @@ impl RunArgs {
             self.junit = self.junit.take().or(p.junit.clone());
             self.markdown = self.markdown.take().or(p.markdown.clone());
             self.html = self.html.take().or(p.html.clone());
-            skips.extend(p.skips.iter().map(|s| SkipGlob {
-                glob: s.glob.clone(),
-                by: format!("profile `{}` ({}) `{}`", p.name, s.at, s.glob),
-            }));
         }
-        skips.extend(self.skip.iter().map(|g| SkipGlob {
-            glob: g.clone(),
-            by: format!("--skip `{g}`"),
-        }));
-        skips
+        skip_globs(profile, &self.skip)
     }
 }
 
-/// A glob of case ids to leave out, from --skip or a profile, with what a skipped case says.
-struct SkipGlob {
-    glob: String,
-    /// `--skip `GLOB``, or the profile and its `file:line`.
-    by: String,
-}
-
-/// Why the case `id` is left out, if it is: a --skip or profile glob, else an expectation
-/// file's `[[skip]]` rule.
+/// Why the case `id` is left out, if it is, as a skipped case's reason says it.
 fn skipped_by(id: &str, skips: &[SkipGlob], known: Option<&Expectations>) -> Option<String> {
-    if let Some(s) = skips.iter().find(|s| matches_filter(&s.glob, id)) {
-        return Some(format!("skipped by {}", s.by));
-    }
-    let rule = known?.skip_rule(id)?;
-    Some(format!("skipped by {}: {}", rule.at, rule.reason))
+    skip_source(id, skips, known).map(|by| format!("skipped by {by}"))
 }
 
 /// The skip globs that match no case of the matrix on this machine, each warned of as a stale
@@ -441,10 +423,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     // Inputs and outputs first: a bad configuration, case file, baseline, filter or output
     // path fails before anything runs, and before anything is written.
     let profile = clhip::config::select(args.config.as_deref(), args.profile.as_deref())?;
-    let skips = args.apply(profile.as_ref());
-    if let Some(g) = skips.iter().find(|s| s.glob.trim().is_empty()) {
-        bail!("skip {}: an empty glob would leave out every case", g.by);
-    }
+    let skips = args.apply(profile.as_ref())?;
     let rerun = args.rerun_failed.as_deref().map(Rerun::load).transpose()?;
     args.seed = args.seed.or(rerun.as_ref().map(|r| r.seed));
     let matrix = load_matrix(args.cases.as_deref())?;
