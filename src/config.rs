@@ -21,6 +21,7 @@
 //! markdown = "out/results.md"
 //! html = "out/results.html"
 //! skip = ["rocm*+hip*/vmm-fd+cl-import/semaphore/*"]
+//! require = ["arch: gfx908"]
 //! ```
 //!
 //! Relative paths are relative to the directory that holds the configuration file, so that a
@@ -80,6 +81,8 @@ struct ProfileFile {
     html: Option<Spanned<String>>,
     #[serde(default)]
     skip: Vec<Spanned<String>>,
+    #[serde(default)]
+    require: Vec<Spanned<String>>,
 }
 
 /// A glob of case ids a profile leaves out, with where it was written.
@@ -106,6 +109,9 @@ pub struct Profile {
     pub html: Option<PathBuf>,
     /// The default profile's skips, then this profile's.
     pub skips: Vec<ProfileSkip>,
+    /// Patterns a line of the machine's fingerprint must match (`run --require`), the
+    /// default profile's and this one's.
+    pub require: Vec<String>,
 }
 
 /// A configuration file, parsed and checked: every profile in it, valid or the file is refused.
@@ -206,6 +212,8 @@ fn inherit(p: &mut Profile, default: &Profile) {
     // Skips add up: what hangs the driver under the default profile hangs it under any.
     let own = std::mem::take(&mut p.skips);
     p.skips = default.skips.iter().cloned().chain(own).collect();
+    let own = std::mem::take(&mut p.require);
+    p.require = default.require.iter().cloned().chain(own).collect();
 }
 
 fn one_profile(
@@ -274,6 +282,16 @@ fn one_profile(
             ),
         });
     }
+    let mut require = Vec::new();
+    for r in &raw.require {
+        if r.get_ref().trim().is_empty() {
+            return Err(err(
+                r.span(),
+                "an empty `require` pattern would match any machine".into(),
+            ));
+        }
+        require.push(r.get_ref().clone());
+    }
     Ok(Profile {
         name: name.to_string(),
         file: path.to_path_buf(),
@@ -286,6 +304,7 @@ fn one_profile(
         markdown: path_of("markdown", &raw.markdown)?,
         html: path_of("html", &raw.html)?,
         skips,
+        require,
     })
 }
 
@@ -338,6 +357,7 @@ retries = 2
 expectations = "cases/expectations"
 json = "out/results.json"
 skip = ["*/fft/*"]
+require = ["arch: gfx908"]
 "#;
 
     #[test]
@@ -367,6 +387,7 @@ skip = ["*/fft/*"]
                 ("*/fft/*", "ci/clhip.toml:12")
             ]
         );
+        assert_eq!(n.require, ["arch: gfx908"]);
         let d = c.default_profile().unwrap();
         assert_eq!((d.jobs, d.skips.len()), (None, 1));
         let e = c.profile("nighty").unwrap_err().to_string();
@@ -400,6 +421,9 @@ skip = ["*/fft/*"]
         assert_eq!(line, 12, "{e}");
         let (line, e) = at(&FILE.replace("jobs = 4", "jobs = \"four\""));
         assert_eq!(line, 8, "{e}");
+        let (line, e) = at(&FILE.replace("[\"arch: gfx908\"]", "[\" \"]"));
+        assert_eq!(line, 13, "{e}");
+        assert!(e.contains("`require`"), "{e}");
         let (line, e) = at(&FILE.replace("version = 1", "version = 2"));
         assert_eq!(line, 1, "{e}");
         let (line, e) = at(&FILE.replace("json = \"out/results.json\"", "json = \"\""));

@@ -335,7 +335,35 @@ fn a_profile_sets_timeout_retries_outputs_and_skips_and_flags_win() -> Result<()
     let got = outcomes(&results(&dir.join("d.json")));
     ensure((0.5..0.95).contains(&timed_out_after(&got[0].2)), || {
         format!("{got:?}")
-    })
+    })?;
+    // A profile's device check: the run stops before any case.
+    std::fs::write(
+        dir.join("gpu.toml"),
+        "version = 1\n[profile.mi100]\nrequire = [\"arch: gfx908\"]\n",
+    )
+    .unwrap();
+    let o = clhip_in(
+        &dir,
+        &[
+            "run",
+            "--config",
+            "gpu.toml",
+            "--profile",
+            "mi100",
+            "--mock-cases",
+            "pass",
+            "--json",
+            "g.json",
+        ],
+        &env,
+    );
+    exit(&o, 2, "a profile that requires an MI100")?;
+    ensure(
+        stderr(&o).contains(
+            "profile `mi100` of gpu.toml: expected a device matching `arch: gfx908`; found: ",
+        ) && !dir.join("g.json").exists(),
+        || stderr(&o),
+    )
 }
 
 fn a_bad_configuration_or_profile_is_refused_naming_file_and_line() -> Result<(), Failed> {

@@ -43,8 +43,8 @@ pub struct RunArgs {
     #[arg(long, value_name = "FILE")]
     config: Option<PathBuf>,
     /// Apply this profile of the configuration file: its jobs, timeout, expectations, retries,
-    /// outputs and skips. A flag given here wins over the profile's value; --skip adds to its
-    /// skips. Without it, the file's `default` profile applies, if it has one.
+    /// outputs, skips and required devices. A flag given here wins over the profile's value;
+    /// --skip and --require add to its own. Without it, the file's `default` profile applies, if it has one.
     #[arg(long, value_name = "NAME")]
     profile: Option<String>,
     /// Leave out the cases this glob (`*` wildcard) or substring of case ids matches
@@ -282,23 +282,24 @@ impl Rerun {
     }
 }
 
-/// Fails unless every --require pattern matches a line of this machine's fingerprint and every
-/// expectation file marked `required` applies: before any case runs, naming what was found.
+/// Fails unless every required pattern (with what requires it: `--require`, a profile)
+/// matches a line of this machine's fingerprint and every expectation file marked `required`
+/// applies: before any case runs, naming what was found.
 fn check_required(
-    patterns: &[String],
+    patterns: &[(String, String)],
     known: Option<&Expectations>,
     probe: &Probe,
 ) -> anyhow::Result<()> {
     let lines = probe.fingerprint().lines();
     let found = found_devices(probe);
     let mut unmet = Vec::new();
-    for p in patterns {
+    for (p, by) in patterns {
         if p.trim().is_empty() {
-            bail!("--require: an empty pattern would match any machine");
+            bail!("{by}: an empty pattern would match any machine");
         }
         if !lines.iter().any(|l| matches_filter(p, l)) {
             unmet.push(format!(
-                "--require: expected a device matching `{p}`; found: {found}"
+                "{by}: expected a device matching `{p}`; found: {found}"
             ));
         }
     }
@@ -444,8 +445,17 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         .as_deref()
         .map(|p| Expectations::load(p, &probe.fingerprint()))
         .transpose()?;
-    // The wrong machine is said before anything else it would do.
-    check_required(&args.require, known.as_ref(), &probe)?;
+    // The wrong machine is said before anything else it would do. The profile's checks and
+    // --require's add up, as skips do.
+    let required: Vec<(String, String)> = profile
+        .iter()
+        .flat_map(|p| {
+            let by = format!("profile `{}` of {}", p.name, p.file.display());
+            p.require.iter().map(move |r| (r.clone(), by.clone()))
+        })
+        .chain(args.require.iter().map(|r| (r.clone(), "--require".into())))
+        .collect();
+    check_required(&required, known.as_ref(), &probe)?;
     // Every OpenCL vendor broke in the probe: that is the finding, named, not "no device".
     if args.mock_cases.is_none()
         && pairs::from_probe(&probe).is_empty()
