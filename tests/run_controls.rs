@@ -24,6 +24,10 @@ fn main() {
             a_profile_sets_timeout_retries_outputs_and_skips_and_flags_win,
         ),
         Trial::test(
+            "a_profiles_jobs_run_workers_side_by_side_unless_j_says_otherwise",
+            a_profiles_jobs_run_workers_side_by_side_unless_j_says_otherwise,
+        ),
+        Trial::test(
             "a_bad_configuration_or_profile_is_refused_naming_file_and_line",
             a_bad_configuration_or_profile_is_refused_naming_file_and_line,
         ),
@@ -364,6 +368,41 @@ fn a_profile_sets_timeout_retries_outputs_and_skips_and_flags_win() -> Result<()
         ) && !dir.join("g.json").exists(),
         || stderr(&o),
     )
+}
+
+/// Eight mock cases of 0.8 s each take at least 6.4 s one after another: a run well under
+/// that ran them side by side. The margin is wide (four workers take about 2 s here).
+fn a_profiles_jobs_run_workers_side_by_side_unless_j_says_otherwise() -> Result<(), Failed> {
+    let dir = scratch("jobs");
+    std::fs::write(
+        dir.join("clhip.toml"),
+        "version = 1\n[profile.wide]\njobs = 4\n",
+    )
+    .unwrap();
+    let slow = vec!["slow"; 8].join(",");
+    let wall = |extra: &[&str]| -> Result<f64, Failed> {
+        let mut args = vec![
+            "run",
+            "--profile",
+            "wide",
+            "--mock-cases",
+            &slow,
+            "--json",
+            "r.json",
+        ];
+        args.extend_from_slice(extra);
+        let o = clhip_in(&dir, &args, &[]);
+        exit(&o, 0, &format!("{args:?}"))?;
+        Ok(results(&dir.join("r.json"))["wall_s"].as_f64().unwrap())
+    };
+    let side_by_side = wall(&[])?;
+    ensure(side_by_side < 5.0, || {
+        format!("jobs = 4 took {side_by_side} s for 6.4 s of cases")
+    })?;
+    let one_by_one = wall(&["-j", "1"])?;
+    ensure(one_by_one >= 6.4, || {
+        format!("-j 1 took {one_by_one} s for 6.4 s of cases")
+    })
 }
 
 fn a_bad_configuration_or_profile_is_refused_naming_file_and_line() -> Result<(), Failed> {
