@@ -379,7 +379,7 @@ fn a_profiles_jobs_run_workers_side_by_side_unless_j_says_otherwise() -> Result<
         "version = 1\n[profile.wide]\njobs = 4\n",
     )
     .unwrap();
-    let slow = vec!["slow"; 8].join(",");
+    let slow = ["slow"; 8].join(",");
     let wall = |extra: &[&str]| -> Result<f64, Failed> {
         let mut args = vec![
             "run",
