@@ -45,12 +45,18 @@ struct File {
     applies: Applies,
     #[serde(default)]
     expect: Vec<Spanned<ExpectFile>>,
+    #[serde(default)]
+    flaky: Vec<Spanned<FlakyFile>>,
+    #[serde(default)]
+    skip: Vec<Spanned<SkipFile>>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Applies {
     fingerprint: Vec<String>,
+    #[serde(default)]
+    required: bool,
 }
 
 #[derive(Debug, Deserialize)]
@@ -61,13 +67,59 @@ struct ExpectFile {
     source: String,
 }
 
-/// One rule: the case ids it covers, the outcome known for them, and why.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlakyFile {
+    cases: Vec<Spanned<String>>,
+    outcomes: Spanned<Vec<OutcomeKind>>,
+    source: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SkipFile {
+    cases: Vec<Spanned<String>>,
+    reason: String,
+}
+
+/// One rule: the case ids it covers, the outcome known for them (two, for a known flake), and
+/// why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rule {
     pub globs: Vec<String>,
     pub outcome: OutcomeKind,
+    /// A known flake's other outcome (`[[flaky]]`), the more severe of the two.
+    pub also: Option<OutcomeKind>,
     pub source: String,
     /// `file:line` of the rule, for people to find it.
+    pub at: String,
+}
+
+impl Rule {
+    /// What the rule expects of a case it covers.
+    pub fn expectation(&self) -> Expectation {
+        match self.also {
+            Some(other) => Expectation::KnownFlaky(self.outcome, other),
+            None => Expectation::Known(self.outcome),
+        }
+    }
+
+    /// `fault`, or `pass or timeout` for a known flake.
+    pub fn describe(&self) -> String {
+        match self.also {
+            Some(other) => format!("{} or {other}", self.outcome),
+            None => self.outcome.to_string(),
+        }
+    }
+}
+
+/// A `[[skip]]` rule: cases not to run on the drivers the file applies to (ones that hang a
+/// driver or take a machine down), each listed as `skip` with the rule as its reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SkipRule {
+    pub globs: Vec<String>,
+    pub reason: String,
+    /// `file:line` of the rule.
     pub at: String,
 }
 
@@ -76,7 +128,11 @@ pub struct Rule {
 pub struct ExpectationFile {
     pub path: PathBuf,
     pub applies: Vec<String>,
+    /// `[applies] required = true`: a run on a machine this file does not apply to fails
+    /// before any case (a runner that lost its GPU, or a job sent to the wrong runner).
+    pub required: bool,
     pub rules: Vec<Rule>,
+    pub skips: Vec<SkipRule>,
 }
 
 impl ExpectationFile {
@@ -98,14 +154,11 @@ impl ExpectationFile {
                 "`[applies] fingerprint` is empty: a file must say which drivers it is for".into(),
             ));
         }
-        let mut rules = Vec::new();
-        for e in raw.expect {
-            let span = e.span();
-            let e = e.into_inner();
-            if e.cases.is_empty() {
-                return Err(err(span, "an [[expect]] with no `cases`".into()));
+        let check_globs = |span: Range<usize>, cases: &[Spanned<String>], table: &str| {
+            if cases.is_empty() {
+                return Err(err(span, format!("a [[{table}]] with no `cases`")));
             }
-            for c in &e.cases {
+            for c in cases {
                 if c.get_ref().trim().is_empty() {
                     return Err(err(
                         c.span(),
@@ -113,36 +166,121 @@ impl ExpectationFile {
                     ));
                 }
             }
+            Ok(cases
+                .iter()
+                .map(|c| c.get_ref().clone())
+                .collect::<Vec<_>>())
+        };
+        let check_known = |kind: OutcomeKind, span: Range<usize>, table: &str| match kind {
+            OutcomeKind::Error => Err(err(
+                span,
+                "`error` is the harness's own failure, never a driver's known outcome".into(),
+            )),
+            OutcomeKind::Skip if table == "flaky" => Err(err(
+                span,
+                "a case to leave out is a [[skip]] rule, not a flake".into(),
+            )),
+            _ => Ok(kind),
+        };
+        let line_of = |span: &Range<usize>| {
+            format!(
+                "{}:{}",
+                path.display(),
+                locate(path, text, span.start, "").line
+            )
+        };
+        let mut rules = Vec::new();
+        for e in raw.expect {
+            let span = e.span();
+            let e = e.into_inner();
+            let globs = check_globs(span.clone(), &e.cases, "expect")?;
             if *e.outcome.get_ref() == OutcomeKind::Pass {
                 return Err(err(
                     e.outcome.span(),
                     "`pass` needs no rule: a case no rule lists is expected to pass".into(),
                 ));
             }
-            if *e.outcome.get_ref() == OutcomeKind::Error {
-                return Err(err(
-                    e.outcome.span(),
-                    "`error` is the harness's own failure, never a driver's known outcome".into(),
-                ));
-            }
+            let outcome = check_known(*e.outcome.get_ref(), e.outcome.span(), "expect")?;
             if e.source.trim().is_empty() {
                 return Err(err(
                     span,
                     "an [[expect]] must say where its knowledge comes from (`source`)".into(),
                 ));
             }
-            let at = locate(path, text, span.start, "");
             rules.push(Rule {
-                globs: e.cases.iter().map(|c| c.get_ref().clone()).collect(),
-                outcome: *e.outcome.get_ref(),
+                globs,
+                outcome,
+                also: None,
                 source: e.source,
-                at: format!("{}:{}", path.display(), at.line),
+                at: line_of(&span),
+            });
+        }
+        for f in raw.flaky {
+            let span = f.span();
+            let f = f.into_inner();
+            let globs = check_globs(span.clone(), &f.cases, "flaky")?;
+            let (list, list_span) = (f.outcomes.get_ref(), f.outcomes.span());
+            let [a, b] = list.as_slice() else {
+                return Err(err(
+                    list_span,
+                    format!(
+                        "a [[flaky]] lists the two outcomes a case is known to come out as, not {}",
+                        list.len()
+                    ),
+                ));
+            };
+            if a == b {
+                return Err(err(
+                    list_span,
+                    format!("a [[flaky]] with `{a}` twice: one outcome is an [[expect]]"),
+                ));
+            }
+            for kind in [a, b] {
+                check_known(*kind, list_span.clone(), "flaky")?;
+            }
+            if f.source.trim().is_empty() {
+                return Err(err(
+                    span,
+                    "a [[flaky]] must say where its knowledge comes from (`source`)".into(),
+                ));
+            }
+            // The less severe first, so that two rules listing one pair in either order agree.
+            let (outcome, also) = if a.severity() <= b.severity() {
+                (*a, *b)
+            } else {
+                (*b, *a)
+            };
+            rules.push(Rule {
+                globs,
+                outcome,
+                also: Some(also),
+                source: f.source,
+                at: line_of(&span),
+            });
+        }
+        let mut skips = Vec::new();
+        for k in raw.skip {
+            let span = k.span();
+            let k = k.into_inner();
+            let globs = check_globs(span.clone(), &k.cases, "skip")?;
+            if k.reason.trim().is_empty() {
+                return Err(err(
+                    span,
+                    "a [[skip]] must say why the cases are left out (`reason`)".into(),
+                ));
+            }
+            skips.push(SkipRule {
+                globs,
+                reason: k.reason,
+                at: line_of(&span),
             });
         }
         Ok(ExpectationFile {
             path: path.to_path_buf(),
             applies: raw.applies.fingerprint,
+            required: raw.applies.required,
             rules,
+            skips,
         })
     }
 
@@ -167,6 +305,9 @@ pub struct Expectations {
     pub not_applying: Vec<(PathBuf, Vec<String>)>,
     /// The fingerprint's lines, to show against the globs when no file applies.
     pub fingerprint_lines: Vec<String>,
+    /// Files marked `required` that do not apply, each with its unmet `applies` globs: the
+    /// run fails on them before any case.
+    pub required_unmet: Vec<(PathBuf, Vec<String>)>,
 }
 
 /// Two rules that give one case different outcomes, with the cases they both cover.
@@ -185,9 +326,9 @@ impl std::fmt::Display for Conflict {
             f,
             "expectation rules disagree: {} says {} and {} says {} for {} case{}, e.g. `{}`",
             a.at,
-            a.outcome,
+            a.describe(),
             b.at,
-            b.outcome,
+            b.describe(),
             self.cases.len(),
             if self.cases.len() == 1 { "" } else { "s" },
             self.cases.first().map_or("", String::as_str),
@@ -272,6 +413,7 @@ impl Expectations {
         let lines = fingerprint.lines();
         let mut files = Vec::new();
         let mut not_applying = Vec::new();
+        let mut required_unmet = Vec::new();
         for p in paths {
             let text = crate::input::read_text(
                 "an expectation file",
@@ -287,7 +429,10 @@ impl Expectations {
                     .iter()
                     .filter(|g| !lines.iter().any(|l| glob(g, l)))
                     .cloned()
-                    .collect();
+                    .collect::<Vec<_>>();
+                if f.required {
+                    required_unmet.push((p.clone(), unmet.clone()));
+                }
                 not_applying.push((p, unmet));
             }
         }
@@ -296,6 +441,7 @@ impl Expectations {
             from: path.to_path_buf(),
             not_applying,
             fingerprint_lines: lines,
+            required_unmet,
         })
     }
 
@@ -365,7 +511,7 @@ impl Expectations {
             }
             for (k, &a) in covering.iter().enumerate() {
                 for &b in &covering[k + 1..] {
-                    if rules[a].outcome == rules[b].outcome {
+                    if rules[a].expectation() == rules[b].expectation() {
                         continue;
                     }
                     match conflicts.iter_mut().find(|(pair, _)| *pair == (a, b)) {
@@ -395,7 +541,25 @@ impl Expectations {
                 }
             }
         }
+        let ids: Vec<String> = cases.iter().map(Case::id).collect();
+        for k in self.files.iter().flat_map(|f| &f.skips) {
+            for g in &k.globs {
+                if !ids.iter().any(|id| glob(g, id)) {
+                    stale.push(format!("{} `{g}`", k.at));
+                }
+            }
+        }
         Ok(stale)
+    }
+
+    /// The `[[skip]]` rule that leaves the case `id` out, if any: the first that covers it.
+    /// A skip needs no agreement with the other rules: whatever they expect of the case, it
+    /// is not run.
+    pub fn skip_rule(&self, id: &str) -> Option<&SkipRule> {
+        self.files
+            .iter()
+            .flat_map(|f| &f.skips)
+            .find(|k| k.globs.iter().any(|g| glob(g, id)))
     }
 
     /// The rule that decides `case`, if any: the first that covers it, which [`Self::check`]
@@ -412,7 +576,7 @@ impl Expectations {
     /// else a pass (no file knows of a reason it should not).
     pub fn expectation(&self, case: &Case) -> Expectation {
         match self.rule(case) {
-            Some(r) => Expectation::Known(r.outcome),
+            Some(r) => r.expectation(),
             None if case.is_negative_control() => Expectation::NegativeControl,
             None => Expectation::Pass,
         }
@@ -488,306 +652,4 @@ fn toml_string(s: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::fingerprint::RuntimeFingerprint;
-
-    fn mi100() -> Fingerprint {
-        Fingerprint {
-            runtimes: vec![RuntimeFingerprint {
-                api: "hip".into(),
-                status: "loaded".into(),
-                library: Some("/opt/rocm-6.3.2/lib/libamdhip64.so.6".into()),
-                version: Some("6.3.42133".into()),
-                devices: vec![crate::fingerprint::DeviceInfo {
-                    ordinal: 0,
-                    name: "AMD Instinct MI100".into(),
-                    arch: "gfx908:sramecc+:xnack-".into(),
-                    ..Default::default()
-                }],
-            }],
-            ..Default::default()
-        }
-    }
-
-    const FILE: &str = r#"version = 1
-[applies]
-fingerprint = ["hip version: 6.*", "hip device * arch: gfx908*"]
-
-[[expect]]
-cases = ["*/vmm-fd+cl-import/*"]
-outcome = "unsupported"
-source = "clr: no cl_khr_external_memory"
-"#;
-
-    #[test]
-    fn files_apply_by_fingerprint_and_rules_decide_cases() {
-        let f = ExpectationFile::parse(Path::new("x.toml"), FILE).unwrap();
-        assert!(f.applies_to(&mi100()));
-        let mut other = mi100();
-        other.runtimes[0].version = Some("7.0.1".into());
-        assert!(!f.applies_to(&other));
-        assert_eq!(f.rules[0].at, "x.toml:5");
-    }
-
-    #[test]
-    fn malformed_files_name_file_line_and_column() {
-        let bad = FILE.replace("\"unsupported\"", "\"unsuported\"");
-        let e = ExpectationFile::parse(Path::new("x.toml"), &bad).unwrap_err();
-        assert_eq!((e.line, e.file.as_path()), (7, Path::new("x.toml")), "{e}");
-        let pass = FILE.replace("\"unsupported\"", "\"pass\"");
-        let e = ExpectationFile::parse(Path::new("x.toml"), &pass).unwrap_err();
-        assert!(e.message.contains("needs no rule"), "{e}");
-        let nosource = FILE.replace(
-            "source = \"clr: no cl_khr_external_memory\"",
-            "source = \"\"",
-        );
-        assert!(ExpectationFile::parse(Path::new("x.toml"), &nosource).is_err());
-        let empty = FILE.replace("\"*/vmm-fd+cl-import/*\"", "\"\"");
-        assert!(ExpectationFile::parse(Path::new("x.toml"), &empty).is_err());
-        let noapplies = FILE.replace(
-            "[\"hip version: 6.*\", \"hip device * arch: gfx908*\"]",
-            "[]",
-        );
-        assert!(ExpectationFile::parse(Path::new("x.toml"), &noapplies).is_err());
-    }
-
-    #[test]
-    fn a_starting_file_has_one_rule_per_case_for_every_gpu_of_the_model() {
-        assert_eq!(
-            any_device("nvidia1+cuda1/copy/finish/fft/n=4096"),
-            "nvidia*+cuda*/copy/finish/fft/n=4096"
-        );
-        assert_eq!(
-            any_device("rocm0+hip@6.3.2:0/vmm-fd+cl-import/event/gemm/n=33"),
-            "rocm*+hip@6.3.2:*/vmm-fd+cl-import/event/gemm/n=33"
-        );
-        assert_eq!(any_device("pocl0+host/x"), "pocl*+host/x");
-        use crate::model::{Expectation, Outcome};
-        let on = |id: &str| {
-            crate::results::CaseResult::new(
-                id.into(),
-                crate::results::Work::Mock(crate::results::MockAction::Pass),
-                Outcome::unsupported("no cl_khr_external_memory"),
-                Expectation::Pass,
-                0.1,
-            )
-        };
-        let file = Expectations::starting_file(
-            &[on("nvidia0+cuda0/a/n=1"), on("nvidia1+cuda1/a/n=1")],
-            &mi100(),
-            "run.json",
-        );
-        assert_eq!(file.matches("[[expect]]").count(), 1, "{file}");
-        assert!(file.contains("cases = [\"nvidia*+cuda*/a/n=1\"]"), "{file}");
-        ExpectationFile::parse(Path::new("x.toml"), &file).unwrap();
-    }
-
-    fn pocl_cases() -> Vec<Case> {
-        let pair = crate::model::Pair {
-            opencl: crate::model::ClDeviceRef {
-                platform_index: 0,
-                device_index: 0,
-                label: "pocl0".into(),
-            },
-            peer: crate::model::Peer::HOST,
-            install: None,
-            cl_gpu: None,
-        };
-        crate::cases::Matrix::default_matrix().expand(&[pair])
-    }
-
-    fn applying(files: &[(&str, &str)]) -> Expectations {
-        Expectations {
-            files: files
-                .iter()
-                .map(|(name, text)| ExpectationFile::parse(Path::new(name), text).unwrap())
-                .collect(),
-            ..Default::default()
-        }
-    }
-
-    const HEAD: &str = "version = 1\n[applies]\nfingerprint = [\"hip version: 6.*\"]\n";
-
-    fn rule(cases: &str, outcome: &str) -> String {
-        format!("\n[[expect]]\ncases = [{cases}]\noutcome = \"{outcome}\"\nsource = \"s\"\n")
-    }
-
-    #[test]
-    fn rules_that_disagree_about_a_case_are_refused_naming_both() {
-        let cases = pocl_cases();
-        // One file: a path's rule and a sync's rule meet on the copy/finish cases.
-        let one = format!(
-            "{HEAD}{}{}",
-            rule("\"*/copy/*\"", "unsupported"),
-            rule("\"*/finish/*\"", "fault")
-        );
-        let e = applying(&[("a.toml", &one)]).check(&cases).unwrap_err();
-        assert_eq!(e.0.len(), 1, "{e}");
-        let c = &e.0[0];
-        assert_eq!(
-            (c.first.at.as_str(), c.second.at.as_str()),
-            ("a.toml:5", "a.toml:10")
-        );
-        assert!(
-            c.cases.iter().all(|id| id.contains("/copy/finish/")),
-            "{:?}",
-            c.cases
-        );
-        assert_eq!(
-            c.cases.len(),
-            cases
-                .iter()
-                .filter(|c| c.id().contains("/copy/finish/"))
-                .count()
-        );
-        let text = e.to_string();
-        assert!(
-            text.contains("a.toml:5 says unsupported and a.toml:10 says fault"),
-            "{text}"
-        );
-        // Two files: the same disagreement across them.
-        let a = format!("{HEAD}{}", rule("\"*/copy/*\"", "unsupported"));
-        let b = format!("{HEAD}{}", rule("\"*/finish/*\"", "crash"));
-        let e = applying(&[("a.toml", &a), ("b.toml", &b)])
-            .check(&cases)
-            .unwrap_err();
-        assert!(
-            e.to_string()
-                .contains("a.toml:5 says unsupported and b.toml:5 says crash"),
-            "{e}"
-        );
-        // Rules that agree, or that never meet on a case, are fine.
-        let b = format!("{HEAD}{}", rule("\"*/finish/*\"", "unsupported"));
-        assert!(
-            applying(&[("a.toml", &a), ("b.toml", &b)])
-                .check(&cases)
-                .is_ok()
-        );
-        let apart = format!(
-            "{HEAD}{}{}",
-            rule("\"*/copy/finish/*\"", "unsupported"),
-            rule("\"*/copy/map/*\"", "fault")
-        );
-        assert!(applying(&[("a.toml", &apart)]).check(&cases).is_ok());
-    }
-
-    #[test]
-    fn a_glob_that_matches_no_case_is_named_with_its_rule() {
-        let cases = pocl_cases();
-        let file = format!(
-            "{HEAD}{}{}",
-            rule("\"*/copy/finish/*\", \"*/no-such-path/*\"", "unsupported"),
-            rule("\"nvidia*+cuda*/*\"", "fault")
-        );
-        let stale = applying(&[("a.toml", &file)]).check(&cases).unwrap();
-        assert_eq!(
-            stale,
-            ["a.toml:5 `*/no-such-path/*`", "a.toml:10 `nvidia*+cuda*/*`"]
-        );
-        // A filtered run still checks the whole matrix: the caller passes every case.
-        assert_eq!(applying(&[("a.toml", &file)]).check(&[]).unwrap().len(), 3);
-    }
-
-    fn scratch(name: &str) -> std::path::PathBuf {
-        let dir =
-            std::env::temp_dir().join(format!("clhip-expectations-{}-{name}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        dir
-    }
-
-    #[test]
-    fn a_directory_with_no_toml_file_is_an_error_that_says_what_it_holds() {
-        let dir = scratch("empty");
-        let e = Expectations::load(&dir, &mi100()).unwrap_err();
-        assert!(
-            e.message.contains("no *.toml file: the directory is empty"),
-            "{e}"
-        );
-        assert_eq!(e.file, dir);
-        std::fs::write(dir.join("notes.txt"), FILE).unwrap();
-        std::fs::create_dir(dir.join("sub")).unwrap();
-        std::fs::write(dir.join("sub/x.toml"), FILE).unwrap();
-        let e = Expectations::load(&dir, &mi100()).unwrap_err();
-        assert!(
-            e.message.contains("it holds notes.txt, sub/") && e.message.contains("subdirectories"),
-            "{e}"
-        );
-        // The suffix in capitals is still a TOML file.
-        std::fs::write(dir.join("MI100.TOML"), FILE).unwrap();
-        let k = Expectations::load(&dir, &mi100()).unwrap();
-        assert_eq!(k.files.len(), 1);
-        assert_eq!(
-            k.notes(),
-            [format!(
-                "expectations from {}",
-                dir.join("MI100.TOML").display()
-            )]
-        );
-    }
-
-    #[test]
-    fn when_no_file_applies_the_notes_say_what_each_wants_and_what_was_found() {
-        let dir = scratch("none-applies");
-        std::fs::write(dir.join("a.toml"), FILE).unwrap();
-        let mut other = mi100();
-        other.runtimes[0].version = Some("7.0.1".into());
-        let k = Expectations::load(&dir, &other).unwrap();
-        assert!(k.files.is_empty());
-        let notes = k.notes();
-        assert!(
-            notes[0].starts_with("warning: --expectations ")
-                && notes[0].contains("1 file read, none applies"),
-            "{notes:?}"
-        );
-        assert!(
-            notes[1].contains("a.toml wants `hip version: 6.*`, which no fingerprint line")
-                && !notes[1].contains("gfx908"),
-            "{notes:?}"
-        );
-        assert!(notes[2].contains("`hip version: 7.0.1`"), "{notes:?}");
-        // One file named directly: the same.
-        let k = Expectations::load(&dir.join("a.toml"), &other).unwrap();
-        assert!(k.notes()[0].contains("none applies"), "{:?}", k.notes());
-    }
-
-    #[test]
-    fn the_shipped_mi100_files_parse() {
-        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("cases/expectations");
-        let mut n = 0;
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let p = entry.unwrap().path();
-            let text = std::fs::read_to_string(&p).unwrap();
-            let f = ExpectationFile::parse(&p, &text).unwrap_or_else(|e| panic!("{e}"));
-            assert!(!f.rules.is_empty(), "{}", p.display());
-            n += 1;
-        }
-        assert!(n >= 3, "one file per ROCm release line");
-    }
-
-    #[test]
-    fn a_case_gets_its_rule_else_a_negative_controls_latitude_else_pass() {
-        let cases = pocl_cases();
-        let file = format!("{HEAD}{}", rule("\"*/copy/finish/*\"", "fault"));
-        let e = applying(&[("a.toml", &file)]);
-        let ruled = |c: &&Case| c.id().contains("/copy/finish/");
-        let listed = cases.iter().find(ruled).expect("a copy/finish case");
-        assert_eq!(e.rule(listed).map(|r| r.at.as_str()), Some("a.toml:5"));
-        assert_eq!(
-            e.expectation(listed),
-            Expectation::Known(OutcomeKind::Fault)
-        );
-        let control = cases
-            .iter()
-            .find(|c| !ruled(c) && c.is_negative_control())
-            .expect("a negative control");
-        assert_eq!(e.rule(control), None);
-        assert_eq!(e.expectation(control), Expectation::NegativeControl);
-        let plain = cases
-            .iter()
-            .find(|c| !ruled(c) && !c.is_negative_control())
-            .expect("a case no rule lists");
-        assert_eq!(e.expectation(plain), Expectation::Pass);
-    }
-}
+mod tests;

@@ -10,6 +10,7 @@ pub mod blocking;
 pub mod calls;
 pub mod cases;
 pub mod child;
+pub mod config;
 pub mod consistency;
 pub mod escape;
 pub mod expectations;

@@ -29,7 +29,7 @@ enum Cmd {
     /// List the ids of the cases `run` would execute.
     List(list::ListArgs),
     /// Run the case matrix over every pair found and print the support matrix.
-    Run(run::RunArgs),
+    Run(Box<run::RunArgs>),
     /// Random shapes (odd sizes, sizes past a page or 2 MiB) over the combinations that pass
     /// here, for a time budget; each failure shrunk to its smallest size, listed with an id
     /// `run` takes, and written as a reproducer.
@@ -135,7 +135,7 @@ fn real_main() -> anyhow::Result<ExitCode> {
     match cli.command {
         Cmd::Probe(args) => probe::probe(args),
         Cmd::List(args) => list::list(args),
-        Cmd::Run(args) => run::run(args),
+        Cmd::Run(args) => run::run(*args),
         Cmd::Explore(args) => explore::explore(args),
         Cmd::Report(args) => report::report(args),
         Cmd::Diff(args) => diff::diff(args),

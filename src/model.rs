@@ -556,6 +556,9 @@ pub enum Expectation {
     Unbaselined,
     /// A baseline lists this outcome kind as known for this driver.
     Known(OutcomeKind),
+    /// A known flake (an expectation file's `[[flaky]]`): the case is known to come out either
+    /// way, the less severe first; each is as expected.
+    KnownFlaky(OutcomeKind, OutcomeKind),
     /// Negative control: a stale read (`fail`) shows the checks work; `pass` says the driver
     /// happened to be coherent. Neither is a regression. Any other outcome still counts.
     NegativeControl,
@@ -628,6 +631,9 @@ impl Expectation {
         match self {
             _ if kind == K::Pass => match self {
                 Expectation::Known(known) if known != K::Pass => Verdict::UnexpectedPass,
+                Expectation::KnownFlaky(a, b) if a != K::Pass && b != K::Pass => {
+                    Verdict::UnexpectedPass
+                }
                 _ => Verdict::Pass,
             },
             Expectation::Pass => Verdict::Regression,
@@ -640,6 +646,13 @@ impl Expectation {
                 Some(was) if got < was => Verdict::UnexpectedPass,
                 // Up the order, or sideways (a known fault that now crashes): the driver
                 // changed for the worse or in kind, and someone should look.
+                _ => Verdict::Regression,
+            },
+            Expectation::KnownFlaky(a, b) if kind == a || kind == b => Verdict::ExpectedNonPass,
+            // Below both ways it is known to go is better than known; anything else (up the
+            // order, or sideways) is a change someone should look at, as for one known outcome.
+            Expectation::KnownFlaky(a, b) => match (a.severity(), b.severity()) {
+                (Some(x), Some(y)) if got < x.min(y) => Verdict::UnexpectedPass,
                 _ => Verdict::Regression,
             },
             Expectation::NegativeControl => match kind {

@@ -158,6 +158,7 @@ pub fn explore(args: ExploreArgs) -> anyhow::Result<ExitCode> {
         Some(&json),
         args.junit.as_deref(),
         args.markdown.as_deref(),
+        None,
         &args.inputs(),
     )?;
     let ops: Vec<Op> = if args.ops.is_empty() {

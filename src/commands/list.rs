@@ -9,7 +9,7 @@ use clhip::plan;
 use clhip::probe::Probe;
 
 use super::outputs::Stdout;
-use super::{check_expectations, existing_dir, load_matrix, note};
+use super::{check_expectations, existing_dir, load_matrix, note, skip_globs, skip_source};
 
 #[derive(clap::Args)]
 pub struct ListArgs {
@@ -32,10 +32,30 @@ pub struct ListArgs {
     /// Only the pairs of these GPUs, as `run --devices`.
     #[arg(long, value_delimiter = ',')]
     devices: Vec<String>,
+    /// Mark the cases this glob or substring of case ids matches as skipped, as `run --skip`.
+    #[arg(long, value_name = "GLOB")]
+    skip: Vec<String>,
+    /// Configuration file of named profiles, as `run --config`.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Show what `run --profile NAME` would: its skips, and its expectations unless
+    /// --expectations is given.
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
 }
 
-pub fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
-    // Inputs first: a bad case file fails before anything is probed.
+pub fn list(mut args: ListArgs) -> anyhow::Result<ExitCode> {
+    // Inputs first: a bad configuration or case file fails before anything is probed.
+    let profile = clhip::config::select(args.config.as_deref(), args.profile.as_deref())?;
+    if let Some(p) = &profile {
+        note(&format!(
+            "clhip: profile `{}` of {}",
+            p.name,
+            p.file.display()
+        ));
+        args.expectations = args.expectations.take().or(p.expectations.clone());
+    }
+    let skips = skip_globs(profile.as_ref(), &args.skip)?;
     let matrix = load_matrix(args.cases.as_deref())?;
     let probe = match &args.probe {
         Some(f) => load_probe(f)?,
@@ -70,10 +90,14 @@ pub fn list(args: ListArgs) -> anyhow::Result<ExitCode> {
     let mut text = String::new();
     for case in plan::planned_cases(&probe, &matrix, &args.filters, &args.devices)? {
         text.push_str(&case.id());
-        if let Some(rule) = known.as_ref().and_then(|k| k.rule(&case)) {
+        if let Some(by) = skip_source(&case.id(), &skips, known.as_ref()) {
+            text.push_str(&format!("  skip ({by})"));
+        } else if let Some(rule) = known.as_ref().and_then(|k| k.rule(&case)) {
             text.push_str(&format!(
                 "  expect {} ({}: {})",
-                rule.outcome, rule.at, rule.source
+                rule.describe(),
+                rule.at,
+                rule.source
             ));
         }
         text.push('\n');

@@ -26,7 +26,9 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 
 use clhip::cases::Matrix;
+use clhip::config::Profile;
 use clhip::expectations::Expectations;
+use clhip::filter::matches_filter;
 use clhip::pairs;
 
 /// A line on stderr, its control characters (a driver's, a file's) shown as text; a stderr
@@ -35,21 +37,11 @@ pub fn note(line: &str) {
     let _ = writeln!(std::io::stderr(), "{}", clhip::escape::terminal_line(line));
 }
 
-/// Longest per-case limit: a week is already more than any nightly job waits.
-const MAX_TIMEOUT_S: f64 = 7.0 * 24.0 * 3600.0;
-/// Shortest: a worker takes longer than this to start, so less would only time out the harness.
-const MIN_TIMEOUT_S: f64 = 0.1;
-
 pub fn parse_timeout(s: &str) -> Result<f64, String> {
     let t: f64 = s
         .parse()
         .map_err(|e| format!("`{s}` is not a number of seconds: {e}"))?;
-    if !(MIN_TIMEOUT_S..=MAX_TIMEOUT_S).contains(&t) {
-        return Err(format!(
-            "`{s}`: a time limit must be at least {MIN_TIMEOUT_S} s and at most {MAX_TIMEOUT_S} s (a week)"
-        ));
-    }
-    Ok(t)
+    clhip::config::check_timeout(t).map_err(|e| format!("`{s}`: {e}"))
 }
 
 pub fn existing_dir(s: &str) -> Result<PathBuf, String> {
@@ -86,4 +78,41 @@ pub fn check_expectations(
         ));
     }
     Ok(stale)
+}
+
+/// A glob of case ids to leave out, from --skip or a profile, with what names it.
+pub struct SkipGlob {
+    pub glob: String,
+    /// `--skip `GLOB``, or the profile, its `file:line` and the glob.
+    pub by: String,
+}
+
+/// The profile's skips, then --skip's. An empty glob, which would leave out every case, is
+/// refused.
+pub fn skip_globs(profile: Option<&Profile>, cli: &[String]) -> anyhow::Result<Vec<SkipGlob>> {
+    let mut skips = Vec::new();
+    if let Some(p) = profile {
+        skips.extend(p.skips.iter().map(|s| SkipGlob {
+            glob: s.glob.clone(),
+            by: format!("profile `{}` ({}) `{}`", p.name, s.at, s.glob),
+        }));
+    }
+    skips.extend(cli.iter().map(|g| SkipGlob {
+        glob: g.clone(),
+        by: format!("--skip `{g}`"),
+    }));
+    if let Some(g) = skips.iter().find(|s| s.glob.trim().is_empty()) {
+        anyhow::bail!("skip {}: an empty glob would leave out every case", g.by);
+    }
+    Ok(skips)
+}
+
+/// What leaves the case `id` out, if anything: a --skip or profile glob (`--skip `GLOB``),
+/// else an expectation file's `[[skip]]` rule (`file:line: reason`).
+pub fn skip_source(id: &str, skips: &[SkipGlob], known: Option<&Expectations>) -> Option<String> {
+    if let Some(s) = skips.iter().find(|s| matches_filter(&s.glob, id)) {
+        return Some(s.by.clone());
+    }
+    let rule = known?.skip_rule(id)?;
+    Some(format!("{}: {}", rule.at, rule.reason))
 }

@@ -76,15 +76,17 @@ pub struct Outputs {
     pub json: Target,
     junit: Option<Target>,
     markdown: Option<Target>,
+    html: Option<Target>,
 }
 
 impl Outputs {
-    /// `--json` (else [`DEFAULT_JSON`]), `--junit` and `--markdown`, none of them one of the
-    /// run's `inputs` (each with the option that names it), nor its journal.
+    /// `--json` (else [`DEFAULT_JSON`]), `--junit`, `--markdown` and `--html`, none of them one
+    /// of the run's `inputs` (each with the option that names it), nor its journal.
     pub fn check(
         json: Option<&Path>,
         junit: Option<&Path>,
         markdown: Option<&Path>,
+        html: Option<&Path>,
         inputs: &[(&str, &Path)],
     ) -> anyhow::Result<Self> {
         let json = match json {
@@ -95,16 +97,19 @@ impl Outputs {
         };
         let junit = output::check_given("--junit", junit)?;
         let markdown = output::check_given("--markdown", markdown)?;
+        let html = output::check_given("--html", html)?;
         let journal = json.journal_target();
         let mut outs = vec![("--json", &json)];
         outs.extend(journal.iter().map(|t| ("the journal of --json", t)));
         outs.extend(junit.iter().map(|t| ("--junit", t)));
         outs.extend(markdown.iter().map(|t| ("--markdown", t)));
+        outs.extend(html.iter().map(|t| ("--html", t)));
         output::refuse_collisions(&outs, inputs)?;
         Ok(Outputs {
             json,
             junit,
             markdown,
+            html,
         })
     }
 
@@ -119,6 +124,11 @@ impl Outputs {
         if let Some(t) = &self.markdown {
             let text = report::render_markdown(report);
             written.record("--markdown", t, output::write(t, text.as_bytes()));
+        }
+        if let Some(t) = &self.html {
+            let problems = report::judge(&self.json.given, report);
+            let text = report::render_html(report, &problems);
+            written.record("--html", t, output::write(t, text.as_bytes()));
         }
         written.json_failed = !json_ok;
         written

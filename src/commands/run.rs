@@ -10,26 +10,57 @@ use std::time::{Instant, SystemTime};
 use anyhow::{Context, bail};
 
 use clhip::cases::Matrix;
+use clhip::config::Profile;
 use clhip::expectations::Baseline;
 use clhip::expectations::Expectations;
+use clhip::filter::matches_filter;
+use clhip::model::{Case, Expectation, Outcome, OutcomeKind};
 use clhip::output::Journal;
 use clhip::plan::{self, RunOptionsBuilder, WorkerExe};
 use clhip::probe::Probe;
 use clhip::report::{self, ConsoleReporter, RunReport, RunStatus};
-use clhip::results::Planned;
+use clhip::results::{CaseResult, Planned};
 use clhip::runner::{self, Stopped};
 use clhip::{mock, pairs};
 
 use super::outputs::{Outputs, Stdout};
 use super::signals::handle_signals;
-use super::{check_expectations, existing_dir, load_matrix, note, parse_timeout};
+use super::{
+    SkipGlob, check_expectations, existing_dir, load_matrix, note, parse_timeout, skip_globs,
+    skip_source,
+};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
-    /// Globs (`*` wildcard) or substrings of case ids; a filter matching nothing is an error.
+    /// Globs (`*` wildcard) or substrings of case ids; a filter matching nothing is an error
+    /// (a warning with --allow-empty).
     filters: Vec<String>,
-    #[arg(long, default_value_t = plan::DEFAULT_SEED)]
-    seed: u64,
+    /// Seed of the cases' data [default: 24301, or the seed of --rerun-failed's run].
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Configuration file of named profiles [default: clhip.toml in the working directory, if
+    /// there is one].
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
+    /// Apply this profile of the configuration file: its jobs, timeout, expectations, retries,
+    /// outputs, skips and required devices. A flag given here wins over the profile's value;
+    /// --skip and --require add to its own. Without it, the file's `default` profile applies, if it has one.
+    #[arg(long, value_name = "NAME")]
+    profile: Option<String>,
+    /// Leave out the cases this glob (`*` wildcard) or substring of case ids matches
+    /// (repeatable): each is listed as `skip` with the glob as its reason and counted, never
+    /// run. For cases that hang a driver.
+    #[arg(long, value_name = "GLOB")]
+    skip: Vec<String>,
+    /// Fail before any case unless a line of this machine's fingerprint (`clhip probe`)
+    /// matches this glob (`*` wildcard) or substring, e.g. `arch: gfx908` (repeatable: each
+    /// must match). For a job that must not pass on the wrong machine.
+    #[arg(long, value_name = "PATTERN")]
+    require: Vec<String>,
+    /// Run only the cases that came out worse than expected in this results file (regressions
+    /// and harness errors), with that run's seed unless --seed is given.
+    #[arg(long, value_name = "RUN.json", conflicts_with = "filters")]
+    rerun_failed: Option<PathBuf>,
     /// Results file (JSON, versioned, with the driver fingerprint) [default:
     /// reports/latest.json, its directory made if missing; a directory you name must exist].
     #[arg(long)]
@@ -40,6 +71,9 @@ pub struct RunArgs {
     /// Also write the Markdown rendering here.
     #[arg(long)]
     markdown: Option<PathBuf>,
+    /// Also write the HTML page here (as `clhip report --html`).
+    #[arg(long)]
+    html: Option<PathBuf>,
     /// Case matrix file (default: the built-in cases/default.toml).
     #[arg(long)]
     cases: Option<PathBuf>,
@@ -52,17 +86,17 @@ pub struct RunArgs {
     expectations: Option<PathBuf>,
     /// Per-case time limit in seconds (more than 0, at most a week). A worker also gets this
     /// long to start its next case. Time the run spends stopped (Ctrl-Z, or SIGSTOP then
-    /// SIGCONT) does not count.
-    #[arg(long, default_value_t = 120.0, value_parser = parse_timeout)]
-    timeout: f64,
+    /// SIGCONT) does not count. [default: 120]
+    #[arg(long, value_parser = parse_timeout)]
+    timeout: Option<f64>,
     /// Cases per worker process before a fresh one takes over (at least 1).
     #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..))]
     cases_per_worker: u32,
     /// Worker processes at once per GPU, 1 to 256. Each has its own device contexts, so a crash
     /// or fault still costs one case; more than one shortens runs where many cases crash or
-    /// fault. Each GPU (and each OpenCL device of a host pair) gets its own.
-    #[arg(long, short = 'j', default_value_t = 1, value_parser = clap::value_parser!(u16).range(1..=256))]
-    jobs: u16,
+    /// fault. Each GPU (and each OpenCL device of a host pair) gets its own. [default: 1]
+    #[arg(long, short = 'j', value_parser = clap::value_parser!(u16).range(1..=256))]
+    jobs: Option<u16>,
     /// Keep one spare worker per runner thread, its device contexts made, to take over at once
     /// when a crash or fault ends a worker. Off by default: on NVIDIA's driver, which makes
     /// contexts one process at a time, it bought nothing (an H100's full matrix: 67.0 s without,
@@ -75,15 +109,17 @@ pub struct RunArgs {
     /// with a column per install.
     #[arg(long, value_parser = existing_dir)]
     rocm_path: Vec<PathBuf>,
-    /// Exit 0 when the filters and pairs leave no case to run (a nightly job that ran nothing
-    /// otherwise fails).
+    /// Exit 0 when nothing is left to run on this machine: filters and --devices that match
+    /// nothing are warned about instead of refused, as is a machine with no pair at all (a
+    /// nightly job that ran nothing otherwise fails). One job then serves runners with and
+    /// without a GPU.
     #[arg(long)]
     allow_empty: bool,
     /// Run a case that came out worse than expected again alone, up to N times: one that then
     /// comes out otherwise is `flaky` (both outcomes kept); one that fails in its batch and
-    /// passes alone is bisected for the earlier case it fails only after.
-    #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u32).range(0..=10))]
-    retries: u32,
+    /// passes alone is bisected for the earlier case it fails only after. [default: 0]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(0..=10))]
+    retries: Option<u32>,
     /// Only the pairs of these GPUs (comma-separated): a device-runtime index (`0`), a UUID
     /// (`GPU-` prefix optional), a PCI bus id, or an OpenCL label (`nvidia1`).
     #[arg(long, value_delimiter = ',')]
@@ -118,15 +154,279 @@ impl RunArgs {
         ins.extend(self.baseline.as_deref().map(|p| ("--baseline", p)));
         ins.extend(self.expectations.as_deref().map(|p| ("--expectations", p)));
         ins.extend(self.rocm_path.iter().map(|p| ("--rocm-path", p.as_path())));
+        ins.extend(self.rerun_failed.as_deref().map(|p| ("--rerun-failed", p)));
+        ins.extend(self.config.as_deref().map(|p| ("--config", p)));
         ins
+    }
+
+    fn seed(&self) -> u64 {
+        self.seed.unwrap_or(plan::DEFAULT_SEED)
+    }
+
+    /// The profile's settings where no flag gave one; its skips before --skip's. Returns the
+    /// skips, each with the reason a skipped case carries.
+    fn apply(&mut self, profile: Option<&Profile>) -> anyhow::Result<Vec<SkipGlob>> {
+        if let Some(p) = profile {
+            note(&format!(
+                "clhip: profile `{}` of {}",
+                p.name,
+                p.file.display()
+            ));
+            self.jobs = self.jobs.or(p.jobs);
+            self.timeout = self.timeout.or(p.timeout);
+            self.retries = self.retries.or(p.retries);
+            // --baseline and expectation files exclude each other: the flag wins.
+            if self.baseline.is_none() {
+                self.expectations = self.expectations.take().or(p.expectations.clone());
+            }
+            self.json = self.json.take().or(p.json.clone());
+            self.junit = self.junit.take().or(p.junit.clone());
+            self.markdown = self.markdown.take().or(p.markdown.clone());
+            self.html = self.html.take().or(p.html.clone());
+        }
+        skip_globs(profile, &self.skip)
     }
 }
 
-pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
+/// Why the case `id` is left out, if it is, as a skipped case's reason says it.
+fn skipped_by(id: &str, skips: &[SkipGlob], known: Option<&Expectations>) -> Option<String> {
+    skip_source(id, skips, known).map(|by| format!("skipped by {by}"))
+}
+
+/// The skip globs that match no case of the matrix on this machine, each warned of as a stale
+/// expectation is.
+fn stale_skips(skips: &[SkipGlob], matrix: &Matrix, probe: &Probe) -> Vec<String> {
+    let ids: Vec<String> = matrix
+        .expand(&pairs::from_probe(probe))
+        .iter()
+        .map(Case::id)
+        .collect();
+    let mut stale = Vec::new();
+    for s in skips {
+        if !ids.iter().any(|id| matches_filter(&s.glob, id)) {
+            note(&format!(
+                "clhip: warning: skip {} matches no case of this matrix on this machine",
+                s.by
+            ));
+            stale.push(s.by.clone());
+        }
+    }
+    stale
+}
+
+/// The cases `--rerun-failed` names: those worse than expected in an earlier run.
+struct Rerun {
+    from: PathBuf,
+    ids: Vec<String>,
+    seed: u64,
+}
+
+impl Rerun {
+    fn load(path: &Path) -> anyhow::Result<Rerun> {
+        let loaded = report::load(path)?;
+        // Part of a run still names cases that failed in it: rerun them, and say so.
+        for p in &loaded.problems {
+            note(&format!("clhip: warning: --rerun-failed {p}"));
+        }
+        Ok(Rerun {
+            from: path.to_path_buf(),
+            ids: loaded
+                .report
+                .results
+                .iter()
+                .filter(|r| r.unexpected())
+                .map(|r| r.id.clone())
+                .collect(),
+            seed: loaded.report.seed,
+        })
+    }
+
+    /// The cases of `cases` the earlier run had worse than expected. One that is not a case
+    /// here (another machine's run, another --cases) is an error, a warning with --allow-empty;
+    /// so is a run with none.
+    fn pick(&self, cases: Vec<Case>, allow_empty: bool) -> anyhow::Result<Vec<Case>> {
+        let from = self.from.display();
+        if self.ids.is_empty() {
+            let why = format!(
+                "--rerun-failed {from}: no case came out worse than expected in that run, so there is nothing to rerun"
+            );
+            if !allow_empty {
+                bail!("{why} (pass --allow-empty if that is fine)");
+            }
+            note(&format!("clhip: {why}"));
+            return Ok(Vec::new());
+        }
+        let here: std::collections::HashSet<String> = cases.iter().map(Case::id).collect();
+        let missing: Vec<&String> = self.ids.iter().filter(|id| !here.contains(*id)).collect();
+        if let Some(first) = missing.first() {
+            let why = format!(
+                "--rerun-failed {from}: {} of its {} cases worse than expected {} not a case of this matrix on this machine, e.g. `{first}` (a run of another machine, or of another --cases?)",
+                missing.len(),
+                self.ids.len(),
+                if missing.len() == 1 { "is" } else { "are" },
+            );
+            if !allow_empty {
+                bail!("{why}");
+            }
+            note(&format!("clhip: warning: {why}"));
+        }
+        note(&format!(
+            "clhip: rerunning the {} cases worse than expected in {from}",
+            self.ids.len() - missing.len()
+        ));
+        let wanted: std::collections::HashSet<&str> = self.ids.iter().map(String::as_str).collect();
+        Ok(cases
+            .into_iter()
+            .filter(|c| wanted.contains(c.id().as_str()))
+            .collect())
+    }
+}
+
+/// Fails unless every required pattern (with what requires it: `--require`, a profile)
+/// matches a line of this machine's fingerprint and every expectation file marked `required`
+/// applies: before any case runs, naming what was found.
+fn check_required(
+    patterns: &[(String, String)],
+    known: Option<&Expectations>,
+    probe: &Probe,
+) -> anyhow::Result<()> {
+    let lines = probe.fingerprint().lines();
+    let found = found_devices(probe);
+    let mut unmet = Vec::new();
+    for (p, by) in patterns {
+        if p.trim().is_empty() {
+            bail!("{by}: an empty pattern would match any machine");
+        }
+        if !lines.iter().any(|l| matches_filter(p, l)) {
+            unmet.push(format!(
+                "{by}: expected a device matching `{p}`; found: {found}"
+            ));
+        }
+    }
+    for (file, globs) in known.map_or(&[][..], |k| k.required_unmet.as_slice()) {
+        let wants: Vec<String> = globs.iter().map(|g| format!("`{g}`")).collect();
+        unmet.push(format!(
+            "{} (required): expected a device matching {}; found: {found}",
+            file.display(),
+            wants.join(" and ")
+        ));
+    }
+    if !unmet.is_empty() {
+        bail!(
+            "{}
+no case was run; `clhip probe` lists this machine's fingerprint lines",
+            unmet.join(
+                "
+"
+            )
+        );
+    }
+    Ok(())
+}
+
+/// `pocl0 (cpu-haswell-...), cuda0 (NVIDIA H100, sm_90)`: the devices the probe found.
+fn found_devices(probe: &Probe) -> String {
+    let mut found: Vec<String> = probe
+        .platforms
+        .iter()
+        .flat_map(|p| &p.devices)
+        .map(|d| format!("{} ({})", d.label, d.name))
+        .collect();
+    for rt in probe.device_runtimes() {
+        for d in &rt.status.devices {
+            found.push(format!(
+                "{} ({}, {})",
+                rt.device_label(d.ordinal),
+                d.name,
+                d.arch
+            ));
+        }
+    }
+    if found.is_empty() {
+        "no device".into()
+    } else {
+        found.join(", ")
+    }
+}
+
+/// The cases the filters and --devices select on this machine, narrowed to --rerun-failed's.
+/// With --allow-empty, a filter or device that matches nothing here, or a machine with no
+/// pair at all, is said on stderr and leaves that much less to run, never more.
+fn select_cases(
+    args: &RunArgs,
+    probe: &Probe,
+    matrix: &Matrix,
+    rerun: Option<&Rerun>,
+) -> anyhow::Result<Vec<Case>> {
+    let cases = if args.allow_empty {
+        cases_allowing_empty(args, probe, matrix)?
+    } else {
+        plan::planned_cases(probe, matrix, &args.filters, &args.devices)?
+    };
+    match rerun {
+        Some(r) => r.pick(cases, args.allow_empty),
+        None => Ok(cases),
+    }
+}
+
+fn cases_allowing_empty(
+    args: &RunArgs,
+    probe: &Probe,
+    matrix: &Matrix,
+) -> anyhow::Result<Vec<Case>> {
+    let mut pairs = pairs::from_probe(probe);
+    if !args.devices.is_empty() {
+        let mut here = Vec::new();
+        for sel in &args.devices {
+            match pairs::select(probe, pairs.clone(), std::slice::from_ref(sel)) {
+                Ok(_) => here.push(sel.clone()),
+                Err(e) => note(&format!("clhip: warning: {e:#} (--allow-empty)")),
+            }
+        }
+        // No selector left selects no pair: never every pair.
+        pairs = if here.is_empty() {
+            Vec::new()
+        } else {
+            pairs::select(probe, pairs, &here)?
+        };
+    } else if pairs.is_empty() {
+        note(&format!(
+            "clhip: warning: no OpenCL device found, nothing to pair (OpenCL: {}; see `clhip probe`) (--allow-empty)",
+            probe.opencl_status
+        ));
+    }
+    let cases = matrix.expand(&pairs);
+    if args.filters.is_empty() {
+        return Ok(cases);
+    }
+    let ids: Vec<String> = cases.iter().map(Case::id).collect();
+    let mut live = Vec::new();
+    for f in &args.filters {
+        if ids.iter().any(|id| matches_filter(f, id)) {
+            live.push(f.clone());
+        } else {
+            note(&format!(
+                "clhip: warning: filter `{f}` matches none of the {} cases on this machine (--allow-empty)",
+                ids.len()
+            ));
+        }
+    }
+    // No filter left selects no case: never every case.
+    if live.is_empty() {
+        return Ok(Vec::new());
+    }
+    clhip::cases::filter(cases, &live)
+}
+
+pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     let started = SystemTime::now();
     let clock = Instant::now();
-    // Inputs and outputs first: a bad case file, baseline, filter or output path fails before
-    // anything runs, and before anything is written.
+    // Inputs and outputs first: a bad configuration, case file, baseline, filter or output
+    // path fails before anything runs, and before anything is written.
+    let profile = clhip::config::select(args.config.as_deref(), args.profile.as_deref())?;
+    let skips = args.apply(profile.as_ref())?;
+    let rerun = args.rerun_failed.as_deref().map(Rerun::load).transpose()?;
+    args.seed = args.seed.or(rerun.as_ref().map(|r| r.seed));
     let matrix = load_matrix(args.cases.as_deref())?;
     let baseline = match &args.baseline {
         Some(f) => Some(Baseline::load(f)?),
@@ -136,9 +436,26 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         args.json.as_deref(),
         args.junit.as_deref(),
         args.markdown.as_deref(),
+        args.html.as_deref(),
         &args.inputs(),
     )?;
     let probe = plan::probe_machine(&args.rocm_path)?;
+    let known = args
+        .expectations
+        .as_deref()
+        .map(|p| Expectations::load(p, &probe.fingerprint()))
+        .transpose()?;
+    // The wrong machine is said before anything else it would do. The profile's checks and
+    // --require's add up, as skips do.
+    let required: Vec<(String, String)> = profile
+        .iter()
+        .flat_map(|p| {
+            let by = format!("profile `{}` of {}", p.name, p.file.display());
+            p.require.iter().map(move |r| (r.clone(), by.clone()))
+        })
+        .chain(args.require.iter().map(|r| (r.clone(), "--require".into())))
+        .collect();
+    check_required(&required, known.as_ref(), &probe)?;
     // Every OpenCL vendor broke in the probe: that is the finding, named, not "no device".
     if args.mock_cases.is_none()
         && pairs::from_probe(&probe).is_empty()
@@ -146,11 +463,6 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     {
         return every_vendor_broke(&args, &matrix, &probe, &outputs, started, clock);
     }
-    let known = args
-        .expectations
-        .as_deref()
-        .map(|p| Expectations::load(p, &probe.fingerprint()))
-        .transpose()?;
     let mut stale_expectations = Vec::new();
     if let Some(k) = &known {
         for line in k.notes() {
@@ -161,6 +473,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
             stale_expectations = check_expectations(k, &matrix, &probe)?;
         }
     }
+    if args.mock_cases.is_none() {
+        stale_expectations.extend(stale_skips(&skips, &matrix, &probe));
+    }
     // Where each known outcome comes from, for the console to name.
     let mut sources = HashMap::new();
     let items = planned_items(
@@ -169,6 +484,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         &matrix,
         baseline.as_ref(),
         known.as_ref(),
+        rerun.as_ref(),
         &mut sources,
     )?;
     // The whole plan is recorded before the partition takes this shard's share of it: it is
@@ -190,9 +506,28 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .enumerate()
         .map(|(i, p)| (p.id.clone(), i))
         .collect();
+    // A skipped case is a result like any other, listed with its rule, never silently absent.
+    let (items, skipped): (Vec<Planned>, Vec<Planned>) = items
+        .into_iter()
+        .partition(|p| skipped_by(&p.id, &skips, known.as_ref()).is_none());
+    let skipped: Vec<CaseResult> = skipped
+        .into_iter()
+        .map(|p| {
+            let reason = skipped_by(&p.id, &skips, known.as_ref()).unwrap_or_default();
+            CaseResult::new(
+                p.id,
+                p.work,
+                Outcome::Skip { reason },
+                Expectation::Known(OutcomeKind::Skip),
+                0.0,
+            )
+        })
+        .collect();
     // A case whose buffer the device cannot allocate at all is decided here, from the probe,
     // with the same refusal a worker would meet, and costs no worker.
-    let (items, decided) = plan::decide_by_probe(&probe, items);
+    let (items, mut decided) = plan::decide_by_probe(&probe, items);
+    let n_skipped = skipped.len();
+    decided.extend(skipped);
     // A plant that reaches no case that runs leaves a clean run, which the caller would read
     // as a check that caught nothing: the same rule as the run's own filters.
     if !args.plant_only.is_empty() {
@@ -213,13 +548,13 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let broken_vendors = probe.broken_vendors();
     let fingerprint = probe.fingerprint();
     let exe = WorkerExe::pin()?;
-    let opts = RunOptionsBuilder::new(&exe, args.seed, args.timeout)
+    let opts = RunOptionsBuilder::new(&exe, args.seed(), args.timeout.unwrap_or(120.0))
         .workers(
             args.cases_per_worker as usize,
-            usize::from(args.jobs),
+            usize::from(args.jobs.unwrap_or(1)),
             args.spare_workers,
         )
-        .retries(args.retries)
+        .retries(args.retries.unwrap_or(0))
         .rocm_paths(&args.rocm_path)
         .plant(args.plant, &args.plant_only)?
         .build();
@@ -227,7 +562,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
 
     let command: Vec<String> = std::env::args().collect();
     let mut head = RunReport::new(
-        args.seed,
+        args.seed(),
         command.clone(),
         fingerprint.clone(),
         started,
@@ -236,15 +571,23 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     );
     head.selection = Some(selection.clone());
     let mut journal = Journal::start(&outputs.json, &report::journal_head(&head))?;
+    let skipped_note = match n_skipped {
+        0 => String::new(),
+        n => format!(" ({n} more skipped)"),
+    };
     if let Some(j) = &journal {
         note(&format!(
-            "clhip: {} cases, seed {}; results are journaled to {} as they land",
+            "clhip: {} cases{skipped_note}, seed {}; results are journaled to {} as they land",
             items.len(),
-            args.seed,
+            args.seed(),
             j.path().display()
         ));
     } else {
-        note(&format!("clhip: {} cases, seed {}", items.len(), args.seed));
+        note(&format!(
+            "clhip: {} cases{skipped_note}, seed {}",
+            items.len(),
+            args.seed()
+        ));
     }
     let mut console = ConsoleReporter::new(items.len() + decided.len()).with_sources(sources);
     let mut journal_error = None;
@@ -275,7 +618,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         ));
     }
     let mut report = RunReport::new(
-        args.seed,
+        args.seed(),
         command,
         fingerprint,
         started,
@@ -336,7 +679,7 @@ fn every_vendor_broke(
         note(&format!("clhip: broken driver: {v}"));
     }
     let mut report = RunReport::new(
-        args.seed,
+        args.seed(),
         std::env::args().collect(),
         probe.fingerprint(),
         started,
@@ -367,6 +710,7 @@ fn planned_items(
     matrix: &Matrix,
     baseline: Option<&Baseline>,
     known: Option<&Expectations>,
+    rerun: Option<&Rerun>,
     sources: &mut HashMap<String, String>,
 ) -> anyhow::Result<Vec<Planned>> {
     Ok(match &args.mock_cases {
@@ -378,7 +722,7 @@ fn planned_items(
             }
             items
         }
-        None => plan::planned_cases(probe, matrix, &args.filters, &args.devices)?
+        None => select_cases(args, probe, matrix, rerun)?
             .into_iter()
             .map(|c| {
                 let e = match (baseline, known) {

@@ -266,6 +266,7 @@ fn expectation_name(e: crate::model::Expectation) -> String {
         E::Pass => "pass".into(),
         E::Unbaselined => "unbaselined".into(),
         E::Known(k) => format!("known {k}"),
+        E::KnownFlaky(a, b) => format!("known flake {a} or {b}"),
         E::NegativeControl => "negative-control".into(),
     }
 }

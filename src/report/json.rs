@@ -204,6 +204,14 @@ pub struct Summary {
     /// Cases whose reruns came out otherwise (`--retries`).
     #[serde(default)]
     pub flaky: usize,
+    /// Cases a known-flake rule (`[[flaky]]`) covers that came out a non-pass the rule allows:
+    /// how often the known flakes struck.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub known_flaky: usize,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 impl Summary {
@@ -220,6 +228,10 @@ impl Summary {
             s.unexpected += usize::from(verdict.fails_run());
             s.unexpected_pass += usize::from(verdict == Verdict::UnexpectedPass);
             s.flaky += usize::from(verdict == Verdict::Flaky);
+            s.known_flaky += usize::from(
+                matches!(r.expectation, crate::model::Expectation::KnownFlaky(..))
+                    && verdict == Verdict::ExpectedNonPass,
+            );
         }
         s
     }
@@ -254,9 +266,9 @@ impl Summary {
 
 /// `412 passed, 0 failed, 3 faulted, 0 crashed, 0 timed out, 37 unsupported, 0 skipped, 0 harness
 /// errors; 19 stale reads caught by negative controls (0 unexpected, 0 unexpected passes,
-/// 0 flaky)`
+/// 0 flaky)`, and `; 2 known flakes struck` where any did.
 pub fn closing_line(s: &Summary) -> String {
-    format!(
+    let line = format!(
         "{} passed, {} failed, {} faulted, {} crashed, {} timed out, {} unsupported, {} skipped, {} harness errors; {} stale reads caught by negative controls ({} unexpected, {} unexpected passes, {} flaky)",
         s.pass,
         s.fail,
@@ -270,7 +282,12 @@ pub fn closing_line(s: &Summary) -> String {
         s.unexpected,
         s.unexpected_pass,
         s.flaky
-    )
+    );
+    match s.known_flaky {
+        0 => line,
+        1 => format!("{line}; 1 known flake struck"),
+        n => format!("{line}; {n} known flakes struck"),
+    }
 }
 
 /// `2026-03-21T13:50:07Z`: UTC, whole seconds (a fraction is dropped). An instant humantime

@@ -544,6 +544,7 @@ pub(super) fn expectation_label(e: Expectation) -> &'static str {
         Expectation::Pass => "expected pass",
         Expectation::Unbaselined => "no baseline",
         Expectation::Known(_) => "known",
+        Expectation::KnownFlaky(..) => "known flake",
         Expectation::NegativeControl => "negative control",
     }
 }
@@ -583,8 +584,9 @@ pub fn outcome_line_from(r: &CaseResult, source: Option<&str>) -> String {
         one_line(&r.outcome.reason())
     );
     let known = match r.expectation {
-        Expectation::Known(k) => k.name(),
-        _ => "otherwise",
+        Expectation::Known(k) => k.name().to_string(),
+        Expectation::KnownFlaky(a, b) => format!("{a} or {b}"),
+        _ => "otherwise".to_string(),
     };
     if r.verdict() == Verdict::UnexpectedPass {
         let _ = match source {
@@ -596,11 +598,14 @@ pub fn outcome_line_from(r: &CaseResult, source: Option<&str>) -> String {
         };
     } else if is_problem(kind) && !r.unexpected() {
         let _ = write!(line, " ({}", expectation_label(r.expectation));
-        if let (Expectation::Known(_), Some(at)) = (r.expectation, source) {
+        if let (Expectation::Known(_) | Expectation::KnownFlaky(..), Some(at)) =
+            (r.expectation, source)
+        {
             let _ = write!(line, ": {at}");
         }
         line.push(')');
-    } else if let (Expectation::Known(_), Some(at)) = (r.expectation, source)
+    } else if let (Expectation::Known(_) | Expectation::KnownFlaky(..), Some(at)) =
+        (r.expectation, source)
         && r.unexpected()
     {
         let _ = write!(line, " ({at} says {known})");
