@@ -2,7 +2,7 @@
 //! support matrix printed and the results written (JSON, with a journal as results land; JUnit
 //! and Markdown where asked).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Instant, SystemTime};
@@ -12,11 +12,13 @@ use anyhow::{Context, bail};
 use clhip::cases::Matrix;
 use clhip::expectations::Baseline;
 use clhip::expectations::Expectations;
+use clhip::model::OutcomeKind;
 use clhip::output::Journal;
 use clhip::plan::{self, RunOptionsBuilder, WorkerExe};
 use clhip::probe::Probe;
 use clhip::report::{self, ConsoleReporter, RunReport, RunStatus};
 use clhip::results::Planned;
+use clhip::resume::{Journaled, ResumeKey};
 use clhip::runner::{self, Stopped};
 use clhip::{mock, pairs};
 
@@ -93,6 +95,17 @@ pub struct RunArgs {
     /// records the shard, the filters and the whole plan, which the merge checks.
     #[arg(long)]
     partition: Option<clhip::partition::Partition>,
+    /// Continue the run whose journal this is (`NAME.partial`, left by a run that died: a
+    /// reboot, a killed runner). The run must be the same: the same seed, cases, flags and
+    /// driver fingerprint, or it is refused, naming what differs. The cases finished are kept;
+    /// the ones running when it died are `incomplete` and are not run again; the rest run.
+    /// The results go to `NAME` (or --json, whose journal this must be).
+    #[arg(long, value_name = "PARTIAL")]
+    resume: Option<PathBuf>,
+    /// With --resume: run each case that was running when the run died once more (said so).
+    /// A case incomplete twice in a row is not run again, whatever this says.
+    #[arg(long, requires = "resume")]
+    rerun_incomplete: bool,
     /// Test-only: plant an error in every case (flip-element, skip-sync, bad-pointer) to show
     /// the checks catch it.
     #[arg(long, hide = true)]
@@ -120,6 +133,58 @@ impl RunArgs {
         ins.extend(self.rocm_path.iter().map(|p| ("--rocm-path", p.as_path())));
         ins
     }
+
+    /// What a resumed run must share with its journal besides its selection and fingerprint:
+    /// the seed, and each flag that changes what a case does or how it is judged.
+    fn resume_key(&self) -> ResumeKey {
+        let mut flags = BTreeMap::new();
+        let mut put = |name: &str, value: String| {
+            flags.insert(name.to_string(), value);
+        };
+        put("--timeout", self.timeout.to_string());
+        put("--cases-per-worker", self.cases_per_worker.to_string());
+        put("--jobs", self.jobs.to_string());
+        put("--retries", self.retries.to_string());
+        put("--spare-workers", self.spare_workers.to_string());
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        for (name, value) in [
+            ("--cases", path(&self.cases)),
+            ("--baseline", path(&self.baseline)),
+            ("--expectations", path(&self.expectations)),
+            ("--plant", self.plant.map(|p| format!("{p:?}"))),
+            ("--mock-cases", self.mock_cases.clone()),
+        ] {
+            if let Some(v) = value {
+                put(name, v);
+            }
+        }
+        if !self.rocm_path.is_empty() {
+            let paths: Vec<String> = self
+                .rocm_path
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            put("--rocm-path", paths.join(","));
+        }
+        if !self.plant_only.is_empty() {
+            put("--plant-only", self.plant_only.join(","));
+        }
+        if self.mock_as_cases {
+            put("--mock-as-cases", "true".into());
+        }
+        ResumeKey {
+            seed: self.seed,
+            flags,
+        }
+    }
+
+    /// `--json`, or the results file of the journal `--resume` names.
+    fn json_path(&self) -> anyhow::Result<Option<PathBuf>> {
+        match (&self.json, &self.resume) {
+            (None, Some(journal)) => Ok(Some(clhip::resume::results_path(journal)?)),
+            (json, _) => Ok(json.clone()),
+        }
+    }
 }
 
 pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
@@ -132,8 +197,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(f) => Some(Baseline::load(f)?),
         None => None,
     };
+    let json = args.json_path()?;
     let outputs = Outputs::check(
-        args.json.as_deref(),
+        json.as_deref(),
         args.junit.as_deref(),
         args.markdown.as_deref(),
         &args.inputs(),
@@ -184,6 +250,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .filter(|p| args.partition.is_none_or(|part| part.contains(&p.id)))
         .collect();
+    // A resumed run: the same run, checked before anything runs; what it finished is kept.
+    let resumed = match &args.resume {
+        Some(path) => Some(resume_from(path, &args, &outputs, &selection, &probe)?),
+        None => None,
+    };
     let stale = stale_baseline(&args, baseline.as_ref(), &matrix, &probe);
     let plan_position: HashMap<String, usize> = items
         .iter()
@@ -192,7 +263,19 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .collect();
     // A case whose buffer the device cannot allocate at all is decided here, from the probe,
     // with the same refusal a worker would meet, and costs no worker.
-    let (items, decided) = plan::decide_by_probe(&probe, items);
+    let (items, mut decided) = plan::decide_by_probe(&probe, items);
+    let Resumed {
+        items,
+        kept,
+        newly_incomplete,
+    } = match &resumed {
+        Some(j) => take_up(j, items, &mut decided, args.rerun_incomplete),
+        None => Resumed {
+            items,
+            kept: Vec::new(),
+            newly_incomplete: Vec::new(),
+        },
+    };
     // A plant that reaches no case that runs leaves a clean run, which the caller would read
     // as a check that caught nothing: the same rule as the run's own filters.
     if !args.plant_only.is_empty() {
@@ -235,7 +318,21 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Vec::new(),
     );
     head.selection = Some(selection.clone());
-    let mut journal = Journal::start(&outputs.json, &report::journal_head(&head))?;
+    let mut journal = match &resumed {
+        Some(_) => {
+            let mut j = Journal::reopen(&outputs.json)?;
+            // The cases that were running when the run died are recorded as such first.
+            for r in &newly_incomplete {
+                j.append(&serde_json::to_value(r)?)?;
+            }
+            Some(j)
+        }
+        None => {
+            let mut head_line = report::journal_head(&head);
+            head_line["resume"] = serde_json::to_value(args.resume_key())?;
+            Journal::start(&outputs.json, &head_line)?
+        }
+    };
     if let Some(j) = &journal {
         note(&format!(
             "clhip: {} cases, seed {}; results are journaled to {} as they land",
@@ -250,11 +347,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut journal_error = None;
     let mut on_event = |e: &runner::Event| {
         console.on_event(e);
-        if let (Some(j), runner::Event::Finished(r)) = (&mut journal, e)
-            && let Err(err) = serde_json::to_value(r)
+        let Some(j) = &mut journal else {
+            return;
+        };
+        let journaled = match e {
+            runner::Event::Finished(r) => serde_json::to_value(r)
                 .map_err(anyhow::Error::from)
-                .and_then(|v| j.append(&v))
-        {
+                .and_then(|v| j.append(&v)),
+            runner::Event::Started { id, .. } => j.started(id),
+            _ => Ok(()),
+        };
+        if let Err(err) = journaled {
             journal_error.get_or_insert(err);
         }
     };
@@ -262,7 +365,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         on_event(&runner::Event::Finished(Box::new(r.clone())));
     }
     let mut end = runner::run(items, &opts, &mut on_event)?;
-    if !decided.is_empty() {
+    if !kept.is_empty() {
+        end.results.extend(kept);
+    }
+    if !decided.is_empty() || resumed.is_some() {
         // Back into plan order: the decided cases where the matrix put them.
         end.results.extend(decided);
         end.results
@@ -282,6 +388,10 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         clock.elapsed().as_secs_f64(),
         end.results,
     );
+    if let Some(j) = &resumed {
+        // The run began when the journal did; its wall time is this part's.
+        report.started_at = j.head.started_at.clone();
+    }
     report.not_run = end.not_run;
     report.stale_baseline = stale;
     report.stale_baseline.extend(stale_expectations);
@@ -356,6 +466,114 @@ fn every_vendor_broke(
     ));
     outputs.write(&report).result()?;
     Ok(ExitCode::from(1))
+}
+
+/// The journal `path` read and checked against this run: the same seed, case set, flags and
+/// driver fingerprint.
+fn resume_from(
+    path: &Path,
+    args: &RunArgs,
+    outputs: &Outputs,
+    selection: &clhip::report::Selection,
+    probe: &Probe,
+) -> anyhow::Result<Journaled> {
+    let journal = clhip::resume::read(path)?;
+    let own = outputs.json.journal_path();
+    let same_file = |a: &Path, b: &Path| {
+        std::fs::canonicalize(a)
+            .ok()
+            .is_some_and(|a| std::fs::canonicalize(b).ok() == Some(a))
+    };
+    if !own.as_deref().is_some_and(|own| same_file(own, path)) {
+        bail!(
+            "--resume {}: is not the journal of --json {} (that is {})",
+            path.display(),
+            outputs.json.given.display(),
+            own.map_or("none".into(), |p| p.display().to_string())
+        );
+    }
+    journal.check_same_run(&args.resume_key(), selection, &probe.fingerprint())?;
+    Ok(journal)
+}
+
+/// What a resumed run still runs, and the results it keeps: every case the journal has a
+/// result for, and each case that was running when the run died as `incomplete`. An
+/// incomplete case runs again only when asked (`rerun`) and only if it was not incomplete
+/// twice in a row; each is said.
+fn take_up(
+    journal: &Journaled,
+    items: Vec<Planned>,
+    decided: &mut Vec<clhip::results::CaseResult>,
+    rerun: bool,
+) -> Resumed {
+    let planned: HashMap<String, Planned> =
+        items.iter().map(|p| (p.id.clone(), p.clone())).collect();
+    let mut kept: Vec<clhip::results::CaseResult> = journal.results.clone();
+    let mut in_a_row = journal.incomplete_in_a_row.clone();
+    for r in journal.incomplete_results(&planned) {
+        *in_a_row.entry(r.id.clone()).or_insert(0) += 1;
+        kept.retain(|k| k.id != r.id);
+        kept.push(r);
+    }
+    let mut again = std::collections::HashSet::new();
+    for r in &kept {
+        let Some(&times) = in_a_row.get(&r.id) else {
+            continue;
+        };
+        if r.outcome.kind() != OutcomeKind::Incomplete {
+            continue;
+        }
+        if times >= 2 {
+            note(&format!(
+                "clhip: resume: `{}` was running when the run died {times} times in a row: skipped, incomplete",
+                r.id
+            ));
+        } else if rerun {
+            note(&format!(
+                "clhip: resume: `{}` was running when the run died: incomplete; running it once more (--rerun-incomplete)",
+                r.id
+            ));
+            again.insert(r.id.clone());
+        } else {
+            note(&format!(
+                "clhip: resume: `{}` was running when the run died: incomplete, not run again (--rerun-incomplete runs it once more)",
+                r.id
+            ));
+        }
+    }
+    // Each newly incomplete case goes to the journal (the next resume counts them); one run
+    // again gets its new result in the results.
+    let newly: Vec<clhip::results::CaseResult> = kept
+        .iter()
+        .filter(|r| journal.in_flight.contains(&r.id))
+        .cloned()
+        .collect();
+    kept.retain(|r| !again.contains(&r.id));
+    let done: std::collections::HashSet<&str> = kept.iter().map(|r| r.id.as_str()).collect();
+    decided.retain(|r| !done.contains(r.id.as_str()));
+    let items: Vec<Planned> = items
+        .into_iter()
+        .filter(|p| !done.contains(p.id.as_str()))
+        .collect();
+    note(&format!(
+        "clhip: resume: {} of the journal's results kept, {} cases to run",
+        kept.len(),
+        items.len() + decided.len()
+    ));
+    Resumed {
+        items,
+        kept,
+        newly_incomplete: newly,
+    }
+}
+
+/// What a resumed run runs and keeps.
+struct Resumed {
+    items: Vec<Planned>,
+    /// The journal's results, and the new `incomplete` ones, that the results file keeps.
+    kept: Vec<clhip::results::CaseResult>,
+    /// The cases that were running when the run died, for the journal.
+    newly_incomplete: Vec<clhip::results::CaseResult>,
 }
 
 /// The items the run's filters select (or its mock actions), each with its expectation: the

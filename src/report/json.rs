@@ -196,6 +196,12 @@ pub struct Summary {
     pub skip: usize,
     #[serde(default)]
     pub error: usize,
+    /// Passes with a kernel warning.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warn: usize,
+    /// Cases the run died during (a resumed run's).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub incomplete: usize,
     /// Results that fail the run: regressions and harness errors.
     pub unexpected: usize,
     /// Known non-passes that now pass (or got better): the baseline needs an update.
@@ -235,6 +241,8 @@ impl Summary {
             OutcomeKind::Unsupported => self.unsupported,
             OutcomeKind::Skip => self.skip,
             OutcomeKind::Error => self.error,
+            OutcomeKind::Warn => self.warn,
+            OutcomeKind::Incomplete => self.incomplete,
         }
     }
 
@@ -248,16 +256,30 @@ impl Summary {
             OutcomeKind::Unsupported => &mut self.unsupported,
             OutcomeKind::Skip => &mut self.skip,
             OutcomeKind::Error => &mut self.error,
+            OutcomeKind::Warn => &mut self.warn,
+            OutcomeKind::Incomplete => &mut self.incomplete,
         }
     }
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }
 
 /// `412 passed, 0 failed, 3 faulted, 0 crashed, 0 timed out, 37 unsupported, 0 skipped, 0 harness
 /// errors; 19 stale reads caught by negative controls (0 unexpected, 0 unexpected passes,
 /// 0 flaky)`
+/// Passes with a kernel warning and incomplete cases are named only where there are any.
 pub fn closing_line(s: &Summary) -> String {
+    let mut rare = String::new();
+    if s.warn > 0 {
+        rare.push_str(&format!(", {} passed with a kernel warning", s.warn));
+    }
+    if s.incomplete > 0 {
+        rare.push_str(&format!(", {} incomplete", s.incomplete));
+    }
     format!(
-        "{} passed, {} failed, {} faulted, {} crashed, {} timed out, {} unsupported, {} skipped, {} harness errors; {} stale reads caught by negative controls ({} unexpected, {} unexpected passes, {} flaky)",
+        "{} passed, {} failed, {} faulted, {} crashed, {} timed out, {} unsupported, {} skipped, {} harness errors{rare}; {} stale reads caught by negative controls ({} unexpected, {} unexpected passes, {} flaky)",
         s.pass,
         s.fail,
         s.fault,
@@ -509,8 +531,17 @@ struct JournalHead {
 fn read_journal(path: &Path, text: &str, mut report: RunReport) -> anyhow::Result<RunReport> {
     let lines: Vec<&str> = text.lines().skip(1).collect();
     for (i, line) in lines.iter().enumerate() {
+        // A case's start: what a resume learns the case in flight from.
+        if serde_json::from_str::<crate::output::StartLine>(line).is_ok() {
+            continue;
+        }
         match serde_json::from_str::<CaseResult>(line) {
-            Ok(r) => report.results.push(r),
+            // A resumed run may record a case again (an incomplete one run once more): the
+            // latest result is the case's.
+            Ok(r) => match report.results.iter_mut().find(|old| old.id == r.id) {
+                Some(old) => *old = r,
+                None => report.results.push(r),
+            },
             Err(_) if i + 1 == lines.len() => {}
             Err(e) => bail!("{}:{}:{}: {e}", path.display(), i + 2, e.column()),
         }
