@@ -45,6 +45,10 @@ struct File {
     applies: Applies,
     #[serde(default)]
     expect: Vec<Spanned<ExpectFile>>,
+    /// Globs (`*`) of kernel log lines known for this driver that do not make a passing case
+    /// `warn`.
+    #[serde(default)]
+    kernel_log_allow: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -77,6 +81,8 @@ pub struct ExpectationFile {
     pub path: PathBuf,
     pub applies: Vec<String>,
     pub rules: Vec<Rule>,
+    /// Kernel log lines (globs) that do not make a passing case `warn`.
+    pub kernel_log_allow: Vec<String>,
 }
 
 impl ExpectationFile {
@@ -139,10 +145,23 @@ impl ExpectationFile {
                 at: format!("{}:{}", path.display(), at.line),
             });
         }
+        for g in &raw.kernel_log_allow {
+            if g.get_ref().trim().is_empty() || g.get_ref().chars().all(|c| c == '*') {
+                return Err(err(
+                    g.span(),
+                    "a `kernel_log_allow` glob that matches every line would hide every kernel warning".into(),
+                ));
+            }
+        }
         Ok(ExpectationFile {
             path: path.to_path_buf(),
             applies: raw.applies.fingerprint,
             rules,
+            kernel_log_allow: raw
+                .kernel_log_allow
+                .iter()
+                .map(|g| g.get_ref().clone())
+                .collect(),
         })
     }
 
@@ -297,6 +316,14 @@ impl Expectations {
             not_applying,
             fingerprint_lines: lines,
         })
+    }
+
+    /// The kernel log globs of every file that applies.
+    pub fn kernel_log_allow(&self) -> Vec<String> {
+        self.files
+            .iter()
+            .flat_map(|f| f.kernel_log_allow.iter().cloned())
+            .collect()
     }
 
     /// What a person should hear about the loaded files: the ones that apply, or, when none

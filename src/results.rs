@@ -140,6 +140,13 @@ pub enum Event {
         after: Option<String>,
         why: String,
     },
+    /// A GPU is gone (the kernel said so, its health check failed twice, or it left the PCI
+    /// bus): no further case starts on it, and its cases not run are `skip`s that say so.
+    GpuLost {
+        gpu: String,
+        after: Option<String>,
+        evidence: String,
+    },
 }
 
 /// What a mock work item does when a worker runs it.
@@ -188,6 +195,12 @@ pub enum MockAction {
     /// Sends itself SIGKILL mid-case, as the kernel's OOM killer does: a `crash` named
     /// SIGKILL, though no interrupt of the run's own sent it.
     Sigkill,
+    /// Logs an amdgpu warning of its own process to the kernel log file the runner reads in
+    /// tests (`CLHIP_KERNEL_LOG`), then passes: a `warn`.
+    KernelWarn,
+    /// Logs an amdgpu ring timeout that names no device to that file, then aborts, as a
+    /// process on a GPU that hung does: a `crash`, after which the runner checks the GPU.
+    GpuLost,
 }
 
 impl MockAction {
@@ -209,6 +222,8 @@ impl MockAction {
         MockAction::Poison,
         MockAction::Victim,
         MockAction::Sigkill,
+        MockAction::KernelWarn,
+        MockAction::GpuLost,
     ];
 
     pub fn name(self) -> &'static str {
@@ -230,6 +245,8 @@ impl MockAction {
             MockAction::Poison => "poison",
             MockAction::Victim => "victim",
             MockAction::Sigkill => "sigkill",
+            MockAction::KernelWarn => "kernel-warn",
+            MockAction::GpuLost => "gpu-lost",
         }
     }
 
@@ -248,9 +265,12 @@ impl MockAction {
                 OutcomeKind::Fault
             }
             MockAction::Panic => OutcomeKind::Error,
-            MockAction::Segfault | MockAction::Abort | MockAction::Exit | MockAction::Sigkill => {
-                OutcomeKind::Crash
-            }
+            MockAction::Segfault
+            | MockAction::Abort
+            | MockAction::Exit
+            | MockAction::Sigkill
+            | MockAction::GpuLost => OutcomeKind::Crash,
+            MockAction::KernelWarn => OutcomeKind::Warn,
             MockAction::Hang => OutcomeKind::Timeout,
             MockAction::Unsupported => OutcomeKind::Unsupported,
         }

@@ -31,6 +31,17 @@ fn main() {
             "a_resume_of_another_run_is_refused_naming_what_differs",
             || another_run_is_refused().map_err(Failed::from),
         ),
+        Trial::test(
+            "a_lost_gpu_ends_its_pair_s_run_and_the_other_pair_finishes",
+            || lost_gpu_ends_its_pair().map_err(Failed::from),
+        ),
+        Trial::test("a_gpu_whose_health_check_passes_goes_on", || {
+            healthy_gpu_goes_on().map_err(Failed::from)
+        }),
+        Trial::test(
+            "a_kernel_warning_during_a_passing_case_is_warn_unless_allowed",
+            || kernel_warning_is_warn().map_err(Failed::from),
+        ),
     ];
     libtest_mimic::run(&args, trials).exit();
 }
@@ -331,5 +342,167 @@ fn another_run_is_refused() -> Result<(), String> {
         return Err("the refused resume changed the journal".into());
     }
     let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// A run of mock items over two GPUs (`mock0`, `mock1`) with a kernel log file in place of
+/// /dev/kmsg and `extra` environment: its exit status, stderr and results file.
+fn two_gpu_run(
+    name: &str,
+    mocks: &str,
+    extra: &[(&str, &str)],
+    args: &[&str],
+) -> Result<(i32, String, Value, PathBuf), String> {
+    let dir = scratch(name);
+    let log = dir.join("kmsg");
+    std::fs::write(&log, "").map_err(|e| e.to_string())?;
+    let out = clhip()
+        .args([
+            "run",
+            "--mock-cases",
+            mocks,
+            "--mock-gpus",
+            "2",
+            "--json",
+            "r.json",
+        ])
+        .args(args)
+        .env("CLHIP_KERNEL_LOG", &log)
+        .envs(extra.iter().copied())
+        .current_dir(&dir)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    let text = std::fs::read_to_string(dir.join("r.json"))
+        .map_err(|e| format!("r.json: {e}; stderr: {stderr}"))?;
+    let v: Value = serde_json::from_str(&text).map_err(|e| e.to_string())?;
+    Ok((out.status.code().unwrap_or(-1), stderr, v, dir))
+}
+
+fn result<'v>(v: &'v Value, id: &str) -> Result<&'v Value, String> {
+    v["results"]
+        .as_array()
+        .and_then(|rs| rs.iter().find(|r| r["id"] == id))
+        .ok_or_else(|| format!("no result for {id}"))
+}
+
+/// `mock0` runs items 0, 2, 4, 6; `mock1` items 1, 3, 5, 7. Item 2 logs an amdgpu ring
+/// timeout that names no device and dies; mock0's health check then fails (the test hook), so
+/// mock0 is lost; mock1 finishes.
+const LOST_MOCKS: &str = "pass,pass,gpu-lost,pass,pass,pass,pass,pass";
+
+fn lost_gpu_ends_its_pair() -> Result<(), String> {
+    let (code, err, v, dir) = two_gpu_run(
+        "lost",
+        LOST_MOCKS,
+        &[("CLHIP_MOCK_UNHEALTHY", "mock0")],
+        &[],
+    )?;
+    if code != 3 {
+        return Err(format!("exit {code}, not 3 (a GPU lost): {err}"));
+    }
+    let said = "GPU mock0 lost after mock/gpu-lost/2: the kernel logged amdgpu ring timeout: `[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring sdma0 timeout";
+    if !err.contains(said)
+        || !err.contains("health check (a fresh process making its contexts) failed twice")
+    {
+        return Err(format!(
+            "stderr does not say the GPU was lost, with the evidence: {err}"
+        ));
+    }
+    let lost = v["lost_gpus"].as_array().map_or(0, Vec::len);
+    if lost != 1 {
+        return Err(format!("lost_gpus: {}", v["lost_gpus"]));
+    }
+    for id in ["mock/pass/4", "mock/pass/6"] {
+        let r = result(&v, id)?;
+        let reason = r["outcome"]["reason"].as_str().unwrap_or_default();
+        if r["outcome"]["outcome"] != "skip"
+            || !reason.starts_with("not run: GPU mock0 lost after mock/gpu-lost/2")
+        {
+            return Err(format!("{id}: {}", r["outcome"]));
+        }
+    }
+    // The other pair ran every case; a line that names no device reaches its cases too,
+    // as a warning.
+    for id in ["mock/pass/1", "mock/pass/3", "mock/pass/5", "mock/pass/7"] {
+        let o = &result(&v, id)?["outcome"]["outcome"];
+        if o != "pass" && o != "warn" {
+            return Err(format!("{id} on mock1: {o}"));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+/// The same kernel line with a GPU that passes its health check: nothing is lost.
+fn healthy_gpu_goes_on() -> Result<(), String> {
+    let (code, err, v, dir) = two_gpu_run("healthy", LOST_MOCKS, &[], &[])?;
+    if err.contains("lost after") || v.get("lost_gpus").is_some() {
+        return Err(format!("a healthy GPU was called lost: {err}"));
+    }
+    for id in ["mock/pass/4", "mock/pass/6"] {
+        let o = &result(&v, id)?["outcome"]["outcome"];
+        if o != "pass" && o != "warn" {
+            return Err(format!("{id}: {o}"));
+        }
+    }
+    if code != 0 {
+        return Err(format!("exit {code}: {err}"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
+}
+
+fn kernel_warning_is_warn() -> Result<(), String> {
+    let (code, err, v, dir) = two_gpu_run("warn", "kernel-warn,pass", &[], &["--junit", "j.xml"])?;
+    let r = result(&v, "mock/kernel-warn/0")?;
+    let line = "[mock] a warning during a passing case";
+    if r["outcome"]["outcome"] != "warn"
+        || !r["kernel_log"][0]
+            .as_str()
+            .unwrap_or_default()
+            .contains(line)
+    {
+        return Err(format!("not a warn with its line: {r}"));
+    }
+    if result(&v, "mock/pass/1")?["outcome"]["outcome"] != "pass" {
+        return Err("the other GPU's case caught a line that names another process".into());
+    }
+    // A warn is a pass: the run exits 0, JUnit has no failure and carries the lines.
+    if code != 0 {
+        return Err(format!("exit {code}: {err}"));
+    }
+    let junit = std::fs::read_to_string(dir.join("j.xml")).map_err(|e| e.to_string())?;
+    if junit.contains("<failure")
+        || junit.contains("<error")
+        || !junit.contains("<system-err>")
+        || !junit.contains("clhip.kernel-warning")
+        || !junit.contains(line)
+    {
+        return Err(format!("JUnit: {junit}"));
+    }
+    // An expectation file's allow-list: the same line no longer warns.
+    std::fs::write(
+        dir.join("allow.toml"),
+        "version = 1\nkernel_log_allow = [\"*[mock] a warning*\"]\n[applies]\nfingerprint = [\"*\"]\n",
+    )
+    .map_err(|e| e.to_string())?;
+    let (code, err, v, dir2) = two_gpu_run(
+        "allowed",
+        "kernel-warn,pass",
+        &[],
+        &[
+            "--expectations",
+            &dir.join("allow.toml").display().to_string(),
+        ],
+    )?;
+    if result(&v, "mock/kernel-warn/0")?["outcome"]["outcome"] != "pass" {
+        return Err(format!("an allowed line still warns: {err}"));
+    }
+    if code != 0 {
+        return Err(format!("exit {code}: {err}"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&dir2);
     Ok(())
 }

@@ -106,6 +106,11 @@ pub struct RunArgs {
     /// A case incomplete twice in a row is not run again, whatever this says.
     #[arg(long, requires = "resume")]
     rerun_incomplete: bool,
+    /// This host's worker-start throughput, as `clhip bench runner --save FILE` wrote it:
+    /// the run prints its start floor (worker starts / the best throughput) beside its wall
+    /// time.
+    #[arg(long, value_name = "FILE")]
+    start_rate: Option<PathBuf>,
     /// Test-only: plant an error in every case (flip-element, skip-sync, bad-pointer) to show
     /// the checks catch it.
     #[arg(long, hide = true)]
@@ -121,6 +126,10 @@ pub struct RunArgs {
     /// each by its own kind, to show the run's exit status.
     #[arg(long, hide = true, requires = "mock_cases")]
     mock_as_cases: bool,
+    /// Test-only: spread the mock actions over this many GPUs (`mock0`, `mock1`, ...), item k
+    /// on `mock{k mod N}`, each with its own workers.
+    #[arg(long, hide = true, requires = "mock_cases", value_parser = clap::value_parser!(u16).range(1..=64))]
+    mock_gpus: Option<u16>,
 }
 
 impl RunArgs {
@@ -130,6 +139,7 @@ impl RunArgs {
         ins.extend(self.cases.as_deref().map(|p| ("--cases", p)));
         ins.extend(self.baseline.as_deref().map(|p| ("--baseline", p)));
         ins.extend(self.expectations.as_deref().map(|p| ("--expectations", p)));
+        ins.extend(self.start_rate.as_deref().map(|p| ("--start-rate", p)));
         ins.extend(self.rocm_path.iter().map(|p| ("--rocm-path", p.as_path())));
         ins
     }
@@ -153,6 +163,7 @@ impl RunArgs {
             ("--expectations", path(&self.expectations)),
             ("--plant", self.plant.map(|p| format!("{p:?}"))),
             ("--mock-cases", self.mock_cases.clone()),
+            ("--mock-gpus", self.mock_gpus.map(|n| n.to_string())),
         ] {
             if let Some(v) = value {
                 put(name, v);
@@ -198,6 +209,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let json = args.json_path()?;
+    let start_rate = args
+        .start_rate
+        .as_deref()
+        .map(|p| clhip::bench::starts::load(p).map(|r| (p.to_path_buf(), r)))
+        .transpose()?;
     let outputs = Outputs::check(
         json.as_deref(),
         args.junit.as_deref(),
@@ -296,7 +312,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     let broken_vendors = probe.broken_vendors();
     let fingerprint = probe.fingerprint();
     let exe = WorkerExe::pin()?;
-    let opts = RunOptionsBuilder::new(&exe, args.seed, args.timeout)
+    let mut opts = RunOptionsBuilder::new(&exe, args.seed, args.timeout)
         .workers(
             args.cases_per_worker as usize,
             usize::from(args.jobs),
@@ -306,6 +322,11 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         .rocm_paths(&args.rocm_path)
         .plant(args.plant, &args.plant_only)?
         .build();
+    opts.gpu_pci = gpu_pci(&probe, &items);
+    opts.kernel_log_allow = known
+        .as_ref()
+        .map(Expectations::kernel_log_allow)
+        .unwrap_or_default();
     handle_signals(opts.control.clone())?;
 
     let command: Vec<String> = std::env::args().collect();
@@ -392,6 +413,17 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         // The run began when the journal did; its wall time is this part's.
         report.started_at = j.head.started_at.clone();
     }
+    report.lost_gpus = end.lost_gpus.clone();
+    let worker_starts = opts.control.worker_starts();
+    report.worker_starts = Some(worker_starts);
+    note(&format!(
+        "clhip: {}",
+        clhip::bench::starts::floor_line(
+            report.wall_s,
+            worker_starts,
+            start_rate.as_ref().map(|(p, r)| (p.as_path(), r))
+        )
+    ));
     report.not_run = end.not_run;
     report.stale_baseline = stale;
     report.stale_baseline.extend(stale_expectations);
@@ -591,6 +623,11 @@ fn planned_items(
         Some(list) => {
             let mut items =
                 mock::planned_mocks(&mock::parse_mock_list(list).map_err(anyhow::Error::msg)?);
+            if let Some(n) = args.mock_gpus {
+                for (k, p) in items.iter_mut().enumerate() {
+                    p.gpu = format!("mock{}", k % usize::from(n));
+                }
+            }
             if args.mock_as_cases {
                 mock::judge_as_cases(&mut items, baseline.map(|b| &b.known));
             }
@@ -646,8 +683,29 @@ fn stale_baseline(
     stale
 }
 
+/// The exit status of a run that lost a GPU: its other GPUs' cases ran, its own did not.
+const LOST_GPU_EXIT: u8 = 3;
+
+/// Each GPU's PCI device (`domain:bus:device.function`) by its label in the plan, where the
+/// probe knows it: the pair's OpenCL device is that GPU (a host pair's OpenCL device is its
+/// own GPU).
+fn gpu_pci(probe: &Probe, items: &[Planned]) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for p in items {
+        let Some(c) = p.work.case() else {
+            continue;
+        };
+        if let Some(dev) = probe.cl_device(&c.pair.opencl.label)
+            && let clhip::probe::Queried::Value(pci) = &dev.pci_bus_id
+        {
+            out.entry(p.gpu.clone()).or_insert_with(|| pci.clone());
+        }
+    }
+    out
+}
+
 /// The run's exit status, said on stderr where it is not the verdict: 130 interrupted, 2
-/// stopped, 1 for a broken driver or an outcome worse than expected.
+/// stopped, 3 a GPU lost, 1 for a broken driver or an outcome worse than expected.
 fn exit_status(report: RunReport) -> ExitCode {
     match report.status {
         RunStatus::Interrupted => {
@@ -661,6 +719,12 @@ fn exit_status(report: RunReport) -> ExitCode {
         RunStatus::Stopped { why } => {
             note(&format!("clhip: run stopped: {why}"));
             ExitCode::from(2)
+        }
+        _ if !report.lost_gpus.is_empty() => {
+            for lost in &report.lost_gpus {
+                note(&format!("clhip: {lost}"));
+            }
+            ExitCode::from(LOST_GPU_EXIT)
         }
         _ if !report.broken_vendors.is_empty() => {
             for v in &report.broken_vendors {

@@ -50,6 +50,14 @@ pub struct RunReport {
     /// are read as a run of the whole plan whose selection is unknown, which `merge` refuses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<Selection>,
+    /// GPUs lost during the run (`GPU <gpu> lost after <case>: <evidence>`); their cases not
+    /// run are `skip`s that say so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_gpus: Vec<String>,
+    /// Worker processes the run started: with a host's start throughput (`bench runner`),
+    /// the run's start floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_starts: Option<usize>,
 }
 
 /// What of the case matrix a run set out to run: what tells the shards of one run from
@@ -175,6 +183,8 @@ impl RunReport {
             broken_vendors: Vec::new(),
             consistency: Default::default(),
             selection: None,
+            lost_gpus: Vec::new(),
+            worker_starts: None,
         }
     }
 }
@@ -375,6 +385,9 @@ pub fn judge(path: &Path, report: &RunReport) -> Vec<String> {
         ));
     }
     problems.extend(contradictions(path, report));
+    for lost in &report.lost_gpus {
+        problems.push(format!("{}: {lost}", path.display()));
+    }
     if !report.broken_vendors.is_empty() {
         problems.push(format!(
             "{}: {} OpenCL vendor libraries broke in the probe: {}",

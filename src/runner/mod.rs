@@ -17,6 +17,7 @@
 
 mod control;
 mod death;
+pub mod health;
 mod options;
 mod schedule;
 mod session;

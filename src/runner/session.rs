@@ -368,6 +368,32 @@ impl<'s, 'q> Session<'s, 'q> {
             outcome,
             Outcome::Crash { .. } | Outcome::Fault { .. } | Outcome::Timeout { .. }
         );
+        let pid = self.worker.pid();
+        // The GPU driver's warnings of this worker's group (lines that name no process
+        // included), less those an expectation file allows.
+        let warnings: Vec<String> = crate::kmsg::of_group(self.kernel_log.driver_warnings(), pid)
+            .into_iter()
+            .filter(|l| {
+                !opts
+                    .kernel_log_allow
+                    .iter()
+                    .any(|p| crate::filter::glob(p, l))
+            })
+            .collect();
+        // A lost GPU names no process: every line of the window is looked at.
+        let losses: Vec<String> = self
+            .kernel_log
+            .lines()
+            .iter()
+            .filter(|l| crate::kmsg::gpu_loss(l).is_some())
+            .cloned()
+            .collect();
+        let outcome = match outcome {
+            Outcome::Pass { .. } if !warnings.is_empty() => Outcome::Warn {
+                warning: warnings[0].clone(),
+            },
+            other => other,
+        };
         let mut result = CaseResult::new(
             planned.id.clone(),
             planned.work.clone(),
@@ -377,7 +403,15 @@ impl<'s, 'q> Session<'s, 'q> {
         );
         if bad_end {
             let lines = self.kernel_log.since_start();
-            result.kernel_log = crate::kmsg::of_group(lines, self.worker.pid());
+            result.kernel_log = crate::kmsg::of_group(lines, pid);
+        } else {
+            result.kernel_log = warnings;
+        }
+        // The runner thread reads a lost GPU's evidence from the result.
+        for line in losses {
+            if !result.kernel_log.contains(&line) {
+                result.kernel_log.push(line);
+            }
         }
         self.kernel_log.clear();
         result.predecessors = self.batch[..self.next]
