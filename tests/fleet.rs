@@ -42,6 +42,10 @@ fn main() {
             "a_kernel_warning_during_a_passing_case_is_warn_unless_allowed",
             || kernel_warning_is_warn().map_err(Failed::from),
         ),
+        Trial::ignorable_test(
+            "bench_runner_measures_worker_starts_and_a_run_prints_its_floor",
+            start_floor_on_pocl,
+        ),
     ];
     libtest_mimic::run(&args, trials).exit();
 }
@@ -505,4 +509,112 @@ fn kernel_warning_is_warn() -> Result<(), String> {
     let _ = std::fs::remove_dir_all(&dir);
     let _ = std::fs::remove_dir_all(&dir2);
     Ok(())
+}
+
+fn start_floor_on_pocl() -> Result<Completion, Failed> {
+    let cases = [
+        "pocl0+host/copy/finish/handoff/n=1",
+        "pocl0+host/copy/event/handoff/n=1",
+    ];
+    let listed = clhip()
+        .arg("list")
+        .args(cases)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !listed.status.success() {
+        let why = format!(
+            "no PoCL cases ({})",
+            String::from_utf8_lossy(&listed.stderr).trim()
+        );
+        if required("CLHIP_REQUIRE_OPENCL") {
+            return Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into());
+        }
+        return Ok(Completion::ignored_with(why));
+    }
+    let dir = scratch("starts");
+    let out = clhip()
+        .args([
+            "bench",
+            "runner",
+            "--starts-only",
+            "--starts",
+            "4",
+            "--save",
+            "rate.json",
+        ])
+        .args(cases)
+        .current_dir(&dir)
+        .output()
+        .map_err(|e| e.to_string())?;
+    let printed = String::from_utf8_lossy(&out.stdout).into_owned();
+    if !out.status.success() {
+        return Err(format!("bench runner: {}", String::from_utf8_lossy(&out.stderr)).into());
+    }
+    for c in [1, 2, 4, 8, 16] {
+        let line = format!("pocl+host        {c:>2} at once:");
+        if !printed.contains(&line) {
+            return Err(format!("no `{line}` in: {printed}").into());
+        }
+    }
+    let saved: Value = serde_json::from_str(
+        &std::fs::read_to_string(dir.join("rate.json")).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let rates: Vec<f64> = saved["kinds"][0]["rates"]
+        .as_array()
+        .ok_or("no rates saved")?
+        .iter()
+        .filter_map(|r| r[1].as_f64())
+        .collect();
+    let best = saved["best"].as_f64().unwrap_or(0.0);
+    if rates.len() != 5
+        || rates.iter().any(|&r| !(r > 0.0))
+        || rates.iter().cloned().fold(0.0, f64::max) != best
+    {
+        return Err(format!("saved rates {rates:?}, best {best}").into());
+    }
+    if !printed.contains(&format!("best: {best:.2} worker starts/s")) {
+        return Err(format!("the best is not printed: {printed}").into());
+    }
+    // One case per worker: as many worker starts as cases, and the floor from the saved rate.
+    let run = |extra: &[&str]| -> Result<(String, Value), String> {
+        let out = clhip()
+            .args(["run", "--cases-per-worker", "1", "--json", "r.json"])
+            .args(extra)
+            .args(cases)
+            .current_dir(&dir)
+            .output()
+            .map_err(|e| e.to_string())?;
+        let err = String::from_utf8_lossy(&out.stderr).into_owned();
+        if !out.status.success() {
+            return Err(format!("run: {err}"));
+        }
+        let v = serde_json::from_str(
+            &std::fs::read_to_string(dir.join("r.json")).map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| e.to_string())?;
+        Ok((err, v))
+    };
+    let (err, v) = run(&["--start-rate", "rate.json"])?;
+    let n = v["results"].as_array().map_or(0, Vec::len);
+    if v["worker_starts"].as_u64() != Some(n as u64) || n < 2 {
+        return Err(format!(
+            "worker_starts {} for {n} cases, one per worker",
+            v["worker_starts"]
+        )
+        .into());
+    }
+    let floor = format!(
+        "start floor {:.1} s ({n} worker starts / {best:.2} starts/s",
+        n as f64 / best
+    );
+    if !err.contains(&floor) {
+        return Err(format!("no `{floor}` in: {err}").into());
+    }
+    let (err, _) = run(&[])?;
+    if !err.contains("start floor unknown: no start rate measured") {
+        return Err(format!("a run without a start rate does not say so: {err}").into());
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(Completion::Completed)
 }
