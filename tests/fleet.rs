@@ -568,7 +568,7 @@ fn start_floor_on_pocl() -> Result<Completion, Failed> {
         .collect();
     let best = saved["best"].as_f64().unwrap_or(0.0);
     if rates.len() != 5
-        || rates.iter().any(|&r| !(r > 0.0))
+        || rates.iter().any(|&r| r.is_nan() || r <= 0.0)
         || rates.iter().cloned().fold(0.0, f64::max) != best
     {
         return Err(format!("saved rates {rates:?}, best {best}").into());
