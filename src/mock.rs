@@ -121,6 +121,10 @@ pub fn perform(action: MockAction) -> Outcome {
             ));
             Outcome::pass()
         }
+        MockAction::GpuReset => {
+            log_kernel_line("3,1,1,-;amdgpu 0000:c3:00.0: amdgpu: GPU reset begin!\n");
+            Outcome::pass()
+        }
         MockAction::GpuLost => {
             log_kernel_line(
                 "3,1,1,-;[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring sdma0 timeout, signaled seq=7, emitted seq=9\n",

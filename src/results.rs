@@ -201,6 +201,9 @@ pub enum MockAction {
     /// Logs an amdgpu ring timeout that names no device to that file, then aborts, as a
     /// process on a GPU that hung does: a `crash`, after which the runner checks the GPU.
     GpuLost,
+    /// Logs amdgpu's `GPU reset begin!` to that file and passes, as a case that finished
+    /// before its GPU was reset: a `warn`, after which its worker takes no further case.
+    GpuReset,
 }
 
 impl MockAction {
@@ -224,6 +227,7 @@ impl MockAction {
         MockAction::Sigkill,
         MockAction::KernelWarn,
         MockAction::GpuLost,
+        MockAction::GpuReset,
     ];
 
     pub fn name(self) -> &'static str {
@@ -247,6 +251,7 @@ impl MockAction {
             MockAction::Sigkill => "sigkill",
             MockAction::KernelWarn => "kernel-warn",
             MockAction::GpuLost => "gpu-lost",
+            MockAction::GpuReset => "gpu-reset",
         }
     }
 
@@ -270,7 +275,7 @@ impl MockAction {
             | MockAction::Exit
             | MockAction::Sigkill
             | MockAction::GpuLost => OutcomeKind::Crash,
-            MockAction::KernelWarn => OutcomeKind::Warn,
+            MockAction::KernelWarn | MockAction::GpuReset => OutcomeKind::Warn,
             MockAction::Hang => OutcomeKind::Timeout,
             MockAction::Unsupported => OutcomeKind::Unsupported,
         }

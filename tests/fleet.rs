@@ -35,6 +35,10 @@ fn main() {
             "a_lost_gpu_ends_its_pair_s_run_and_the_other_pair_finishes",
             || lost_gpu_ends_its_pair().map_err(Failed::from),
         ),
+        Trial::test(
+            "a_gpu_reset_after_a_passing_case_stops_its_worker_before_the_next",
+            || reset_stops_the_worker().map_err(Failed::from),
+        ),
         Trial::test("a_gpu_whose_health_check_passes_goes_on", || {
             healthy_gpu_goes_on().map_err(Failed::from)
         }),
@@ -617,4 +621,32 @@ fn start_floor_on_pocl() -> Result<Completion, Failed> {
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(Completion::Completed)
+}
+
+/// A GPU reset logged during a case that still passed: the worker takes no further case, the
+/// GPU is checked before the next one starts, and its failing health check ends its run there.
+fn reset_stops_the_worker() -> Result<(), String> {
+    let (code, err, v, dir) = two_gpu_run(
+        "reset",
+        "gpu-reset,pass,pass,pass,pass,pass",
+        &[("CLHIP_MOCK_UNHEALTHY", "mock0")],
+        &[],
+    )?;
+    if code != 3
+        || !err
+            .contains("GPU mock0 lost after mock/gpu-reset/0: the kernel logged amdgpu GPU reset")
+    {
+        return Err(format!("exit {code}: {err}"));
+    }
+    if result(&v, "mock/gpu-reset/0")?["outcome"]["outcome"] != "warn" {
+        return Err("the case during the reset is not a warn".into());
+    }
+    for id in ["mock/pass/2", "mock/pass/4"] {
+        let o = &result(&v, id)?["outcome"]["outcome"];
+        if o != "skip" {
+            return Err(format!("{id} ran on a GPU in doubt: {o}"));
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(())
 }

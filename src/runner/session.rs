@@ -64,6 +64,9 @@ pub(super) struct Session<'s, 'q> {
     /// The last case ended in a fault or a timeout the worker found itself: the worker takes
     /// no further case and exits by itself (see `worker_main`).
     pub(super) worker_retired: bool,
+    /// The kernel said a GPU was lost while the last case ran: the worker takes no further
+    /// case, so that its runner thread looks at its GPU before the next one starts.
+    pub(super) gpu_in_doubt: bool,
     pub(super) streams_open: usize,
     /// The running case's memory, as the worker announced it.
     pub(super) buffers: Vec<BufferSpan>,
@@ -109,6 +112,7 @@ impl<'s, 'q> Session<'s, 'q> {
             running: false,
             clock: (Instant::now(), opts.control.paused()),
             worker_retired: false,
+            gpu_in_doubt: false,
             streams_open: 2,
             buffers: Vec::new(),
             harness_error: None,
@@ -300,7 +304,10 @@ impl<'s, 'q> Session<'s, 'q> {
         let Some(stdin) = self.stdin.as_mut() else {
             return;
         };
-        let next = if self.worker_retired || self.batch.len() >= opts.cases_per_worker {
+        let next = if self.worker_retired
+            || self.gpu_in_doubt
+            || self.batch.len() >= opts.cases_per_worker
+        {
             None
         } else {
             (self.source)(Some(&self.batch[0].env))
@@ -408,6 +415,7 @@ impl<'s, 'q> Session<'s, 'q> {
             result.kernel_log = warnings;
         }
         // The runner thread reads a lost GPU's evidence from the result.
+        self.gpu_in_doubt |= !losses.is_empty();
         for line in losses {
             if !result.kernel_log.contains(&line) {
                 result.kernel_log.push(line);
