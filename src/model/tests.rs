@@ -437,3 +437,41 @@ fn ops_apply_to_the_peers_that_can_run_them() {
     }
     assert!(Op::Gemm.is_matrix() && Op::Cholesky.is_matrix() && !Op::Placement.is_matrix());
 }
+
+/// A pass with a kernel warning is a pass in every verdict; a case the run died during fails
+/// the run unless it is known.
+#[test]
+fn a_warn_is_a_pass_and_an_incomplete_case_needs_a_look() {
+    use OutcomeKind as K;
+    for e in [
+        Expectation::Pass,
+        Expectation::Unbaselined,
+        Expectation::NegativeControl,
+        Expectation::Known(K::Warn),
+    ] {
+        assert_eq!(e.verdict(K::Warn), Verdict::Pass, "{e:?}");
+    }
+    assert_eq!(
+        Expectation::Known(K::Crash).verdict(K::Warn),
+        Verdict::UnexpectedPass
+    );
+    for e in [
+        Expectation::Pass,
+        Expectation::Unbaselined,
+        Expectation::NegativeControl,
+        Expectation::Known(K::Crash),
+    ] {
+        assert_eq!(e.verdict(K::Incomplete), Verdict::Regression, "{e:?}");
+    }
+    assert_eq!(
+        Expectation::Known(K::Incomplete).verdict(K::Incomplete),
+        Verdict::ExpectedNonPass
+    );
+    assert_eq!(
+        Outcome::Warn {
+            warning: "amdgpu: x".into()
+        }
+        .reason(),
+        "pass, with a kernel warning: amdgpu: x"
+    );
+}

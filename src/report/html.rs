@@ -45,7 +45,10 @@ const LEGEND: [(&str, &str); 11] = [
         "unsupported: the capability is absent, or a call refused it with an error code",
     ),
     ("skip", "not run, with the reason"),
-    ("warn", "pass, with a kernel warning: the GPU driver logged while it ran"),
+    (
+        "warn",
+        "pass, with a kernel warning: the GPU driver logged while it ran",
+    ),
     ("incomplete", "the run died during this case"),
     ("error", "the harness's own error: no verdict on the driver"),
 ];
