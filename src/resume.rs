@@ -245,3 +245,125 @@ pub fn results_path(journal: &Path) -> anyhow::Result<PathBuf> {
         ),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::mock::MockAction;
+    use crate::model::Expectation;
+    use crate::results::Work;
+
+    fn head(seed: u64) -> String {
+        let report = RunReport::new(
+            seed,
+            Vec::new(),
+            Fingerprint::default(),
+            std::time::UNIX_EPOCH,
+            0.0,
+            Vec::new(),
+        );
+        let mut v = crate::report::journal_head(&report);
+        v["resume"] = serde_json::to_value(ResumeKey {
+            seed,
+            flags: [("--timeout".to_string(), "60".to_string())].into(),
+        })
+        .unwrap();
+        v.to_string()
+    }
+
+    fn result(id: &str, outcome: Outcome) -> String {
+        serde_json::to_string(&CaseResult::new(
+            id.into(),
+            Work::Mock(MockAction::Pass),
+            outcome,
+            Expectation::Pass,
+            0.1,
+        ))
+        .unwrap()
+    }
+
+    fn incomplete() -> Outcome {
+        Outcome::Incomplete {
+            reason: DIED_DURING.into(),
+        }
+    }
+
+    #[test]
+    fn the_case_started_with_no_result_is_in_flight_and_incompletes_are_counted_in_a_row() {
+        let text = [
+            head(7),
+            r#"{"started":"a"}"#.into(),
+            result("a", Outcome::pass()),
+            r#"{"started":"b"}"#.into(),
+            result("b", incomplete()),
+            result("c", incomplete()),
+            result("c", incomplete()),
+            result("d", incomplete()),
+            result("d", Outcome::pass()),
+            r#"{"started":"e"}"#.into(),
+            // Cut short by the death that left the journal.
+            r#"{"id":"e","wo"#.into(),
+        ]
+        .join("\n");
+        let j = read_text(Path::new("r.json.partial"), &text).unwrap();
+        assert_eq!(j.in_flight, ["e"]);
+        let ids: Vec<&str> = j.results.iter().map(|r| r.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "c", "d"]);
+        assert_eq!(
+            j.results[3].outcome,
+            Outcome::pass(),
+            "the latest result is kept"
+        );
+        let mut streaks: Vec<(&str, u32)> = j
+            .incomplete_in_a_row
+            .iter()
+            .map(|(k, v)| (k.as_str(), *v))
+            .collect();
+        streaks.sort();
+        assert_eq!(streaks, [("b", 1), ("c", 2)]);
+        // A bad line that is not the last is an error at its line.
+        let bad = [head(7), "{nonsense".into(), result("a", Outcome::pass())].join("\n");
+        let err = read_text(Path::new("r.json.partial"), &bad)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("r.json.partial:2:"), "{err}");
+    }
+
+    #[test]
+    fn another_seed_flag_or_driver_is_named() {
+        let j = read_text(Path::new("j.partial"), &head(7)).unwrap();
+        let mut key = ResumeKey {
+            seed: 8,
+            flags: [("--timeout".to_string(), "30".to_string())].into(),
+        };
+        key.flags.insert("--retries".into(), "2".into());
+        let selection = j.head.selection.clone().unwrap_or(Selection {
+            filters: Vec::new(),
+            devices: Vec::new(),
+            matrix: String::new(),
+            planned: 0,
+            plan: String::new(),
+            shards: Vec::new(),
+        });
+        let mut fp = Fingerprint::default();
+        fp.os_kernel = "6.9".into();
+        let err = j
+            .check_same_run(&key, &selection, &fp)
+            .unwrap_err()
+            .to_string();
+        for want in [
+            "the seed: 7 in the journal, 8 now",
+            "--timeout: 60 in the journal, 30 now",
+            "--retries: (not given) in the journal, 2 now",
+            "the case set: the journal records none",
+            "the driver fingerprint",
+        ] {
+            assert!(err.contains(want), "no `{want}` in {err}");
+        }
+        assert_eq!(
+            results_path(Path::new("reports/latest.json.partial")).unwrap(),
+            Path::new("reports/latest.json")
+        );
+        assert!(results_path(Path::new("latest.json")).is_err());
+    }
+}
