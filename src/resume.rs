@@ -345,8 +345,10 @@ mod tests {
             plan: String::new(),
             shards: Vec::new(),
         });
-        let mut fp = Fingerprint::default();
-        fp.os_kernel = "6.9".into();
+        let fp = Fingerprint {
+            os_kernel: "6.9".into(),
+            ..Default::default()
+        };
         let err = j
             .check_same_run(&key, &selection, &fp)
             .unwrap_err()
