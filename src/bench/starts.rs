@@ -72,8 +72,8 @@ pub fn kinds_of(plan: &[Planned]) -> Vec<(String, Planned)> {
 }
 
 /// Times `starts` fresh context-making processes of each kind at each of `concurrencies`,
-/// printing a line per setting, and returns the rates. A kind whose process fails is an error
-/// naming it: a rate of failures is no rate.
+/// printing a line per setting, and returns the rates. A kind whose process fails is said, with
+/// why, and has no rate (a rate of failures is none); none measured at all is an error.
 pub fn measure(
     kinds: &[(String, Planned)],
     opts: &RunOptions,
@@ -89,10 +89,24 @@ pub fn measure(
     for (kind, sample) in kinds {
         let mut rates = Vec::new();
         for &c in concurrencies {
-            let rate = time_starts(sample, opts, c, starts.max(c))
-                .with_context(|| format!("bench runner: a {kind} start on {}", sample.gpu))?;
-            writeln!(out, "  {kind:<16} {c:>2} at once: {rate:6.2} starts/s")?;
-            rates.push((c, rate));
+            match time_starts(sample, opts, c, starts.max(c)) {
+                Ok(rate) => {
+                    writeln!(out, "  {kind:<16} {c:>2} at once: {rate:6.2} starts/s")?;
+                    rates.push((c, rate));
+                }
+                Err(why) => {
+                    writeln!(
+                        out,
+                        "  {kind:<16} a start on {} failed: {why:#}; no rate",
+                        sample.gpu
+                    )?;
+                    rates.clear();
+                    break;
+                }
+            }
+        }
+        if rates.is_empty() {
+            continue;
         }
         let best = rates.iter().map(|r| r.1).fold(0.0, f64::max);
         writeln!(out, "  {kind:<16} best: {best:.2} starts/s")?;
@@ -104,6 +118,9 @@ pub fn measure(
         });
     }
     let best = all.iter().map(|k| k.best).fold(0.0, f64::max);
+    if all.is_empty() {
+        bail!("bench runner: no pair kind could start a worker's contexts (each is said above)");
+    }
     writeln!(out, "best: {best:.2} worker starts/s")?;
     Ok(StartRates {
         schema: SCHEMA.into(),

@@ -124,8 +124,10 @@ fn runner(args: RunnerArgs) -> anyhow::Result<ExitCode> {
         &clhip::bench::starts::CONCURRENCIES,
         args.starts as usize,
         &mut text,
-    )?;
+    );
+    // What was measured is shown even when no kind could be.
     stdout.write(&String::from_utf8_lossy(&text))?;
+    let rates = rates?;
     if let Some(target) = &save {
         clhip::bench::starts::save(&rates, target)?;
         note(&format!("clhip: wrote {}", target.given.display()));
