@@ -49,6 +49,10 @@ struct File {
     flaky: Vec<Spanned<FlakyFile>>,
     #[serde(default)]
     skip: Vec<Spanned<SkipFile>>,
+    /// Globs (`*`) of kernel log lines known for this driver that do not make a passing case
+    /// `warn`.
+    #[serde(default)]
+    kernel_log_allow: Vec<Spanned<String>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -133,6 +137,8 @@ pub struct ExpectationFile {
     pub required: bool,
     pub rules: Vec<Rule>,
     pub skips: Vec<SkipRule>,
+    /// Kernel log lines (globs) that do not make a passing case `warn`.
+    pub kernel_log_allow: Vec<String>,
 }
 
 impl ExpectationFile {
@@ -275,12 +281,25 @@ impl ExpectationFile {
                 at: line_of(&span),
             });
         }
+        for g in &raw.kernel_log_allow {
+            if g.get_ref().trim().is_empty() || g.get_ref().chars().all(|c| c == '*') {
+                return Err(err(
+                    g.span(),
+                    "a `kernel_log_allow` glob that matches every line would hide every kernel warning".into(),
+                ));
+            }
+        }
         Ok(ExpectationFile {
             path: path.to_path_buf(),
             applies: raw.applies.fingerprint,
             required: raw.applies.required,
             rules,
             skips,
+            kernel_log_allow: raw
+                .kernel_log_allow
+                .iter()
+                .map(|g| g.get_ref().clone())
+                .collect(),
         })
     }
 
@@ -443,6 +462,14 @@ impl Expectations {
             fingerprint_lines: lines,
             required_unmet,
         })
+    }
+
+    /// The kernel log globs of every file that applies.
+    pub fn kernel_log_allow(&self) -> Vec<String> {
+        self.files
+            .iter()
+            .flat_map(|f| f.kernel_log_allow.iter().cloned())
+            .collect()
     }
 
     /// What a person should hear about the loaded files: the ones that apply, or, when none

@@ -25,6 +25,8 @@ pub const KERNEL_LOG_ENV: &str = "CLHIP_KERNEL_LOG";
 pub struct KernelLog {
     file: Option<File>,
     lines: Vec<String>,
+    /// Each line's syslog level (0 emergency .. 7 debug), where its record gave one.
+    levels: Vec<Option<u8>>,
     /// A record not yet ended by its newline (a file appended to mid-line).
     partial: String,
 }
@@ -47,6 +49,7 @@ impl KernelLog {
         KernelLog {
             file,
             lines: Vec::new(),
+            levels: Vec::new(),
             partial: String::new(),
         }
     }
@@ -70,6 +73,7 @@ impl KernelLog {
                         let record: String = self.partial.drain(..=end).collect();
                         if let Some(line) = message(&record) {
                             self.lines.push(line);
+                            self.levels.push(level(&record));
                         }
                     }
                 }
@@ -80,6 +84,7 @@ impl KernelLog {
         if self.lines.len() == MAX_RECORDS {
             self.lines
                 .push(format!("(more lines; first {MAX_RECORDS} read)"));
+            self.levels.push(None);
         }
         &self.lines[before..]
     }
@@ -93,6 +98,19 @@ impl KernelLog {
     pub fn clear(&mut self) {
         self.poll();
         self.lines.clear();
+        self.levels.clear();
+    }
+
+    /// The GPU driver's lines read since the start or the last clear at warning level or
+    /// worse (igt_runner's dmesg-warn threshold): what makes a passing case `warn`.
+    pub fn driver_warnings(&mut self) -> Vec<String> {
+        self.poll();
+        self.lines
+            .iter()
+            .zip(&self.levels)
+            .filter(|(line, level)| level.is_some_and(|l| l <= WARNING) && is_gpu_driver_line(line))
+            .map(|(line, _)| line.clone())
+            .collect()
     }
 
     /// Everything appended since [`KernelLog::start`] or the last [`KernelLog::clear`], or
@@ -239,6 +257,100 @@ fn named_pid(line: &str) -> Option<u32> {
     digits(pid).filter(|_| pid.bytes().all(|b| b.is_ascii_digit()))
 }
 
+/// Syslog's warning level: this and the more severe ones (error, critical, ...) count.
+const WARNING: u8 = 4;
+
+/// A line of a GPU kernel driver: amdgpu and its KFD, NVIDIA's (NVRM, nvidia-modeset,
+/// nvidia-uvm), nouveau, i915/xe, and DRM's core.
+pub fn is_gpu_driver_line(line: &str) -> bool {
+    [
+        "amdgpu", "kfd", "NVRM", "nvidia", "nouveau", "i915", "[drm", "drm:",
+    ]
+    .iter()
+    .any(|m| line.contains(m))
+}
+
+/// The syslog level of a /dev/kmsg record (`prio` is facility * 8 + level).
+fn level(record: &str) -> Option<u8> {
+    let prio: u32 = record.split(',').next()?.trim().parse().ok()?;
+    u8::try_from(prio & 7).ok()
+}
+
+/// Kernel log evidence that a GPU is gone: what said so, and the PCI device it names, if any.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GpuLoss {
+    /// `domain:bus:device`, lower case (NVRM names no function).
+    pub pci: Option<String>,
+    pub what: &'static str,
+    pub line: String,
+}
+
+/// Whether `line` says a GPU is gone or was reset under its users:
+/// - NVRM Xid 79 (fallen off the bus), 48 (double-bit ECC error), 74 (NVLink error),
+///   119 (GSP RPC timeout);
+/// - amdgpu's GPU reset, a device lost, a ring (engine) timeout.
+pub fn gpu_loss(line: &str) -> Option<GpuLoss> {
+    let what = if let Some(at) = line.find("NVRM: Xid") {
+        let after = line[at..].split_once("): ")?.1;
+        let xid: u32 = after.split(',').next()?.trim().parse().ok()?;
+        match xid {
+            79 => "NVRM Xid 79 (GPU has fallen off the bus)",
+            48 => "NVRM Xid 48 (double-bit ECC error)",
+            74 => "NVRM Xid 74 (NVLink error)",
+            119 => "NVRM Xid 119 (GSP RPC timeout)",
+            _ => return None,
+        }
+    } else if line.contains("amdgpu") {
+        if line.contains("GPU reset") {
+            "amdgpu GPU reset"
+        } else if line.contains("device lost") || line.contains("device is lost") {
+            "amdgpu device lost"
+        } else if line.contains("ring ") && line.contains("timeout") {
+            "amdgpu ring timeout"
+        } else {
+            return None;
+        }
+    } else {
+        return None;
+    };
+    Some(GpuLoss {
+        pci: pci_of(line),
+        what,
+        line: line.to_string(),
+    })
+}
+
+/// The PCI device a kernel line names, as `domain:bus:device` in lower case: NVRM's
+/// `Xid (PCI:0000:3b:00)`, amdgpu's `amdgpu 0000:c3:00.0:`.
+pub fn pci_of(line: &str) -> Option<String> {
+    if let Some(at) = line.find("(PCI:") {
+        let rest = &line[at + 5..];
+        return Some(pci_device(&rest[..rest.find(')')?]));
+    }
+    line.split(|c: char| c.is_whitespace() || c == '[' || c == ']')
+        .map(|w| w.trim_end_matches(':'))
+        .find(|w| {
+            let b = w.as_bytes();
+            b.len() == 12
+                && b[4] == b':'
+                && b[7] == b':'
+                && b[10] == b'.'
+                && w.chars()
+                    .enumerate()
+                    .all(|(i, c)| [4, 7, 10].contains(&i) || c.is_ascii_hexdigit())
+        })
+        .map(pci_device)
+}
+
+/// `0000:3B:00.0` or `0000:3b:00` as `0000:3b:00`: the form both drivers' lines can give.
+pub fn pci_device(id: &str) -> String {
+    let id = id.trim().to_ascii_lowercase();
+    match id.rsplit_once('.') {
+        Some((device, _function)) => device.to_string(),
+        None => id,
+    }
+}
+
 /// The message of one /dev/kmsg record: `6,1234,5678901,-;amdgpu: [gfxhub] page fault ...`.
 /// A continuation line (` SUBSYSTEM=pci`) has no prefix, and no message of its own.
 fn message(record: &str) -> Option<String> {
@@ -293,10 +405,69 @@ mod tests {
     }
 
     #[test]
+    fn a_lost_gpu_is_read_from_nvidia_and_amdgpu_lines_with_its_pci_device() {
+        let loss = |l: &str| gpu_loss(l).map(|g| (g.what, g.pci));
+        assert_eq!(
+            loss(
+                "NVRM: Xid (PCI:0000:3B:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus."
+            ),
+            Some((
+                "NVRM Xid 79 (GPU has fallen off the bus)",
+                Some("0000:3b:00".into())
+            ))
+        );
+        assert_eq!(
+            loss("NVRM: Xid (PCI:0000:06:00): 119, pid=991, name=clhip, Timeout after 6s of waiting for RPC response from GPU0 GSP!").map(|l| l.0),
+            Some("NVRM Xid 119 (GSP RPC timeout)")
+        );
+        assert_eq!(
+            loss("amdgpu 0000:c3:00.0: amdgpu: GPU reset begin!"),
+            Some(("amdgpu GPU reset", Some("0000:c3:00".into())))
+        );
+        assert_eq!(
+            loss(
+                "[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring sdma0 timeout, signaled seq=7, emitted seq=9"
+            ),
+            Some(("amdgpu ring timeout", None))
+        );
+        // Faults of one process, and other Xids, leave the GPU in service.
+        assert_eq!(
+            loss("NVRM: Xid (PCI:0000:00:06): 31, pid=1507, name=clhip, MMU Fault"),
+            None
+        );
+        assert_eq!(
+            loss("amdgpu 0000:c3:00.0: amdgpu: [gfxhub0] retry page fault"),
+            None
+        );
+        assert_eq!(pci_device("0000:C3:00.0"), "0000:c3:00");
+    }
+
+    #[test]
+    fn only_gpu_driver_lines_at_warning_or_worse_are_warnings() {
+        use std::io::Write as _;
+        let path = std::env::temp_dir().join(format!("clhip-kmsg-warn-{}", std::process::id()));
+        let mut f = std::fs::File::create(&path).expect("log file");
+        let mut log = KernelLog::start_at(&path);
+        write!(
+            f,
+            "4,1,1,-;amdgpu 0000:c3:00.0: amdgpu: a warning\n6,2,2,-;amdgpu: an info line\n3,3,3,-;EXT4-fs error (device sda1): not the GPU's\n3,4,4,-;NVRM: an error\n"
+        )
+        .expect("write");
+        assert_eq!(
+            log.driver_warnings(),
+            ["amdgpu 0000:c3:00.0: amdgpu: a warning", "NVRM: an error"]
+        );
+        log.clear();
+        assert!(log.driver_warnings().is_empty());
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
     fn an_unreadable_log_says_so() {
         let mut log = KernelLog {
             file: None,
             lines: Vec::new(),
+            levels: Vec::new(),
             partial: String::new(),
         };
         assert!(log.poll().is_empty());

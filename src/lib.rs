@@ -42,6 +42,7 @@ pub mod reference;
 pub mod report;
 pub mod repro;
 pub mod results;
+pub mod resume;
 pub mod runner;
 pub mod runtimes;
 pub mod sync;

@@ -80,6 +80,10 @@ enum Cmd {
     /// (internal: started by a worker for the IPC path).
     #[command(name = "__ipc-export", hide = true)]
     IpcExport(internal::IpcExportArgs),
+    /// Makes one pair's contexts and exits: 0 if it could (internal: a GPU's health check,
+    /// and the worker start `bench runner` times).
+    #[command(name = "__contexts", hide = true)]
+    Contexts(internal::ContextsArgs),
 }
 
 fn main() -> ExitCode {
@@ -148,5 +152,6 @@ fn real_main() -> anyhow::Result<ExitCode> {
         Cmd::ProbeRocmInstall(args) => internal::probe_rocm_install(args),
         Cmd::ProbeOpenclVendor => internal::probe_opencl_vendor(),
         Cmd::IpcExport(args) => internal::ipc_export(args),
+        Cmd::Contexts(args) => internal::contexts(args),
     }
 }

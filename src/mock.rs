@@ -114,6 +114,24 @@ pub fn perform(action: MockAction) -> Outcome {
         }
         MockAction::RocrFault => rocr_fault(),
         MockAction::KernelFaultHang => kernel_fault_hang(),
+        MockAction::KernelWarn => {
+            log_kernel_line(&format!(
+                "4,1,1,-;amdgpu 0000:c3:00.0: amdgpu: [mock] a warning during a passing case, process clhip pid {}\n",
+                std::process::id()
+            ));
+            Outcome::pass()
+        }
+        MockAction::GpuReset => {
+            log_kernel_line("3,1,1,-;amdgpu 0000:c3:00.0: amdgpu: GPU reset begin!\n");
+            Outcome::pass()
+        }
+        MockAction::GpuLost => {
+            log_kernel_line(
+                "3,1,1,-;[drm:amdgpu_job_timedout [amdgpu]] *ERROR* ring sdma0 timeout, signaled seq=7, emitted seq=9\n",
+            );
+            eprintln!("mock: the GPU stopped answering; aborting");
+            std::process::abort()
+        }
         MockAction::Noisy => {
             use std::io::Write as _;
             print!("mock: a partial line on stdout, no newline");
@@ -149,6 +167,26 @@ fn rocr_fault() -> ! {
 /// What the kernel-fault-hang mock announces before it blocks.
 pub const KERNEL_FAULT_HANG_CALL: &str =
     "cuWaitExternalSemaphoresAsync (mock: a wait whose signal the fault stopped)";
+
+/// Appends `record` to the kernel log file of a test (never /dev/kmsg).
+fn log_kernel_line(record: &str) {
+    use std::io::Write as _;
+    match std::env::var_os(crate::kmsg::KERNEL_LOG_ENV) {
+        Some(path) => {
+            let logged = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(record.as_bytes()));
+            if let Err(e) = logged {
+                eprintln!("mock: could not log to {}: {e}", path.to_string_lossy());
+            }
+        }
+        None => eprintln!(
+            "mock: {} is not set: no kernel log line",
+            crate::kmsg::KERNEL_LOG_ENV
+        ),
+    }
+}
 
 fn kernel_fault_hang() -> ! {
     use std::io::Write as _;

@@ -435,6 +435,16 @@ pub enum Outcome {
     Skip {
         reason: String,
     },
+    /// The case passed while the kernel logged a GPU driver warning or error (the lines are
+    /// the result's `kernel_log`): a pass that needs a look, never a failure of the run.
+    Warn {
+        warning: String,
+    },
+    /// The run died (the machine rebooted, the runner was killed) while this case ran; set
+    /// when the run is resumed from its journal. Nothing is known of the case's own outcome.
+    Incomplete {
+        reason: String,
+    },
     /// The harness's own error (a panic in the worker, a check that contradicts itself, a
     /// protocol it could not read): never a verdict on the driver.
     Error {
@@ -453,6 +463,8 @@ named_enum! {
         Unsupported => "unsupported",
         Skip => "skip",
         Error => "error",
+        Warn => "warn",
+        Incomplete => "incomplete",
     }
 }
 
@@ -467,6 +479,8 @@ impl Outcome {
             Outcome::Unsupported { .. } => OutcomeKind::Unsupported,
             Outcome::Skip { .. } => OutcomeKind::Skip,
             Outcome::Error { .. } => OutcomeKind::Error,
+            Outcome::Warn { .. } => OutcomeKind::Warn,
+            Outcome::Incomplete { .. } => OutcomeKind::Incomplete,
         }
     }
 
@@ -540,6 +554,8 @@ impl Outcome {
             },
             Outcome::Skip { reason } => reason.clone(),
             Outcome::Error { reason } => format!("harness error: {reason}"),
+            Outcome::Warn { warning } => format!("pass, with a kernel warning: {warning}"),
+            Outcome::Incomplete { reason } => reason.clone(),
         }
     }
 }
@@ -611,10 +627,14 @@ impl OutcomeKind {
     /// error is outside the order: it says nothing about the driver.
     pub fn severity(self) -> Option<u8> {
         Some(match self {
-            OutcomeKind::Pass => 0,
+            OutcomeKind::Pass | OutcomeKind::Warn => 0,
             OutcomeKind::Skip => 1,
             OutcomeKind::Unsupported => 2,
-            OutcomeKind::Fault | OutcomeKind::Crash | OutcomeKind::Timeout => 3,
+            // The run died during the case: the case may have taken the machine down.
+            OutcomeKind::Fault
+            | OutcomeKind::Crash
+            | OutcomeKind::Timeout
+            | OutcomeKind::Incomplete => 3,
             OutcomeKind::Fail => 4,
             OutcomeKind::Error => return None,
         })
@@ -629,9 +649,14 @@ impl Expectation {
             return Verdict::HarnessError;
         };
         match self {
-            _ if kind == K::Pass => match self {
-                Expectation::Known(known) if known != K::Pass => Verdict::UnexpectedPass,
-                Expectation::KnownFlaky(a, b) if a != K::Pass && b != K::Pass => {
+            // A pass with a kernel warning is a pass: listed to look at, never a failure.
+            _ if kind == K::Pass || kind == K::Warn => match self {
+                Expectation::Known(known) if known != K::Pass && known != kind => {
+                    Verdict::UnexpectedPass
+                }
+                Expectation::KnownFlaky(a, b)
+                    if a != K::Pass && b != K::Pass && a != kind && b != kind =>
+                {
                     Verdict::UnexpectedPass
                 }
                 _ => Verdict::Pass,

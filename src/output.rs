@@ -718,6 +718,13 @@ pub struct Journal {
 /// The first line of a journal.
 pub const JOURNAL_SCHEMA: &str = "clhip-journal/1";
 
+/// A journal line that says a case started (`{"started": ID}`).
+#[derive(serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartLine {
+    pub started: String,
+}
+
 impl Journal {
     /// Starts the journal of `target` with `header` (a JSON value with a `schema` field of
     /// [`JOURNAL_SCHEMA`]); `None` for a sink or a descriptor, which keeps no partial file. The
@@ -773,8 +780,36 @@ impl Journal {
         Ok(Some(Journal { path, file }))
     }
 
+    /// Takes up the journal of `target` that a dead run left, to append to it: the run it
+    /// holds goes on (`run --resume`). A journal another run holds (locked) is refused.
+    pub fn reopen(target: &Target) -> anyhow::Result<Self> {
+        let path = target
+            .journal_path()
+            .with_context(|| format!("{}: keeps no journal", target.given.display()))?;
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", path.display()))?;
+        let file = Flock::lock(file, FlockArg::LockExclusiveNonblock).map_err(|_| {
+            anyhow::anyhow!(
+                "{} is being written by another clhip run (it is locked): not resumed",
+                path.display()
+            )
+        })?;
+        Ok(Journal { path, file })
+    }
+
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// Records that case `id` started: a run that dies before its result leaves the case
+    /// known as the one in flight.
+    pub fn started(&mut self, id: &str) -> anyhow::Result<()> {
+        let line = serde_json::to_value(StartLine {
+            started: id.to_string(),
+        })?;
+        self.append(&line)
     }
 
     /// Appends one result line. An error here is reported by the caller and the run goes on:

@@ -146,6 +146,13 @@ pub enum Event {
         after: Option<String>,
         why: String,
     },
+    /// A GPU is gone (the kernel said so, its health check failed twice, or it left the PCI
+    /// bus): no further case starts on it, and its cases not run are `skip`s that say so.
+    GpuLost {
+        gpu: String,
+        after: Option<String>,
+        evidence: String,
+    },
 }
 
 /// What a mock work item does when a worker runs it.
@@ -194,6 +201,15 @@ pub enum MockAction {
     /// Sends itself SIGKILL mid-case, as the kernel's OOM killer does: a `crash` named
     /// SIGKILL, though no interrupt of the run's own sent it.
     Sigkill,
+    /// Logs an amdgpu warning of its own process to the kernel log file the runner reads in
+    /// tests (`CLHIP_KERNEL_LOG`), then passes: a `warn`.
+    KernelWarn,
+    /// Logs an amdgpu ring timeout that names no device to that file, then aborts, as a
+    /// process on a GPU that hung does: a `crash`, after which the runner checks the GPU.
+    GpuLost,
+    /// Logs amdgpu's `GPU reset begin!` to that file and passes, as a case that finished
+    /// before its GPU was reset: a `warn`, after which its worker takes no further case.
+    GpuReset,
 }
 
 impl MockAction {
@@ -215,6 +231,9 @@ impl MockAction {
         MockAction::Poison,
         MockAction::Victim,
         MockAction::Sigkill,
+        MockAction::KernelWarn,
+        MockAction::GpuLost,
+        MockAction::GpuReset,
     ];
 
     pub fn name(self) -> &'static str {
@@ -236,6 +255,9 @@ impl MockAction {
             MockAction::Poison => "poison",
             MockAction::Victim => "victim",
             MockAction::Sigkill => "sigkill",
+            MockAction::KernelWarn => "kernel-warn",
+            MockAction::GpuLost => "gpu-lost",
+            MockAction::GpuReset => "gpu-reset",
         }
     }
 
@@ -254,9 +276,12 @@ impl MockAction {
                 OutcomeKind::Fault
             }
             MockAction::Panic => OutcomeKind::Error,
-            MockAction::Segfault | MockAction::Abort | MockAction::Exit | MockAction::Sigkill => {
-                OutcomeKind::Crash
-            }
+            MockAction::Segfault
+            | MockAction::Abort
+            | MockAction::Exit
+            | MockAction::Sigkill
+            | MockAction::GpuLost => OutcomeKind::Crash,
+            MockAction::KernelWarn | MockAction::GpuReset => OutcomeKind::Warn,
             MockAction::Hang => OutcomeKind::Timeout,
             MockAction::Unsupported => OutcomeKind::Unsupported,
         }

@@ -106,6 +106,8 @@ fn sample_run() -> RunReport {
         broken_vendors: Vec::new(),
         consistency: Default::default(),
         selection: None,
+        lost_gpus: Vec::new(),
+        worker_starts: None,
     }
 }
 

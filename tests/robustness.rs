@@ -98,8 +98,8 @@ fn ctrl_c_halfway_keeps_finished_cases_marks_the_run_interrupted_and_exits_130()
         .spawn()
         .unwrap();
     let journal = dir.join("r.json.partial");
-    // The header and five finished cases.
-    wait_for_lines(&journal, 6, Duration::from_secs(120));
+    // The header and five finished cases, each after its start line.
+    wait_for_lines(&journal, 11, Duration::from_secs(120));
     let pgid = nix::unistd::Pid::from_raw(child.id() as i32);
     nix::sys::signal::killpg(pgid, nix::sys::signal::Signal::SIGINT).unwrap();
     let out = child.wait_with_output().unwrap();
@@ -147,7 +147,8 @@ fn a_runner_that_dies_leaves_its_finished_cases_in_the_journal() {
         .spawn()
         .unwrap();
     let journal = dir.join("r.json.partial");
-    wait_for_lines(&journal, 4, Duration::from_secs(120));
+    // The header and three finished cases, each after its start line.
+    wait_for_lines(&journal, 7, Duration::from_secs(120));
     child.kill().unwrap();
     child.wait().unwrap();
     assert!(!json.exists(), "no complete file was claimed");

@@ -14,6 +14,7 @@ pub mod refs;
 pub mod render;
 pub mod results;
 pub mod runner;
+pub mod starts;
 
 pub use refs::run_refs;
 pub use runner::{RunnerConfig, run_runner, runner_configs};

@@ -19,9 +19,12 @@ use super::{existing_dir, note, parse_timeout};
 pub enum BenchWhat {
     /// Time the f64 CPU references (FFT of 4,194,304 points, cgemm, Cholesky).
     Refs,
-    /// Time the runner over the cases the filters select: batched against one process per
-    /// case, and -j 1, 4 and 8 (per GPU). Where the cases span several GPUs, each setting
-    /// also times the first GPU's cases alone, and prints the ratio.
+    /// This host's worker-start throughput first: per pair kind, fresh processes that each
+    /// make the pair's contexts, 1, 2, 4, 8 and 16 at a time, in starts/s, and the best (what
+    /// `run --start-rate` divides a run's worker starts by: its start floor). Then the runner
+    /// over the cases the filters select: batched against one process per case, and -j 1, 4
+    /// and 8 (per GPU). Where the cases span several GPUs, each setting also times the first
+    /// GPU's cases alone, and prints the ratio.
     Runner(RunnerArgs),
     /// What each interop path costs and saves: per pair and path (with each sync the
     /// specification allows on it), the handoff each way and the peer's scale bandwidth on the
@@ -50,6 +53,15 @@ pub struct RunnerArgs {
     timeout: f64,
     #[arg(long, value_parser = existing_dir)]
     rocm_path: Vec<PathBuf>,
+    /// Write the start throughput here (JSON, `clhip-start-rate/1`), for `run --start-rate`.
+    #[arg(long, value_name = "FILE")]
+    save: Option<PathBuf>,
+    /// Measure the start throughput only, not the runner's settings.
+    #[arg(long)]
+    starts_only: bool,
+    /// Starts timed per pair kind and concurrency (at least the concurrency).
+    #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    starts: u32,
 }
 
 /// `bench runner --spare-workers`.
@@ -76,6 +88,7 @@ fn refs() -> anyhow::Result<ExitCode> {
 }
 
 fn runner(args: RunnerArgs) -> anyhow::Result<ExitCode> {
+    let save = clhip::output::check_given("--save", args.save.as_deref())?;
     let probe = plan::probe_machine(&args.rocm_path)?;
     let items: Vec<Planned> = plan::planned_cases(
         &probe,
@@ -103,8 +116,27 @@ fn runner(args: RunnerArgs) -> anyhow::Result<ExitCode> {
     for n in notes {
         note(&format!("clhip: bench runner: {n}"));
     }
+    let mut stdout = Stdout::new();
+    let mut text = Vec::new();
+    let rates = clhip::bench::starts::measure(
+        &clhip::bench::starts::kinds_of(&items),
+        &opts,
+        &clhip::bench::starts::CONCURRENCIES,
+        args.starts as usize,
+        &mut text,
+    );
+    // What was measured is shown even when no kind could be.
+    stdout.write(&String::from_utf8_lossy(&text))?;
+    let rates = rates?;
+    if let Some(target) = &save {
+        clhip::bench::starts::save(&rates, target)?;
+        note(&format!("clhip: wrote {}", target.given.display()));
+    }
+    if args.starts_only {
+        return Ok(ExitCode::SUCCESS);
+    }
     let mut text = Vec::new();
     clhip::bench::run_runner(&items, &opts, &configs, &mut text)?;
-    Stdout::new().write(&String::from_utf8_lossy(&text))?;
+    stdout.write(&String::from_utf8_lossy(&text))?;
     Ok(ExitCode::SUCCESS)
 }

@@ -73,3 +73,20 @@ pub struct IpcExportArgs {
 pub fn ipc_export(args: IpcExportArgs) -> anyhow::Result<ExitCode> {
     clhip::ipc::serve(args.api, args.ordinal, args.rocm_path).map(|()| ExitCode::SUCCESS)
 }
+
+#[derive(clap::Args)]
+pub struct ContextsArgs {
+    /// The GPU's label in the plan (`cuda0`, `pocl0`).
+    #[arg(long)]
+    gpu: String,
+}
+
+pub fn contexts(args: ContextsArgs) -> anyhow::Result<ExitCode> {
+    let rocm_path = std::env::var_os(pairs::WORKER_ROCM_PATH_ENV).map(PathBuf::from);
+    let made = clhip::runner::health::contexts_main(&args.gpu, rocm_path)?;
+    Ok(if made {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}

@@ -2,7 +2,7 @@
 //! support matrix printed and the results written (JSON, with a journal as results land; JUnit
 //! and Markdown where asked).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Instant, SystemTime};
@@ -20,6 +20,7 @@ use clhip::plan::{self, RunOptionsBuilder, WorkerExe};
 use clhip::probe::Probe;
 use clhip::report::{self, ConsoleReporter, RunReport, RunStatus};
 use clhip::results::{CaseResult, Planned};
+use clhip::resume::{Journaled, ResumeKey};
 use clhip::runner::{self, Stopped};
 use clhip::{mock, pairs};
 
@@ -29,6 +30,9 @@ use super::{
     SkipGlob, check_expectations, existing_dir, load_matrix, note, parse_timeout, skip_globs,
     skip_source,
 };
+
+mod resume;
+use resume::{Resumed, resume_from, take_up};
 
 #[derive(clap::Args)]
 pub struct RunArgs {
@@ -129,6 +133,22 @@ pub struct RunArgs {
     /// records the shard, the filters and the whole plan, which the merge checks.
     #[arg(long)]
     partition: Option<clhip::partition::Partition>,
+    /// Continue the run whose journal this is (`NAME.partial`, left by a run that died: a
+    /// reboot, a killed runner). The run must be the same: the same seed, cases, flags and
+    /// driver fingerprint, or it is refused, naming what differs. The cases finished are kept;
+    /// the ones running when it died are `incomplete` and are not run again; the rest run.
+    /// The results go to `NAME` (or --json, whose journal this must be).
+    #[arg(long, value_name = "PARTIAL")]
+    resume: Option<PathBuf>,
+    /// With --resume: run each case that was running when the run died once more (said so).
+    /// A case incomplete twice in a row is not run again, whatever this says.
+    #[arg(long, requires = "resume")]
+    rerun_incomplete: bool,
+    /// This host's worker-start throughput, as `clhip bench runner --save FILE` wrote it:
+    /// the run prints its start floor (worker starts / the best throughput) beside its wall
+    /// time.
+    #[arg(long, value_name = "FILE")]
+    start_rate: Option<PathBuf>,
     /// Test-only: plant an error in every case (flip-element, skip-sync, bad-pointer) to show
     /// the checks catch it.
     #[arg(long, hide = true)]
@@ -144,6 +164,10 @@ pub struct RunArgs {
     /// each by its own kind, to show the run's exit status.
     #[arg(long, hide = true, requires = "mock_cases")]
     mock_as_cases: bool,
+    /// Test-only: spread the mock actions over this many GPUs (`mock0`, `mock1`, ...), item k
+    /// on `mock{k mod N}`, each with its own workers.
+    #[arg(long, hide = true, requires = "mock_cases", value_parser = clap::value_parser!(u16).range(1..=64))]
+    mock_gpus: Option<u16>,
 }
 
 impl RunArgs {
@@ -153,6 +177,7 @@ impl RunArgs {
         ins.extend(self.cases.as_deref().map(|p| ("--cases", p)));
         ins.extend(self.baseline.as_deref().map(|p| ("--baseline", p)));
         ins.extend(self.expectations.as_deref().map(|p| ("--expectations", p)));
+        ins.extend(self.start_rate.as_deref().map(|p| ("--start-rate", p)));
         ins.extend(self.rocm_path.iter().map(|p| ("--rocm-path", p.as_path())));
         ins.extend(self.rerun_failed.as_deref().map(|p| ("--rerun-failed", p)));
         ins.extend(self.config.as_deref().map(|p| ("--config", p)));
@@ -185,6 +210,59 @@ impl RunArgs {
             self.html = self.html.take().or(p.html.clone());
         }
         skip_globs(profile, &self.skip)
+    }
+
+    /// What a resumed run must share with its journal besides its selection and fingerprint:
+    /// the seed, and each flag that changes what a case does or how it is judged.
+    fn resume_key(&self) -> ResumeKey {
+        let mut flags = BTreeMap::new();
+        let mut put = |name: &str, value: String| {
+            flags.insert(name.to_string(), value);
+        };
+        put("--timeout", self.timeout.unwrap_or(120.0).to_string());
+        put("--cases-per-worker", self.cases_per_worker.to_string());
+        put("--jobs", self.jobs.unwrap_or(1).to_string());
+        put("--retries", self.retries.unwrap_or(0).to_string());
+        put("--spare-workers", self.spare_workers.to_string());
+        let path = |p: &Option<PathBuf>| p.as_ref().map(|p| p.display().to_string());
+        for (name, value) in [
+            ("--cases", path(&self.cases)),
+            ("--baseline", path(&self.baseline)),
+            ("--expectations", path(&self.expectations)),
+            ("--plant", self.plant.map(|p| format!("{p:?}"))),
+            ("--mock-cases", self.mock_cases.clone()),
+            ("--mock-gpus", self.mock_gpus.map(|n| n.to_string())),
+        ] {
+            if let Some(v) = value {
+                put(name, v);
+            }
+        }
+        if !self.rocm_path.is_empty() {
+            let paths: Vec<String> = self
+                .rocm_path
+                .iter()
+                .map(|p| p.display().to_string())
+                .collect();
+            put("--rocm-path", paths.join(","));
+        }
+        if !self.plant_only.is_empty() {
+            put("--plant-only", self.plant_only.join(","));
+        }
+        if self.mock_as_cases {
+            put("--mock-as-cases", "true".into());
+        }
+        ResumeKey {
+            seed: self.seed(),
+            flags,
+        }
+    }
+
+    /// `--json`, or the results file of the journal `--resume` names.
+    fn json_path(&self) -> anyhow::Result<Option<PathBuf>> {
+        match (&self.json, &self.resume) {
+            (None, Some(journal)) => Ok(Some(clhip::resume::results_path(journal)?)),
+            (json, _) => Ok(json.clone()),
+        }
     }
 }
 
@@ -432,8 +510,14 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         Some(f) => Some(Baseline::load(f)?),
         None => None,
     };
+    let json = args.json_path()?;
+    let start_rate = args
+        .start_rate
+        .as_deref()
+        .map(|p| clhip::bench::starts::load(p).map(|r| (p.to_path_buf(), r)))
+        .transpose()?;
     let outputs = Outputs::check(
-        args.json.as_deref(),
+        json.as_deref(),
         args.junit.as_deref(),
         args.markdown.as_deref(),
         args.html.as_deref(),
@@ -500,6 +584,11 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         .into_iter()
         .filter(|p| args.partition.is_none_or(|part| part.contains(&p.id)))
         .collect();
+    // A resumed run: the same run, checked before anything runs; what it finished is kept.
+    let resumed = match &args.resume {
+        Some(path) => Some(resume_from(path, &args, &outputs, &selection, &probe)?),
+        None => None,
+    };
     let stale = stale_baseline(&args, baseline.as_ref(), &matrix, &probe);
     let plan_position: HashMap<String, usize> = items
         .iter()
@@ -528,6 +617,18 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     let (items, mut decided) = plan::decide_by_probe(&probe, items);
     let n_skipped = skipped.len();
     decided.extend(skipped);
+    let Resumed {
+        items,
+        kept,
+        newly_incomplete,
+    } = match &resumed {
+        Some(j) => take_up(j, items, &mut decided, args.rerun_incomplete),
+        None => Resumed {
+            items,
+            kept: Vec::new(),
+            newly_incomplete: Vec::new(),
+        },
+    };
     // A plant that reaches no case that runs leaves a clean run, which the caller would read
     // as a check that caught nothing: the same rule as the run's own filters.
     if !args.plant_only.is_empty() {
@@ -548,7 +649,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     let broken_vendors = probe.broken_vendors();
     let fingerprint = probe.fingerprint();
     let exe = WorkerExe::pin()?;
-    let opts = RunOptionsBuilder::new(&exe, args.seed(), args.timeout.unwrap_or(120.0))
+    let mut opts = RunOptionsBuilder::new(&exe, args.seed(), args.timeout.unwrap_or(120.0))
         .workers(
             args.cases_per_worker as usize,
             usize::from(args.jobs.unwrap_or(1)),
@@ -558,6 +659,11 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         .rocm_paths(&args.rocm_path)
         .plant(args.plant, &args.plant_only)?
         .build();
+    opts.gpu_pci = gpu_pci(&probe, &items);
+    opts.kernel_log_allow = known
+        .as_ref()
+        .map(Expectations::kernel_log_allow)
+        .unwrap_or_default();
     handle_signals(opts.control.clone())?;
 
     let command: Vec<String> = std::env::args().collect();
@@ -570,7 +676,21 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         Vec::new(),
     );
     head.selection = Some(selection.clone());
-    let mut journal = Journal::start(&outputs.json, &report::journal_head(&head))?;
+    let mut journal = match &resumed {
+        Some(_) => {
+            let mut j = Journal::reopen(&outputs.json)?;
+            // The cases that were running when the run died are recorded as such first.
+            for r in &newly_incomplete {
+                j.append(&serde_json::to_value(r)?)?;
+            }
+            Some(j)
+        }
+        None => {
+            let mut head_line = report::journal_head(&head);
+            head_line["resume"] = serde_json::to_value(args.resume_key())?;
+            Journal::start(&outputs.json, &head_line)?
+        }
+    };
     let skipped_note = match n_skipped {
         0 => String::new(),
         n => format!(" ({n} more skipped)"),
@@ -593,11 +713,17 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     let mut journal_error = None;
     let mut on_event = |e: &runner::Event| {
         console.on_event(e);
-        if let (Some(j), runner::Event::Finished(r)) = (&mut journal, e)
-            && let Err(err) = serde_json::to_value(r)
+        let Some(j) = &mut journal else {
+            return;
+        };
+        let journaled = match e {
+            runner::Event::Finished(r) => serde_json::to_value(r)
                 .map_err(anyhow::Error::from)
-                .and_then(|v| j.append(&v))
-        {
+                .and_then(|v| j.append(&v)),
+            runner::Event::Started { id, .. } => j.started(id),
+            _ => Ok(()),
+        };
+        if let Err(err) = journaled {
             journal_error.get_or_insert(err);
         }
     };
@@ -605,7 +731,10 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         on_event(&runner::Event::Finished(Box::new(r.clone())));
     }
     let mut end = runner::run(items, &opts, &mut on_event)?;
-    if !decided.is_empty() {
+    if !kept.is_empty() {
+        end.results.extend(kept);
+    }
+    if !decided.is_empty() || resumed.is_some() {
         // Back into plan order: the decided cases where the matrix put them.
         end.results.extend(decided);
         end.results
@@ -625,6 +754,21 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         clock.elapsed().as_secs_f64(),
         end.results,
     );
+    if let Some(j) = &resumed {
+        // The run began when the journal did; its wall time is this part's.
+        report.started_at = j.head.started_at.clone();
+    }
+    report.lost_gpus = end.lost_gpus.clone();
+    let worker_starts = opts.control.worker_starts();
+    report.worker_starts = Some(worker_starts);
+    note(&format!(
+        "clhip: {}",
+        clhip::bench::starts::floor_line(
+            report.wall_s,
+            worker_starts,
+            start_rate.as_ref().map(|(p, r)| (p.as_path(), r))
+        )
+    ));
     report.not_run = end.not_run;
     report.stale_baseline = stale;
     report.stale_baseline.extend(stale_expectations);
@@ -717,6 +861,11 @@ fn planned_items(
         Some(list) => {
             let mut items =
                 mock::planned_mocks(&mock::parse_mock_list(list).map_err(anyhow::Error::msg)?);
+            if let Some(n) = args.mock_gpus {
+                for (k, p) in items.iter_mut().enumerate() {
+                    p.gpu = format!("mock{}", k % usize::from(n));
+                }
+            }
             if args.mock_as_cases {
                 mock::judge_as_cases(&mut items, baseline.map(|b| &b.known));
             }
@@ -772,8 +921,29 @@ fn stale_baseline(
     stale
 }
 
+/// The exit status of a run that lost a GPU: its other GPUs' cases ran, its own did not.
+const LOST_GPU_EXIT: u8 = 3;
+
+/// Each GPU's PCI device (`domain:bus:device.function`) by its label in the plan, where the
+/// probe knows it: the pair's OpenCL device is that GPU (a host pair's OpenCL device is its
+/// own GPU).
+fn gpu_pci(probe: &Probe, items: &[Planned]) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    for p in items {
+        let Some(c) = p.work.case() else {
+            continue;
+        };
+        if let Some(dev) = probe.cl_device(&c.pair.opencl.label)
+            && let clhip::probe::Queried::Value(pci) = &dev.pci_bus_id
+        {
+            out.entry(p.gpu.clone()).or_insert_with(|| pci.clone());
+        }
+    }
+    out
+}
+
 /// The run's exit status, said on stderr where it is not the verdict: 130 interrupted, 2
-/// stopped, 1 for a broken driver or an outcome worse than expected.
+/// stopped, 3 a GPU lost, 1 for a broken driver or an outcome worse than expected.
 fn exit_status(report: RunReport) -> ExitCode {
     match report.status {
         RunStatus::Interrupted => {
@@ -787,6 +957,12 @@ fn exit_status(report: RunReport) -> ExitCode {
         RunStatus::Stopped { why } => {
             note(&format!("clhip: run stopped: {why}"));
             ExitCode::from(2)
+        }
+        _ if !report.lost_gpus.is_empty() => {
+            for lost in &report.lost_gpus {
+                note(&format!("clhip: {lost}"));
+            }
+            ExitCode::from(LOST_GPU_EXIT)
         }
         _ if !report.broken_vendors.is_empty() => {
             for v in &report.broken_vendors {

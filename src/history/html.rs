@@ -39,6 +39,8 @@ table.strips thead th { font-size: 10px; font-weight: normal; color: #666; }
 .o-unsupported { --c: #e0e0e0; }
 .o-skip { --c: #f5f5f5; }
 .o-error { --c: #424242; color: #fff; }
+.o-warn { --c: #dcedc8; }
+.o-incomplete { --c: #b0bec5; }
 .o-none { --c: #fff; color: #999; }
 ul.legend { list-style: none; padding: 0; margin: 0 0 0.6rem; }
 ul.legend li { display: inline-block; margin-right: 1.2em; }
@@ -59,6 +61,8 @@ fn class(e: Option<&Entry>) -> &'static str {
         crate::model::OutcomeKind::Unsupported => "o-unsupported",
         crate::model::OutcomeKind::Skip => "o-skip",
         crate::model::OutcomeKind::Error => "o-error",
+        crate::model::OutcomeKind::Warn => "o-warn",
+        crate::model::OutcomeKind::Incomplete => "o-incomplete",
     }
 }
 
@@ -73,6 +77,8 @@ fn legend_class(c: char) -> &'static str {
         'u' => "o-unsupported",
         's' => "o-skip",
         'E' => "o-error",
+        'w' => "o-warn",
+        'i' => "o-incomplete",
         _ => "o-none",
     }
 }

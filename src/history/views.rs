@@ -100,6 +100,8 @@ pub fn mark(e: &Entry) -> char {
         OutcomeKind::Unsupported => 'u',
         OutcomeKind::Skip => 's',
         OutcomeKind::Error => 'E',
+        OutcomeKind::Warn => 'w',
+        OutcomeKind::Incomplete => 'i',
     }
 }
 
@@ -114,6 +116,8 @@ pub const LEGEND: &[(char, &str)] = &[
     ('u', "unsupported"),
     ('s', "skip"),
     ('E', "harness error"),
+    ('w', "pass, with a kernel warning"),
+    ('i', "incomplete: the run died during the case"),
     ('-', "no result that night"),
 ];
 

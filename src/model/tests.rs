@@ -473,3 +473,41 @@ fn a_variant_adds_a_last_segment_and_a_plain_case_keeps_its_id() {
     json["env"] = serde_json::json!({"HSA_ENABLE_SDMA": "0"});
     assert_eq!(serde_json::from_value::<Case>(json).unwrap(), sdma);
 }
+
+/// A pass with a kernel warning is a pass in every verdict; a case the run died during fails
+/// the run unless it is known.
+#[test]
+fn a_warn_is_a_pass_and_an_incomplete_case_needs_a_look() {
+    use OutcomeKind as K;
+    for e in [
+        Expectation::Pass,
+        Expectation::Unbaselined,
+        Expectation::NegativeControl,
+        Expectation::Known(K::Warn),
+    ] {
+        assert_eq!(e.verdict(K::Warn), Verdict::Pass, "{e:?}");
+    }
+    assert_eq!(
+        Expectation::Known(K::Crash).verdict(K::Warn),
+        Verdict::UnexpectedPass
+    );
+    for e in [
+        Expectation::Pass,
+        Expectation::Unbaselined,
+        Expectation::NegativeControl,
+        Expectation::Known(K::Crash),
+    ] {
+        assert_eq!(e.verdict(K::Incomplete), Verdict::Regression, "{e:?}");
+    }
+    assert_eq!(
+        Expectation::Known(K::Incomplete).verdict(K::Incomplete),
+        Verdict::ExpectedNonPass
+    );
+    assert_eq!(
+        Outcome::Warn {
+            warning: "amdgpu: x".into()
+        }
+        .reason(),
+        "pass, with a kernel warning: amdgpu: x"
+    );
+}

@@ -573,6 +573,22 @@ fn open_side_by_side(state: &mut WorkerState, case: &Case, seed: u64, kind: Data
     });
 }
 
+/// Opens `case`'s pair as a worker does for its first case (the OpenCL context on the pair's
+/// device, the peer with its known-answer check), and says the first refusal: what a health
+/// check of the GPU and a timed worker start do.
+pub fn open_pair(state: &mut WorkerState, case: &Case) -> Result<(), CaseError> {
+    let WorkerState {
+        rocm_path,
+        devices,
+        sessions,
+        peers,
+        ..
+    } = state;
+    session(devices, sessions, case)?;
+    peer(peers, &case.pair.peer, rocm_path.as_deref(), None)?;
+    Ok(())
+}
+
 /// What a spare worker does before its first case, which it has not been given yet: open the
 /// runtimes and make the inputs of `case`, the case its runner thread has next (the one it
 /// will most likely get). A case of another pair later opens its own.

@@ -73,7 +73,7 @@ impl ConsoleReporter {
             }
             // Nothing to look at: a spare shows only when it takes a case.
             Event::SpareStarted { .. } => {}
-            Event::WorkerLost { .. } => {
+            Event::WorkerLost { .. } | Event::GpuLost { .. } => {
                 if let Some(line) = shown_line(event, &self.sources) {
                     self.print(&line);
                 }
@@ -120,6 +120,14 @@ fn shown_line(
         Event::WorkerLost { pid, after, why } => {
             let after = after.as_deref().unwrap_or("start");
             format!("  worker {pid} lost after {after}: {why}")
+        }
+        Event::GpuLost {
+            gpu,
+            after,
+            evidence,
+        } => {
+            let after = after.as_deref().unwrap_or("its start");
+            format!("  GPU {gpu} lost after {after}: {evidence}")
         }
         Event::Started { .. } | Event::SpareStarted { .. } => return None,
     };

@@ -28,7 +28,7 @@ use super::matrix::{
 use crate::footprint::show;
 
 /// What each label means, in legend order; its colour is the `o-LABEL` class.
-const LEGEND: [(&str, &str); 9] = [
+const LEGEND: [(&str, &str); 11] = [
     ("pass", "the data crossed and checked within its bound"),
     (
         "caught",
@@ -46,6 +46,11 @@ const LEGEND: [(&str, &str); 9] = [
         "unsupported: the capability is absent, or a call refused it with an error code",
     ),
     ("skip", "not run, with the reason"),
+    (
+        "warn",
+        "pass, with a kernel warning: the GPU driver logged while it ran",
+    ),
+    ("incomplete", "the run died during this case"),
     ("error", "the harness's own error: no verdict on the driver"),
 ];
 
@@ -69,6 +74,8 @@ table.kv td { padding: 1px 0; }
 .o-timeout { --c: #d7ccc8; --e: #4e342e; }
 .o-unsup { --c: #e0e0e0; --e: #616161; }
 .o-skip { --c: #f5f5f5; --e: #9e9e9e; }
+.o-warn { --c: #e6ee9c; --e: #827717; }
+.o-incomplete { --c: #b0bec5; --e: #37474f; }
 .o-error { --c: #424242; --e: #212121; color: #fff; }
 .o-none { --c: #fff; --e: #bbb; }
 td.cell, .swatch, .chip { background: var(--c); }

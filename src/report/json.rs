@@ -50,6 +50,14 @@ pub struct RunReport {
     /// are read as a run of the whole plan whose selection is unknown, which `merge` refuses.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<Selection>,
+    /// GPUs lost during the run (`GPU <gpu> lost after <case>: <evidence>`); their cases not
+    /// run are `skip`s that say so.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lost_gpus: Vec<String>,
+    /// Worker processes the run started: with a host's start throughput (`bench runner`),
+    /// the run's start floor.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub worker_starts: Option<usize>,
 }
 
 /// What of the case matrix a run set out to run: what tells the shards of one run from
@@ -175,6 +183,8 @@ impl RunReport {
             broken_vendors: Vec::new(),
             consistency: Default::default(),
             selection: None,
+            lost_gpus: Vec::new(),
+            worker_starts: None,
         }
     }
 }
@@ -196,6 +206,12 @@ pub struct Summary {
     pub skip: usize,
     #[serde(default)]
     pub error: usize,
+    /// Passes with a kernel warning.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub warn: usize,
+    /// Cases the run died during (a resumed run's).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub incomplete: usize,
     /// Results that fail the run: regressions and harness errors.
     pub unexpected: usize,
     /// Known non-passes that now pass (or got better): the baseline needs an update.
@@ -247,6 +263,8 @@ impl Summary {
             OutcomeKind::Unsupported => self.unsupported,
             OutcomeKind::Skip => self.skip,
             OutcomeKind::Error => self.error,
+            OutcomeKind::Warn => self.warn,
+            OutcomeKind::Incomplete => self.incomplete,
         }
     }
 
@@ -260,16 +278,26 @@ impl Summary {
             OutcomeKind::Unsupported => &mut self.unsupported,
             OutcomeKind::Skip => &mut self.skip,
             OutcomeKind::Error => &mut self.error,
+            OutcomeKind::Warn => &mut self.warn,
+            OutcomeKind::Incomplete => &mut self.incomplete,
         }
     }
 }
 
 /// `412 passed, 0 failed, 3 faulted, 0 crashed, 0 timed out, 37 unsupported, 0 skipped, 0 harness
 /// errors; 19 stale reads caught by negative controls (0 unexpected, 0 unexpected passes,
-/// 0 flaky)`, and `; 2 known flakes struck` where any did.
+/// 0 flaky)`
+/// Passes with a kernel warning and incomplete cases are named only where there are any.
 pub fn closing_line(s: &Summary) -> String {
+    let mut rare = String::new();
+    if s.warn > 0 {
+        rare.push_str(&format!(", {} passed with a kernel warning", s.warn));
+    }
+    if s.incomplete > 0 {
+        rare.push_str(&format!(", {} incomplete", s.incomplete));
+    }
     let line = format!(
-        "{} passed, {} failed, {} faulted, {} crashed, {} timed out, {} unsupported, {} skipped, {} harness errors; {} stale reads caught by negative controls ({} unexpected, {} unexpected passes, {} flaky)",
+        "{} passed, {} failed, {} faulted, {} crashed, {} timed out, {} unsupported, {} skipped, {} harness errors{rare}; {} stale reads caught by negative controls ({} unexpected, {} unexpected passes, {} flaky)",
         s.pass,
         s.fail,
         s.fault,
@@ -370,6 +398,9 @@ pub fn judge(path: &Path, report: &RunReport) -> Vec<String> {
         ));
     }
     problems.extend(contradictions(path, report));
+    for lost in &report.lost_gpus {
+        problems.push(format!("{}: {lost}", path.display()));
+    }
     if !report.broken_vendors.is_empty() {
         problems.push(format!(
             "{}: {} OpenCL vendor libraries broke in the probe: {}",
@@ -526,8 +557,17 @@ struct JournalHead {
 fn read_journal(path: &Path, text: &str, mut report: RunReport) -> anyhow::Result<RunReport> {
     let lines: Vec<&str> = text.lines().skip(1).collect();
     for (i, line) in lines.iter().enumerate() {
+        // A case's start: what a resume learns the case in flight from.
+        if serde_json::from_str::<crate::output::StartLine>(line).is_ok() {
+            continue;
+        }
         match serde_json::from_str::<CaseResult>(line) {
-            Ok(r) => report.results.push(r),
+            // A resumed run may record a case again (an incomplete one run once more): the
+            // latest result is the case's.
+            Ok(r) => match report.results.iter_mut().find(|old| old.id == r.id) {
+                Some(old) => *old = r,
+                None => report.results.push(r),
+            },
             Err(_) if i + 1 == lines.len() => {}
             Err(e) => bail!("{}:{}:{}: {e}", path.display(), i + 2, e.column()),
         }

@@ -40,6 +40,12 @@ pub(super) fn junit_report(report: &RunReport) -> quick_junit::Report {
         if !r.kernel_log.is_empty() {
             case.set_system_err(r.kernel_log.join("\n"));
         }
+        if let Outcome::Warn { warning } = &r.outcome {
+            case.add_property(quick_junit::Property::new(
+                "clhip.kernel-warning",
+                warning.clone(),
+            ));
+        }
         suite.add_test_case(case);
     }
     let mut junit = quick_junit::Report::new("clhip");
@@ -57,11 +63,15 @@ fn junit_status(r: &CaseResult) -> TestCaseStatus {
     }
     let mut status = match kind {
         OutcomeKind::Pass => return TestCaseStatus::success(),
+        // A pass: the kernel's lines go in system-err, and a property says it warned.
+        OutcomeKind::Warn => return TestCaseStatus::success(),
         _ if !r.unexpected() && is_problem(kind) => return TestCaseStatus::success(),
         OutcomeKind::Fail => TestCaseStatus::non_success(NonSuccessKind::Failure),
-        OutcomeKind::Fault | OutcomeKind::Crash | OutcomeKind::Timeout | OutcomeKind::Error => {
-            TestCaseStatus::non_success(NonSuccessKind::Error)
-        }
+        OutcomeKind::Fault
+        | OutcomeKind::Crash
+        | OutcomeKind::Timeout
+        | OutcomeKind::Incomplete
+        | OutcomeKind::Error => TestCaseStatus::non_success(NonSuccessKind::Error),
         OutcomeKind::Unsupported | OutcomeKind::Skip => TestCaseStatus::skipped(),
     };
     status.set_message(r.outcome.reason()).set_type(kind.name());

@@ -131,6 +131,12 @@ pub fn render_markdown(report: &RunReport) -> String {
             let _ = writeln!(out, "- {}", Md::text(v));
         }
     }
+    if !report.lost_gpus.is_empty() {
+        out.push_str("\n## Lost GPUs\n\nNo case started on these GPUs after the evidence; their cases not run are `skip`s that say so. The other GPUs ran to the end.\n\n");
+        for g in &report.lost_gpus {
+            let _ = writeln!(out, "- {}", Md::text(g));
+        }
+    }
     if !report.stale_baseline.is_empty() {
         let _ = writeln!(
             out,
@@ -413,8 +419,10 @@ mod tests {
         r.kernel_log = vec!["<img src=x onerror=alert(1)>".into()];
         report.results.push(r);
         report.broken_vendors = vec![format!("libevil.so: {hostile}")];
+        report.lost_gpus = vec![format!("GPU cuda0 lost after x: {hostile}")];
         report.fingerprint.os_kernel = hostile.into();
         let md = render_markdown(&report);
+        assert!(md.contains("## Lost GPUs\n"), "{md}");
         let lower = md.to_ascii_lowercase();
         for markup in ["<script", "<img", "![x](http"] {
             assert!(!lower.contains(markup), "{markup} in {md}");

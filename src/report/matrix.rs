@@ -38,13 +38,15 @@ pub fn render_matrix(results: &[CaseResult]) -> String {
 pub(super) fn severity(kind: OutcomeKind) -> u8 {
     match kind {
         OutcomeKind::Pass => 0,
-        OutcomeKind::Skip => 1,
-        OutcomeKind::Unsupported => 2,
-        OutcomeKind::Timeout => 3,
-        OutcomeKind::Crash => 4,
-        OutcomeKind::Fault => 5,
-        OutcomeKind::Fail => 6,
-        OutcomeKind::Error => 7,
+        OutcomeKind::Warn => 1,
+        OutcomeKind::Skip => 2,
+        OutcomeKind::Unsupported => 3,
+        OutcomeKind::Incomplete => 4,
+        OutcomeKind::Timeout => 5,
+        OutcomeKind::Crash => 6,
+        OutcomeKind::Fault => 7,
+        OutcomeKind::Fail => 8,
+        OutcomeKind::Error => 9,
     }
 }
 

@@ -276,6 +276,8 @@ pub(super) fn sample_report() -> RunReport {
         broken_vendors: Vec::new(),
         consistency: Default::default(),
         selection: None,
+        lost_gpus: Vec::new(),
+        worker_starts: None,
     }
 }
 

@@ -3,7 +3,7 @@
 //! whole run from a case's time.
 
 use std::collections::HashSet;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
@@ -20,6 +20,8 @@ pub struct RunControl {
     paused_ns: AtomicU64,
     paused_since: Mutex<Option<Instant>>,
     ticks: Mutex<Ticks>,
+    /// Worker processes started so far: what the run's start floor is counted in.
+    starts: AtomicUsize,
 }
 
 /// The run's own heartbeat. A SIGSTOP cannot be caught, and the monotonic clock runs on while
@@ -127,7 +129,13 @@ impl RunControl {
         }
     }
 
+    /// Worker processes this run has started (spares included).
+    pub fn worker_starts(&self) -> usize {
+        self.starts.load(Ordering::SeqCst)
+    }
+
     pub(super) fn register(&self, pgid: i32) {
+        self.starts.fetch_add(1, Ordering::SeqCst);
         lock(&self.workers).insert(pgid);
         // A worker started while paused is stopped as its siblings are.
         if lock(&self.paused_since).is_some() {

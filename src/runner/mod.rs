@@ -18,6 +18,7 @@
 
 mod control;
 mod death;
+pub mod health;
 mod options;
 mod schedule;
 mod session;

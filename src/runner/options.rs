@@ -1,5 +1,6 @@
 //! How a run is run: its workers, their limits and environment, retries and spares.
 
+use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +31,12 @@ pub struct RunOptions {
     /// to take over when its worker ends (a crash or fault ends one by design). Off unless
     /// asked for: it holds a second set of contexts, and bought no time on NVIDIA.
     pub spare_workers: bool,
+    /// Each GPU's PCI device (`domain:bus:device.function`) by its label in the plan, where
+    /// known: kernel log lines about a lost GPU name it, and the bus may lose it.
+    pub gpu_pci: HashMap<String, String>,
+    /// Globs (`*`) of kernel log lines that do not make a passing case `warn` (an
+    /// expectation file's `kernel_log_allow`).
+    pub kernel_log_allow: Vec<String>,
     pub control: Arc<RunControl>,
 }
 
@@ -47,6 +54,8 @@ impl RunOptions {
             worker_env: Vec::new(),
             retries: 0,
             spare_workers: false,
+            gpu_pci: HashMap::new(),
+            kernel_log_allow: Vec::new(),
             control: Arc::new(RunControl::default()),
         }
     }

@@ -37,6 +37,9 @@ pub struct RunEnd {
     pub results: Vec<CaseResult>,
     pub not_run: Vec<String>,
     pub stopped: Option<Stopped>,
+    /// Each GPU lost during the run: `GPU <gpu> lost after <case>: <evidence>`. Its cases not
+    /// run are `skip`s; the other GPUs went on.
+    pub lost_gpus: Vec<String>,
 }
 
 /// The next case for a worker: any case for a new one (`env` None), else only one that needs
@@ -55,6 +58,10 @@ pub(super) fn next_of(
 struct Shared {
     /// One queue per GPU, in the plan's order of first appearance.
     queues: Vec<Mutex<VecDeque<Planned>>>,
+    /// Each queue's GPU.
+    gpus: Vec<String>,
+    /// The GPUs lost so far, each with what says so.
+    lost: Mutex<Vec<(String, String)>>,
     aborted: Mutex<Option<String>>,
     start_failures: Mutex<HashMap<String, u32>>,
     failed_starts_in_a_row: Mutex<usize>,
@@ -87,6 +94,8 @@ pub(super) fn run_workers(
         .flat_map(|(g, (_, q))| std::iter::repeat_n(g, opts.jobs.clamp(1, q.len().max(1))))
         .collect();
     let shared = Shared {
+        gpus: groups.iter().map(|(gpu, _)| gpu.clone()).collect(),
+        lost: Mutex::new(Vec::new()),
         queues: groups.into_iter().map(|(_, q)| Mutex::new(q)).collect(),
         aborted: Mutex::new(None),
         start_failures: Mutex::new(HashMap::new()),
@@ -132,10 +141,12 @@ pub(super) fn run_workers(
         None if opts.control.is_interrupted() => Some(Stopped::Interrupted),
         None => None,
     };
+    let lost_gpus = lock(&shared.lost).iter().map(|(_, m)| m.clone()).collect();
     Ok(RunEnd {
         results,
         not_run: not_run.into_iter().map(|(_, id)| id).collect(),
         stopped,
+        lost_gpus,
     })
 }
 
@@ -186,6 +197,13 @@ fn run_thread(
         queue: &shared.queues[queue],
         spare: None,
     };
+    let gpu = &shared.gpus[queue];
+    // A case of this GPU, whose pair a health check opens.
+    let sample = lock(&shared.queues[queue]).front().cloned();
+    let on_bus_at_start = opts
+        .gpu_pci
+        .get(gpu)
+        .is_some_and(|pci| !super::health::pci_gone(pci));
     loop {
         if lock(&shared.aborted).is_some() || opts.control.is_interrupted() {
             break;
@@ -202,7 +220,19 @@ fn run_thread(
             next_of(&mut lock(&shared.queues[queue]), env)
         };
         let spares = opts.spare_workers.then_some(&mut spares);
+        let before = mine.len();
         let (end, mut requeue) = run_batch(&mut source, spares, opts, &mut send, &mut mine)?;
+        let lost_already = lock(&shared.lost).iter().any(|(g, _)| g == gpu);
+        if !lost_already
+            && let Some(evidence) =
+                loss_evidence(&mine[before..], gpu, on_bus_at_start, sample.as_ref(), opts)
+        {
+            let after = mine.last().map(|r| r.id.clone());
+            let mut left = requeue;
+            left.extend(lock(&shared.queues[queue]).drain(..));
+            lose(shared, gpu, after, evidence, left, &mut send, &mut mine);
+            break;
+        }
         let start_failure = match end {
             BatchEnd::Ran => {
                 *lock(&shared.failed_starts_in_a_row) = 0;
@@ -249,6 +279,98 @@ fn run_thread(
         }
     }
     Ok(mine)
+}
+
+/// What says `gpu` is gone after a batch whose results are `new`, if anything does:
+/// - its PCI device left the bus (`on_bus_at_start`: it was there when the run began);
+/// - a kernel line of a lost GPU (NVRM Xid 79 and kin, amdgpu reset, device lost, ring
+///   timeout) that names its PCI device;
+/// - such a line that names no device, or where the GPU's device is unknown, and then a health
+///   check (a fresh process making `sample`'s contexts) that fails twice.
+///
+/// A line that names another GPU's device is that GPU's.
+pub(super) fn loss_evidence(
+    new: &[CaseResult],
+    gpu: &str,
+    on_bus_at_start: bool,
+    sample: Option<&Planned>,
+    opts: &RunOptions,
+) -> Option<String> {
+    let pci = opts.gpu_pci.get(gpu);
+    // Only a device seen on the bus when the run began can leave it: an id the probe wrote
+    // otherwise than sysfs does must not read as a GPU gone.
+    if let Some(pci) = pci
+        && on_bus_at_start
+        && super::health::pci_gone(pci)
+    {
+        return Some(format!("its PCI device {pci} is gone from the bus"));
+    }
+    let mut suspect = None;
+    for line in new.iter().flat_map(|r| &r.kernel_log) {
+        let Some(loss) = crate::kmsg::gpu_loss(line) else {
+            continue;
+        };
+        match (&loss.pci, pci) {
+            (Some(named), Some(own)) if *named == crate::kmsg::pci_device(own) => {
+                return Some(format!("the kernel logged {}: `{}`", loss.what, loss.line));
+            }
+            (Some(_), Some(_)) => {}
+            _ => {
+                suspect.get_or_insert(loss);
+            }
+        }
+    }
+    let suspect = suspect?;
+    let (env, case) = match sample {
+        Some(p) => (p.env.as_slice(), p.work.case()),
+        None => (&[][..], None),
+    };
+    let mut why = String::new();
+    for _ in 0..2 {
+        match super::health::open_contexts(opts, env, case, gpu, opts.startup_timeout) {
+            Ok(_) => return None,
+            Err(e) => why = e,
+        }
+    }
+    Some(format!(
+        "the kernel logged {}: `{}`; then its health check (a fresh process making its contexts) failed twice: {why}",
+        suspect.what, suspect.line
+    ))
+}
+
+/// Records `gpu` as lost and each of its cases `left` as not run, saying why.
+fn lose(
+    shared: &Shared,
+    gpu: &str,
+    after: Option<String>,
+    evidence: String,
+    left: Vec<Planned>,
+    send: &mut dyn FnMut(&Event),
+    mine: &mut Vec<CaseResult>,
+) {
+    let after_text = after.clone().unwrap_or_else(|| "its start".into());
+    lock(&shared.lost).push((
+        gpu.to_string(),
+        format!("GPU {gpu} lost after {after_text}: {evidence}"),
+    ));
+    send(&Event::GpuLost {
+        gpu: gpu.to_string(),
+        after,
+        evidence: evidence.clone(),
+    });
+    for item in left {
+        let result = CaseResult::new(
+            item.id.clone(),
+            item.work.clone(),
+            Outcome::Skip {
+                reason: format!("not run: GPU {gpu} lost after {after_text}: {evidence}"),
+            },
+            item.expectation,
+            0.0,
+        );
+        send(&Event::Finished(Box::new(result.clone())));
+        mine.push(result);
+    }
 }
 
 /// One worker process working through cases from `source`, one at a time, until it dies,

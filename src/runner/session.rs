@@ -64,6 +64,9 @@ pub(super) struct Session<'s, 'q> {
     /// The last case ended in a fault or a timeout the worker found itself: the worker takes
     /// no further case and exits by itself (see `worker_main`).
     pub(super) worker_retired: bool,
+    /// The kernel said a GPU was lost while the last case ran: the worker takes no further
+    /// case, so that its runner thread looks at its GPU before the next one starts.
+    pub(super) gpu_in_doubt: bool,
     pub(super) streams_open: usize,
     /// The running case's memory, as the worker announced it.
     pub(super) buffers: Vec<BufferSpan>,
@@ -111,6 +114,7 @@ impl<'s, 'q> Session<'s, 'q> {
             running: false,
             clock: (Instant::now(), opts.control.paused()),
             worker_retired: false,
+            gpu_in_doubt: false,
             streams_open: 2,
             buffers: Vec::new(),
             harness_error: None,
@@ -305,7 +309,10 @@ impl<'s, 'q> Session<'s, 'q> {
         let Some(stdin) = self.stdin.as_mut() else {
             return;
         };
-        let next = if self.worker_retired || self.batch.len() >= opts.cases_per_worker {
+        let next = if self.worker_retired
+            || self.gpu_in_doubt
+            || self.batch.len() >= opts.cases_per_worker
+        {
             None
         } else {
             (self.source)(Some(&self.batch[0].env))
@@ -373,6 +380,32 @@ impl<'s, 'q> Session<'s, 'q> {
             outcome,
             Outcome::Crash { .. } | Outcome::Fault { .. } | Outcome::Timeout { .. }
         );
+        let pid = self.worker.pid();
+        // The GPU driver's warnings of this worker's group (lines that name no process
+        // included), less those an expectation file allows.
+        let warnings: Vec<String> = crate::kmsg::of_group(self.kernel_log.driver_warnings(), pid)
+            .into_iter()
+            .filter(|l| {
+                !opts
+                    .kernel_log_allow
+                    .iter()
+                    .any(|p| crate::filter::glob(p, l))
+            })
+            .collect();
+        // A lost GPU names no process: every line of the window is looked at.
+        let losses: Vec<String> = self
+            .kernel_log
+            .lines()
+            .iter()
+            .filter(|l| crate::kmsg::gpu_loss(l).is_some())
+            .cloned()
+            .collect();
+        let outcome = match outcome {
+            Outcome::Pass { .. } if !warnings.is_empty() => Outcome::Warn {
+                warning: warnings[0].clone(),
+            },
+            other => other,
+        };
         let mut result = CaseResult::new(
             planned.id.clone(),
             planned.work.clone(),
@@ -384,7 +417,16 @@ impl<'s, 'q> Session<'s, 'q> {
         result.footprint = self.footprint.take();
         if bad_end {
             let lines = self.kernel_log.since_start();
-            result.kernel_log = crate::kmsg::of_group(lines, self.worker.pid());
+            result.kernel_log = crate::kmsg::of_group(lines, pid);
+        } else {
+            result.kernel_log = warnings;
+        }
+        // The runner thread reads a lost GPU's evidence from the result.
+        self.gpu_in_doubt |= !losses.is_empty();
+        for line in losses {
+            if !result.kernel_log.contains(&line) {
+                result.kernel_log.push(line);
+            }
         }
         self.kernel_log.clear();
         result.predecessors = self.batch[..self.next]

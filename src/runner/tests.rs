@@ -84,3 +84,47 @@ fn a_fault_is_laid_to_the_peer_api_unless_the_peer_is_the_host() {
     assert_eq!(kernel_api(Some(Api::Host)), Api::OpenCl);
     assert_eq!(kernel_api(None), Api::OpenCl);
 }
+
+/// A lost GPU's kernel line that names the GPU's own PCI device ends it with no health check;
+/// one that names another GPU's device is not its evidence.
+#[test]
+fn a_lost_gpu_line_naming_the_gpu_s_device_is_evidence_and_another_s_is_not() {
+    use crate::mock::MockAction;
+    use crate::model::Expectation;
+    use crate::results::{CaseResult, Work};
+    let mut opts = super::RunOptions::new("/nonexistent/clhip".into(), 1);
+    opts.gpu_pci.insert("cuda1".into(), "0000:3B:00.0".into());
+    let with_line = |line: &str| {
+        let mut r = CaseResult::new(
+            "mock/pass/0".into(),
+            Work::Mock(MockAction::Pass),
+            Outcome::pass(),
+            Expectation::Pass,
+            0.1,
+        );
+        r.kernel_log = vec![line.to_string()];
+        vec![r]
+    };
+    let ours = with_line(
+        "NVRM: Xid (PCI:0000:3b:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+    );
+    let evidence =
+        super::schedule::loss_evidence(&ours, "cuda1", false, None, &opts).expect("lost");
+    assert!(
+        evidence.contains("NVRM Xid 79 (GPU has fallen off the bus)"),
+        "{evidence}"
+    );
+    let theirs = with_line(
+        "NVRM: Xid (PCI:0000:5e:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen off the bus.",
+    );
+    assert_eq!(
+        super::schedule::loss_evidence(&theirs, "cuda1", false, None, &opts),
+        None
+    );
+    // A fault of one process leaves the GPU in service.
+    let fault = with_line("NVRM: Xid (PCI:0000:3b:00): 31, pid=7, name=clhip, MMU Fault");
+    assert_eq!(
+        super::schedule::loss_evidence(&fault, "cuda1", false, None, &opts),
+        None
+    );
+}
