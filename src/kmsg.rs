@@ -108,7 +108,11 @@ impl KernelLog {
         self.lines
             .iter()
             .zip(&self.levels)
-            .filter(|(line, level)| level.is_some_and(|l| l <= WARNING) && is_gpu_driver_line(line))
+            .filter(|(line, level)| {
+                level.is_some_and(|l| l <= WARNING)
+                    && is_gpu_driver_line(line)
+                    && !is_report_header(line)
+            })
             .map(|(line, _)| line.clone())
             .collect()
     }
@@ -259,6 +263,17 @@ fn named_pid(line: &str) -> Option<u32> {
 
 /// Syslog's warning level: this and the more severe ones (error, critical, ...) count.
 const WARNING: u8 = 4;
+
+/// NVIDIA's driver heads each report it logs (an Xid, a fault of another process's context)
+/// with lines that say which GPU, at error level, naming no process: they say nothing
+/// themselves, and a case running beside another's fault would otherwise `warn` for it (seen
+/// on an H200: "NVRM: GPU at PCI:0000:00:06: GPU-d9e1d49b-..." during passing copy cases). The
+/// report's own line (the Xid, which names its process) is what counts.
+fn is_report_header(line: &str) -> bool {
+    ["NVRM: GPU at PCI:", "NVRM: GPU Board Serial Number:"]
+        .iter()
+        .any(|h| line.contains(h))
+}
 
 /// A line of a GPU kernel driver: amdgpu and its KFD, NVIDIA's (NVRM, nvidia-modeset,
 /// nvidia-uvm), nouveau, i915/xe, and DRM's core.
@@ -450,7 +465,7 @@ mod tests {
         let mut log = KernelLog::start_at(&path);
         write!(
             f,
-            "4,1,1,-;amdgpu 0000:c3:00.0: amdgpu: a warning\n6,2,2,-;amdgpu: an info line\n3,3,3,-;EXT4-fs error (device sda1): not the GPU's\n3,4,4,-;NVRM: an error\n"
+            "4,1,1,-;amdgpu 0000:c3:00.0: amdgpu: a warning\n6,2,2,-;amdgpu: an info line\n3,3,3,-;EXT4-fs error (device sda1): not the GPU's\n3,4,4,-;NVRM: an error\n3,5,5,-;NVRM: GPU at PCI:0000:00:06: GPU-d9e1d49b-ff96-386e-99b3-8bb1eff43fd6\n3,6,6,-;NVRM: GPU Board Serial Number: 1652123456789\n"
         )
         .expect("write");
         assert_eq!(

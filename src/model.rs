@@ -100,6 +100,18 @@ pub struct Pair {
 pub const ACROSS_GPUS: &str = ".xgpu";
 
 impl Pair {
+    /// The pair's kind, what its worker starts cost: its OpenCL vendor family and its peer's
+    /// API (`nvidia0+cuda1` is `nvidia+cuda`).
+    pub fn kind(&self) -> String {
+        format!(
+            "{}+{}",
+            self.opencl
+                .label
+                .trim_end_matches(|ch: char| ch.is_ascii_digit()),
+            self.peer.api.name()
+        )
+    }
+
     /// `pocl0+host`, `rocm0+hip0`; with several ROCm installs `rocm0+hip@6.3.2:0`; across two
     /// GPUs `nvidia0+cuda1.xgpu`.
     pub fn id(&self) -> String {

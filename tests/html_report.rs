@@ -108,6 +108,7 @@ fn sample_run() -> RunReport {
         selection: None,
         lost_gpus: Vec::new(),
         worker_starts: None,
+        worker_starts_by_kind: Default::default(),
     }
 }
 

@@ -4,6 +4,7 @@
 //! ends one) cannot be faster than its worker starts divided by the best of these: its start
 //! floor, which `run` prints beside its wall time from the file `bench runner --save` writes.
 
+use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
 use std::sync::Mutex;
@@ -47,14 +48,7 @@ pub struct KindRates {
 /// A pair's kind: its OpenCL vendor label and its peer (`nvidia0+cuda1` is `nvidia+cuda`).
 pub fn pair_kind(p: &Planned) -> String {
     match p.work.case() {
-        Some(c) => format!(
-            "{}+{}",
-            c.pair
-                .opencl
-                .label
-                .trim_end_matches(|ch: char| ch.is_ascii_digit()),
-            c.pair.peer.api.name()
-        ),
+        Some(c) => c.pair.kind(),
         None => "mock".into(),
     }
 }
@@ -197,27 +191,50 @@ pub fn load(path: &Path) -> anyhow::Result<StartRates> {
 }
 
 /// The line `run` prints beside its wall time: its start floor from `rates`, or that there
-/// is none to go by.
+/// is none to go by. The floor is each pair kind's worker starts over that kind's best
+/// throughput, summed: the host's start capacity is one (issue 26's measurement: starts spread
+/// over two GPUs went no faster), so the kinds' starts queue behind each other. A kind the
+/// rates file did not measure is counted at the file's best rate, and named.
 pub fn floor_line(
     wall_s: f64,
-    worker_starts: usize,
+    starts_by_kind: &BTreeMap<String, usize>,
     rates: Option<(&Path, &StartRates)>,
 ) -> String {
-    match rates {
-        Some((path, r)) => {
-            let floor = worker_starts as f64 / r.best;
-            format!(
-                "wall {wall_s:.1} s; start floor {floor:.1} s ({worker_starts} worker starts / {:.2} starts/s, the best in {} of {}): wall = {:.2}x the floor",
-                r.best,
-                path.display(),
-                r.measured_at,
-                wall_s / floor.max(1e-9)
-            )
-        }
-        None => format!(
-            "wall {wall_s:.1} s; {worker_starts} worker starts; start floor unknown: no start rate measured (`clhip bench runner --save FILE`, then `run --start-rate FILE`)"
-        ),
+    let total: usize = starts_by_kind.values().sum();
+    let Some((path, r)) = rates else {
+        return format!(
+            "wall {wall_s:.1} s; {total} worker starts; start floor unknown: no start rate measured (`clhip bench runner --save FILE`, then `run --start-rate FILE`)"
+        );
+    };
+    let mut floor = 0.0;
+    let mut terms = Vec::new();
+    let mut unmeasured = Vec::new();
+    for (kind, &starts) in starts_by_kind {
+        let rate = match r.kinds.iter().find(|k| k.kind == *kind) {
+            Some(k) => k.best,
+            None => {
+                unmeasured.push(kind.as_str());
+                r.best
+            }
+        };
+        floor += starts as f64 / rate;
+        terms.push(format!("{starts} {kind} / {rate:.2}/s"));
     }
+    let unmeasured = if unmeasured.is_empty() {
+        String::new()
+    } else {
+        format!(
+            "; not measured there, counted at its best rate: {}",
+            unmeasured.join(", ")
+        )
+    };
+    format!(
+        "wall {wall_s:.1} s; start floor {floor:.1} s ({total} worker starts: {}; rates of {} measured {}{unmeasured}): wall = {:.2}x the floor",
+        terms.join(" + "),
+        path.display(),
+        r.measured_at,
+        wall_s / f64::max(floor, 1e-9)
+    )
 }
 
 #[cfg(test)]
@@ -225,20 +242,49 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_floor_is_the_starts_over_the_best_rate_and_its_absence_is_said() {
+    fn the_floor_is_each_kinds_starts_over_its_rate_and_its_absence_is_said() {
         let r = StartRates {
             schema: SCHEMA.into(),
             measured_at: "2026-11-26T08:00:00Z".into(),
-            kinds: Vec::new(),
-            best: 2.5,
+            kinds: vec![
+                KindRates {
+                    kind: "nvidia+cuda".into(),
+                    gpu: "nvidia0".into(),
+                    rates: vec![(4, 2.5)],
+                    best: 2.5,
+                },
+                KindRates {
+                    kind: "pocl+host".into(),
+                    gpu: "pocl0".into(),
+                    rates: vec![(16, 200.0)],
+                    best: 200.0,
+                },
+            ],
+            best: 200.0,
         };
-        let line = floor_line(66.0, 150, Some((Path::new("rate.json"), &r)));
+        let starts = BTreeMap::from([
+            ("nvidia+cuda".to_string(), 150),
+            ("pocl+host".to_string(), 200),
+        ]);
+        // 150 / 2.5 + 200 / 200 = 61 s: the slow kind's starts are not counted at the fast
+        // kind's rate (which would say 1.75 s).
+        let line = floor_line(67.1, &starts, Some((Path::new("rate.json"), &r)));
         assert!(
-            line.contains("start floor 60.0 s (150 worker starts / 2.50 starts/s"),
+            line.contains("start floor 61.0 s (350 worker starts"),
             "{line}"
         );
+        assert!(line.contains("150 nvidia+cuda / 2.50/s"), "{line}");
         assert!(line.contains("1.10x the floor"), "{line}");
-        let none = floor_line(3.0, 4, None);
-        assert!(none.contains("start floor unknown"), "{none}");
+        let odd = BTreeMap::from([("rocm+hip".to_string(), 20)]);
+        let line = floor_line(1.0, &odd, Some((Path::new("rate.json"), &r)));
+        assert!(
+            line.contains("counted at its best rate: rocm+hip"),
+            "{line}"
+        );
+        let none = floor_line(3.0, &starts, None);
+        assert!(
+            none.contains("350 worker starts; start floor unknown"),
+            "{none}"
+        );
     }
 }

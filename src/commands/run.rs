@@ -761,11 +761,12 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     report.lost_gpus = end.lost_gpus.clone();
     let worker_starts = opts.control.worker_starts();
     report.worker_starts = Some(worker_starts);
+    report.worker_starts_by_kind = opts.control.worker_starts_by_kind();
     note(&format!(
         "clhip: {}",
         clhip::bench::starts::floor_line(
             report.wall_s,
-            worker_starts,
+            &report.worker_starts_by_kind,
             start_rate.as_ref().map(|(p, r)| (p.as_path(), r))
         )
     ));

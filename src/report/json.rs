@@ -58,6 +58,9 @@ pub struct RunReport {
     /// the run's start floor.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub worker_starts: Option<usize>,
+    /// The same, by pair kind (`nvidia+cuda`): each kind starts at its own rate.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub worker_starts_by_kind: std::collections::BTreeMap<String, usize>,
 }
 
 /// What of the case matrix a run set out to run: what tells the shards of one run from
@@ -185,6 +188,7 @@ impl RunReport {
             selection: None,
             lost_gpus: Vec::new(),
             worker_starts: None,
+            worker_starts_by_kind: Default::default(),
         }
     }
 }

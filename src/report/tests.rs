@@ -278,6 +278,7 @@ pub(super) fn sample_report() -> RunReport {
         selection: None,
         lost_gpus: Vec::new(),
         worker_starts: None,
+        worker_starts_by_kind: Default::default(),
     }
 }
 

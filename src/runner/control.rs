@@ -22,6 +22,8 @@ pub struct RunControl {
     ticks: Mutex<Ticks>,
     /// Worker processes started so far: what the run's start floor is counted in.
     starts: AtomicUsize,
+    /// The same, by pair kind (`nvidia+cuda`): each kind starts at its own rate.
+    starts_by_kind: Mutex<std::collections::BTreeMap<String, usize>>,
 }
 
 /// The run's own heartbeat. A SIGSTOP cannot be caught, and the monotonic clock runs on while
@@ -134,8 +136,16 @@ impl RunControl {
         self.starts.load(Ordering::SeqCst)
     }
 
-    pub(super) fn register(&self, pgid: i32) {
+    /// Worker processes this run has started, by pair kind.
+    pub fn worker_starts_by_kind(&self) -> std::collections::BTreeMap<String, usize> {
+        lock(&self.starts_by_kind).clone()
+    }
+
+    pub(super) fn register(&self, pgid: i32, kind: &str) {
         self.starts.fetch_add(1, Ordering::SeqCst);
+        *lock(&self.starts_by_kind)
+            .entry(kind.to_string())
+            .or_default() += 1;
         lock(&self.workers).insert(pgid);
         // A worker started while paused is stopped as its siblings are.
         if lock(&self.paused_since).is_some() {

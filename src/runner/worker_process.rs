@@ -45,6 +45,7 @@ impl WorkerProcess {
         opts: &RunOptions,
         env: &[(String, String)],
         prepare: Option<&crate::model::Case>,
+        kind: &str,
     ) -> anyhow::Result<(Self, ChildStdin, Receiver<Line>)> {
         let prepare = prepare
             .map(serde_json::to_string)
@@ -62,7 +63,7 @@ impl WorkerProcess {
         .with_context(|| format!("starting worker {}", opts.worker_exe.display()))?;
         let pgid = group.pgid();
         crate::trace::mark(&format!("spawned worker {pgid}"));
-        opts.control.register(pgid.as_raw());
+        opts.control.register(pgid.as_raw(), kind);
         // The group leaves the run's registry before the reap, so no signal can reach a
         // reused id. From here on the guard owns the child: an error below still reaps it.
         let control = opts.control.clone();
@@ -116,7 +117,9 @@ impl Spares<'_> {
             return;
         };
         // A spare that cannot start costs nothing: a worker is started when one is needed.
-        if let Ok((worker, stdin, rx)) = WorkerProcess::spawn(opts, &next.env, next.work.case()) {
+        if let Ok((worker, stdin, rx)) =
+            WorkerProcess::spawn(opts, &next.env, next.work.case(), &work_kind(&next))
+        {
             on_event(&Event::SpareStarted { pid: worker.pid() });
             self.spare = Some(Spare {
                 worker,
@@ -135,4 +138,11 @@ impl Spares<'_> {
             _ => None,
         }
     }
+}
+
+/// The pair kind a worker for `p` starts: what its start costs (`mock` for the mock's items).
+pub(super) fn work_kind(p: &Planned) -> String {
+    p.work
+        .case()
+        .map_or_else(|| "mock".into(), |c| c.pair.kind())
 }
