@@ -55,7 +55,17 @@ fn run(dir: &Path, name: &str, extra: &[&str]) -> Result<(PathBuf, RunReport), F
     )
     .unwrap();
     let json = dir.join(format!("{name}.json"));
-    let mut args = vec!["run", "--timeout", "60", "--cases", cases.to_str().unwrap()];
+    let mut args = vec![
+        "run",
+        "--timeout",
+        "60",
+        "--cases-per-worker",
+        "1",
+        "-j",
+        "1",
+        "--cases",
+        cases.to_str().unwrap(),
+    ];
     args.extend_from_slice(extra);
     args.extend(["--json", json.to_str().unwrap()]);
     let out = clhip(&args);

@@ -109,6 +109,7 @@ fn sample_run() -> RunReport {
         lost_gpus: Vec::new(),
         worker_starts: None,
         worker_starts_by_kind: Default::default(),
+        footprint_isolated: false,
     }
 }
 

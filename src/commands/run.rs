@@ -762,6 +762,8 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     let worker_starts = opts.control.worker_starts();
     report.worker_starts = Some(worker_starts);
     report.worker_starts_by_kind = opts.control.worker_starts_by_kind();
+    report.footprint_isolated =
+        args.cases_per_worker == 1 && args.jobs.unwrap_or(1) == 1 && !args.spare_workers;
     note(&format!(
         "clhip: {}",
         clhip::bench::starts::floor_line(

@@ -61,6 +61,12 @@ pub struct RunReport {
     /// The same, by pair kind (`nvidia+cuda`): each kind starts at its own rate.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub worker_starts_by_kind: std::collections::BTreeMap<String, usize>,
+    /// Whether each case's footprint is its own: one case per worker (a worker's one-time
+    /// set-ups, 74 MiB for Vulkan's loader, land on whichever of its cases needs them first)
+    /// and one worker at a time with no spare (the device's memory in use counts every
+    /// process on the GPU). `diff` compares footprints only between two such runs.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub footprint_isolated: bool,
 }
 
 /// What of the case matrix a run set out to run: what tells the shards of one run from
@@ -189,6 +195,7 @@ impl RunReport {
             lost_gpus: Vec::new(),
             worker_starts: None,
             worker_starts_by_kind: Default::default(),
+            footprint_isolated: false,
         }
     }
 }

@@ -279,6 +279,7 @@ pub(super) fn sample_report() -> RunReport {
         lost_gpus: Vec::new(),
         worker_starts: None,
         worker_starts_by_kind: Default::default(),
+        footprint_isolated: false,
     }
 }
 
