@@ -1,6 +1,9 @@
 //! The command line as a user meets it: bad input gets a clear error naming the file and line
 //! and a non-zero exit, and nothing already written is lost.
 
+#[macro_use]
+mod support;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -21,7 +24,6 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-#[test]
 fn a_malformed_case_file_is_rejected_with_file_and_line_and_nothing_is_overwritten() {
     let dir = scratch("malformed");
     let cases = dir.join("bad.toml");
@@ -49,11 +51,8 @@ fn a_malformed_case_file_is_rejected_with_file_and_line_and_nothing_is_overwritt
     assert_eq!(std::fs::read_to_string(&json).unwrap(), "previous results");
 }
 
-#[test]
 fn an_unknown_filter_is_an_error_not_an_empty_run() {
-    if clhip::runtimes::opencl::test_device().is_none() {
-        return;
-    }
+    support::opencl_device();
     let o = clhip(&["list", "no-such-path-anywhere"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -63,7 +62,6 @@ fn an_unknown_filter_is_an_error_not_an_empty_run() {
     );
 }
 
-#[test]
 fn a_corrupt_report_names_file_line_and_column() {
     let dir = scratch("corrupt");
     let f = dir.join("r.json");
@@ -81,7 +79,6 @@ fn a_corrupt_report_names_file_line_and_column() {
     );
 }
 
-#[test]
 fn probe_json_parses_and_names_every_runtime() {
     let o = clhip(&["probe", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -89,18 +86,15 @@ fn probe_json_parses_and_names_every_runtime() {
     for api in ["hip", "cuda"] {
         assert!(v[api]["status"].is_string(), "{api} section: {v}");
     }
-    if clhip::runtimes::opencl::test_device().is_some() {
-        assert_eq!(v["opencl_status"], "ok");
-        let dev = &v["platforms"][0]["devices"][0];
-        assert!(dev["svm"].is_object(), "{dev}");
-    }
+    // The rest needs a device to describe.
+    support::opencl_device();
+    assert_eq!(v["opencl_status"], "ok");
+    let dev = &v["platforms"][0]["devices"][0];
+    assert!(dev["svm"].is_object(), "{dev}");
 }
 
-#[test]
 fn list_shows_the_default_matrix_for_the_host_pair() {
-    if clhip::runtimes::opencl::test_device().is_none() {
-        return;
-    }
+    support::opencl_device();
     let o = clhip(&["list"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let ids: Vec<String> = String::from_utf8_lossy(&o.stdout)
@@ -119,7 +113,6 @@ fn list_shows_the_default_matrix_for_the_host_pair() {
     );
 }
 
-#[test]
 fn list_for_a_recorded_h200_probe_pairs_cuda_with_its_opencl_twin() {
     // Recorded by `clhip probe --json` on an H200 (driver 580.159.04); pairing comes from the
     // UUIDs OpenCL and CUDA reported there, not from this machine.
@@ -169,7 +162,6 @@ fn list_for_a_recorded_h200_probe_pairs_cuda_with_its_opencl_twin() {
     );
 }
 
-#[test]
 fn a_corrupt_probe_file_names_file_and_line() {
     let dir = scratch("probe");
     let f = dir.join("p.json");
@@ -183,7 +175,6 @@ fn a_corrupt_probe_file_names_file_and_line() {
     );
 }
 
-#[test]
 fn list_for_an_mi100_like_probe_has_every_amd_path_sync_and_op() {
     use clhip::model::{Api, Op, PathKind};
     use clhip::paths::PathFacts;
@@ -240,7 +231,6 @@ fn list_for_an_mi100_like_probe_has_every_amd_path_sync_and_op() {
     settings.bind(|| insta::assert_snapshot!("mi100_like_listing", hip.join("\n")));
 }
 
-#[test]
 fn list_for_two_rocm_installs_plans_every_case_once_per_install_with_its_label() {
     // tests/fixtures/two-rocm-installs-probe.json: the MI100 fixture as two installs see it.
     let one = clhip(&["list", "--probe", "tests/fixtures/mi100-like-probe.json"]);
@@ -304,7 +294,6 @@ fn list_for_two_rocm_installs_plans_every_case_once_per_install_with_its_label()
     );
 }
 
-#[test]
 fn mi100_expectation_files_load_and_list_applies_them_to_the_mi100_fixture() {
     let o = clhip(&[
         "list",
@@ -344,7 +333,6 @@ fn mi100_expectation_files_load_and_list_applies_them_to_the_mi100_fixture() {
     );
 }
 
-#[test]
 fn devices_picks_a_gpu_by_index_uuid_pci_bus_id_or_label_and_refuses_an_unknown_one() {
     let fixture = "tests/fixtures/nvidia-h200-probe.json";
     let pairs_of = |sel: &str| {
@@ -377,7 +365,6 @@ fn devices_picks_a_gpu_by_index_uuid_pci_bus_id_or_label_and_refuses_an_unknown_
     );
 }
 
-#[test]
 fn a_plant_limited_to_cases_that_do_not_run_is_refused_and_nothing_is_overwritten() {
     let dir = scratch("plant-only");
     let json = dir.join("results.json");
@@ -399,3 +386,18 @@ fn a_plant_limited_to_cases_that_do_not_run_is_refused_and_nothing_is_overwritte
         assert_eq!(std::fs::read_to_string(&json).unwrap(), "previous results");
     }
 }
+
+tests!(
+    a_malformed_case_file_is_rejected_with_file_and_line_and_nothing_is_overwritten,
+    an_unknown_filter_is_an_error_not_an_empty_run,
+    a_corrupt_report_names_file_line_and_column,
+    probe_json_parses_and_names_every_runtime,
+    list_shows_the_default_matrix_for_the_host_pair,
+    list_for_a_recorded_h200_probe_pairs_cuda_with_its_opencl_twin,
+    a_corrupt_probe_file_names_file_and_line,
+    list_for_an_mi100_like_probe_has_every_amd_path_sync_and_op,
+    list_for_two_rocm_installs_plans_every_case_once_per_install_with_its_label,
+    mi100_expectation_files_load_and_list_applies_them_to_the_mi100_fixture,
+    devices_picks_a_gpu_by_index_uuid_pci_bus_id_or_label_and_refuses_an_unknown_one,
+    a_plant_limited_to_cases_that_do_not_run_is_refused_and_nothing_is_overwritten
+);

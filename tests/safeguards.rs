@@ -6,6 +6,9 @@
 //! The planted cases run the real binary and workers on the first OpenCL device (PoCL on CI);
 //! the exit-status tests run mock workers and need no device.
 
+#[macro_use]
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -62,13 +65,10 @@ fn clhip_run(dir: &Path, args: &[&str], limit: Duration) -> (i32, RunReport, Str
 const ALL_PATHS: &str = r#""copy", "cl-svm-coarse", "cl-svm-fine", "use-host-ptr""#;
 const SYNCED: &str = r#""finish", "event", "map""#;
 
-/// Runs one group of cases (`paths` x `syncs` x `op` at `n`) with `plant`; `None` without
-/// OpenCL (a failure instead under CLHIP_REQUIRE_OPENCL=1).
-fn run_planted(op: &str, n: usize, plant: &str) -> Option<(i32, RunReport)> {
-    if clhip::runtimes::opencl::test_device().is_none() {
-        eprintln!("ignored: no OpenCL device (CLHIP_REQUIRE_OPENCL=1 makes this a failure)");
-        return None;
-    }
+/// Runs one group of cases (`paths` x `syncs` x `op` at `n`) with `plant`; without OpenCL the
+/// test is ignored (failed under CLHIP_REQUIRE_OPENCL=1).
+fn run_planted(op: &str, n: usize, plant: &str) -> (i32, RunReport) {
+    support::opencl_device();
     let dir = scratch(&format!("{plant}-{op}-{n}"));
     let cases = dir.join("cases.toml");
     std::fs::write(
@@ -90,7 +90,7 @@ fn run_planted(op: &str, n: usize, plant: &str) -> Option<(i32, RunReport)> {
             "{plant}: no {path} case ran"
         );
     }
-    Some((code, report))
+    (code, report)
 }
 
 fn mismatch<'a>(id: &str, o: &'a Outcome) -> &'a Mismatch {
@@ -114,12 +114,9 @@ fn assert_fails_the_run(code: i32, report: &RunReport) {
 /// OpenCL's pattern check kernel is left out, every other kernel runs: no mismatch is counted
 /// and no index is set, so only the ran-marker (still the host's 0) can tell that nothing was
 /// checked. The peer's own check of OpenCL's rewrite still passes: the marker alone decides.
-#[test]
 fn a_check_kernel_that_never_ran_fails_its_case_at_the_ran_marker() {
     let n = 4096;
-    let Some((code, report)) = run_planted("handoff", n, "skip-check-kernel") else {
-        return;
-    };
+    let (code, report) = run_planted("handoff", n, "skip-check-kernel");
     assert_fails_the_run(code, &report);
     for r in &report.results {
         let m = mismatch(&r.id, &r.outcome);
@@ -138,12 +135,9 @@ fn a_check_kernel_that_never_ran_fails_its_case_at_the_ran_marker() {
 /// identical earlier case's, and neither side doing anything: only the poison fill stands
 /// between the case and a pass on leftover data. Over the four paths, OpenCL's fill (SVM) and
 /// the peer's (the copy path's staging memory) each decide alone somewhere.
-#[test]
 fn memory_holding_an_earlier_correct_result_fails_on_its_poison() {
     let n = 4096;
-    let Some((code, report)) = run_planted("fft", n, "stale-correct") else {
-        return;
-    };
+    let (code, report) = run_planted("fft", n, "stale-correct");
     assert_fails_the_run(code, &report);
     for r in &report.results {
         let m = mismatch(&r.id, &r.outcome);
@@ -155,12 +149,9 @@ fn memory_holding_an_earlier_correct_result_fails_on_its_poison() {
 
 /// One word flipped after the peer's last rewrite: the peer's own check has passed by then, so
 /// OpenCL's last check alone sees it, and must name the index and the word it saw there.
-#[test]
 fn one_word_corrupted_after_the_peer_s_last_rewrite_fails_at_that_word() {
     let n = 4096;
-    let Some((code, report)) = run_planted("handoff", n, "flip-after-peer") else {
-        return;
-    };
+    let (code, report) = run_planted("handoff", n, "flip-after-peer");
     assert_fails_the_run(code, &report);
     let index = 2 * clhip::ops::Plant::flip_index(n);
     for r in &report.results {
@@ -191,7 +182,6 @@ fn one_word_corrupted_after_the_peer_s_last_rewrite_fails_at_that_word() {
 /// A worker that dies by SIGKILL no interrupt of the run's sent (the OOM killer's way) costs its
 /// case, as a `crash` named SIGKILL; the run goes on with the next case. Once mid-batch, once as
 /// the first case of the fresh worker that follows.
-#[test]
 fn a_worker_killed_by_sigkill_is_a_crash_and_the_run_goes_on() {
     let dir = scratch("sigkill");
     let mocks = "pass,sigkill,sigkill,pass";
@@ -364,33 +354,27 @@ fn assert_exit_statuses(name: &str, actions: &[&str], kind: OutcomeKind) {
     }
 }
 
-#[test]
 fn a_harness_error_fails_the_run_whatever_the_baseline_says() {
     assert_exit_statuses("error", &["panic"], OutcomeKind::Error);
 }
 
-#[test]
 fn a_timeout_fails_the_run_unless_a_baseline_lists_it() {
     assert_exit_statuses("timeout", &["hang"], OutcomeKind::Timeout);
 }
 
-#[test]
 fn a_crash_fails_the_run_unless_a_baseline_lists_it() {
     assert_exit_statuses("crash", &["segfault", "sigkill"], OutcomeKind::Crash);
 }
 
-#[test]
 fn a_fault_fails_the_run_unless_a_baseline_lists_it() {
     assert_exit_statuses("fault", &["fault"], OutcomeKind::Fault);
 }
 
-#[test]
 fn wrong_data_fails_the_run_unless_a_baseline_lists_it() {
     assert_exit_statuses("fail", &["fail"], OutcomeKind::Fail);
 }
 
 /// The control of the five above: the same runs with only passes exit 0 every way.
-#[test]
 fn passes_exit_zero_with_and_without_a_baseline() {
     for baseline in [None, Some("mock/other/9,fail\n")] {
         let j = judged("pass", "pass", baseline);
@@ -404,3 +388,16 @@ fn passes_exit_zero_with_and_without_a_baseline() {
         assert_eq!(j.code, 0, "{}", j.stderr);
     }
 }
+
+tests!(
+    a_check_kernel_that_never_ran_fails_its_case_at_the_ran_marker,
+    memory_holding_an_earlier_correct_result_fails_on_its_poison,
+    one_word_corrupted_after_the_peer_s_last_rewrite_fails_at_that_word,
+    a_worker_killed_by_sigkill_is_a_crash_and_the_run_goes_on,
+    a_harness_error_fails_the_run_whatever_the_baseline_says,
+    a_timeout_fails_the_run_unless_a_baseline_lists_it,
+    a_crash_fails_the_run_unless_a_baseline_lists_it,
+    a_fault_fails_the_run_unless_a_baseline_lists_it,
+    wrong_data_fails_the_run_unless_a_baseline_lists_it,
+    passes_exit_zero_with_and_without_a_baseline
+);
