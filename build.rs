@@ -12,7 +12,8 @@
 //!
 //! A declaration this script cannot read fails the build, naming its file and line.
 //!
-//! It also tells the unit tests what this machine has (`test_gates`): a unit test runs under
+//! It also records the commit this is built from (`CLHIP_GIT_COMMIT`, `CLHIP_GIT_DIRTY`: see
+//! `build_identity`), and tells the unit tests what this machine has (`test_gates`): a unit test runs under
 //! Rust's own harness, which can report a test ignored only if it is marked so when built, so
 //! the tests that need a driver are marked `ignore` with the reason where its files are absent.
 
@@ -42,6 +43,7 @@ fn main() {
     println!("cargo::rerun-if-changed=cases/paths.toml");
     println!("cargo::rerun-if-changed=src/paths");
     test_gates();
+    build_identity(Path::new(&root));
     match generate(Path::new(&root)) {
         Ok((kinds, rooms)) => {
             let write = |name: &str, text: String| {
@@ -406,4 +408,55 @@ fn library_dirs() -> Vec<String> {
         .map(str::to_string),
     );
     dirs
+}
+
+/// Sets `CLHIP_GIT_COMMIT` (the commit checked out, or `unknown` outside a git work tree or
+/// without git, as in a source tarball) and `CLHIP_GIT_DIRTY` (`true` where tracked files differ
+/// from it, `false`, or `unknown`), which `--version` and every results file carry.
+fn build_identity(root: &Path) {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "HEAD"]).filter(|c| !c.is_empty());
+    let dirty = match commit {
+        Some(_) => git(&["status", "--porcelain", "--untracked-files=no"])
+            .map_or("unknown", |s| if s.is_empty() { "false" } else { "true" }),
+        None => "unknown",
+    };
+    println!(
+        "cargo::rustc-env=CLHIP_GIT_COMMIT={}",
+        commit.as_deref().unwrap_or("unknown")
+    );
+    println!("cargo::rustc-env=CLHIP_GIT_DIRTY={dirty}");
+    // A new commit or a change to the index or the checkout changes both. Edits to tracked
+    // files the build reads are seen through their own paths; the rest of the tree (docs/)
+    // does not change the binary, and a stale `dirty` there is the price of not rebuilding.
+    for what in ["--git-dir", "--git-common-dir"] {
+        if let Some(dir) = git(&["rev-parse", what]) {
+            let dir = root.join(dir);
+            for f in ["HEAD", "index", "packed-refs", "refs/heads"] {
+                if dir.join(f).exists() {
+                    println!("cargo::rerun-if-changed={}", dir.join(f).display());
+                }
+            }
+        }
+    }
+    for f in [
+        "src",
+        "build.rs",
+        "Cargo.toml",
+        "Cargo.lock",
+        "cases",
+        "kernels",
+    ] {
+        if root.join(f).exists() {
+            println!("cargo::rerun-if-changed={f}");
+        }
+    }
 }

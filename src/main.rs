@@ -6,7 +6,7 @@ mod commands;
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use commands::{bench, diff, internal, list, merge, probe, report, repro, run};
 
@@ -98,7 +98,13 @@ fn main() -> ExitCode {
 /// that a standard output that cannot take them (`clhip --help > /dev/full`) is an error, not
 /// a silent exit 0.
 fn parse_command_line() -> Result<Cli, ExitCode> {
-    let e = match Cli::try_parse() {
+    // The version names the commit built (build.rs), which clap's derive cannot compute.
+    let version: &'static str = Box::leak(clhip::build_id::version_line().into_boxed_str());
+    let parsed = Cli::command()
+        .version(version)
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let e = match parsed {
         Ok(cli) => return Ok(cli),
         Err(e) => e,
     };

@@ -73,6 +73,8 @@ fn sample_run() -> RunReport {
     RunReport {
         schema: SCHEMA.into(),
         clhip_version: "0.1.0".into(),
+        build: None,
+        planted: None,
         started_at: "2026-03-21T13:50:07Z".into(),
         wall_s: 12.5,
         seed: 7,

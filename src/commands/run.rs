@@ -235,6 +235,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
         Vec::new(),
     );
     head.selection = Some(selection.clone());
+    head.planted = planted(&args);
     let mut journal = Journal::start(&outputs.json, &report::journal_head(&head))?;
     if let Some(j) = &journal {
         note(&format!(
@@ -287,6 +288,7 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     report.stale_baseline.extend(stale_expectations);
     report.broken_vendors = broken_vendors;
     report.selection = Some(selection);
+    report.planted = planted(&args);
     report.consistency = clhip::consistency::check(&report.results, &plan::gpu_identities(&probe));
     for line in report.consistency.lines() {
         note(&format!("clhip: {line}"));
@@ -322,6 +324,16 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(exit_status(report))
 }
 
+/// The run's plant, for its results: `none` is the control run of a plant, no plant at all.
+fn planted(args: &RunArgs) -> Option<clhip::report::Planted> {
+    let plant = args.plant.filter(|p| *p != clhip::ops::Plant::None)?;
+    let name = serde_json::to_value(plant).ok()?.as_str()?.to_string();
+    Some(clhip::report::Planted {
+        plant: name,
+        only: args.plant_only.clone(),
+    })
+}
+
 /// The run when every OpenCL vendor broke in the probe: nothing run, each vendor named, the
 /// results file written saying so; exit 1.
 fn every_vendor_broke(
@@ -344,6 +356,7 @@ fn every_vendor_broke(
         Vec::new(),
     );
     report.broken_vendors = probe.broken_vendors();
+    report.planted = planted(args);
     report.status = RunStatus::NothingRun {
         why: "every OpenCL vendor broke in the probe".into(),
     };

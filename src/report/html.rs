@@ -136,15 +136,18 @@ pub fn render_html_with_figures(
             report.not_run.len()
         ),
     };
-    let run = [
+    let mut run = vec![
         ("started".to_string(), report.started_at.clone()),
-        ("clhip".into(), report.clhip_version.clone()),
+        ("clhip".into(), report.clhip_build()),
         ("seed".into(), report.seed.to_string()),
         ("wall".into(), format!("{:.1} s", report.wall_s)),
         ("command".into(), shell_words(&report.command)),
         ("status".into(), status),
         ("result".into(), closing_line(&report.summary)),
     ];
+    if let Some(p) = report.plant() {
+        run.insert(2, ("planted".into(), p.describe()));
+    }
     // The Markdown report's rows: (component, value).
     let fingerprint: Vec<(String, String)> = fingerprint_rows(&report.fingerprint)
         .into_iter()
@@ -726,7 +729,7 @@ pub fn render_diff_html(d: &RunDiff, old: (&str, &RunReport), new: (&str, &RunRe
         format!(
             "{name}: started {}, clhip {}, seed {}, {} results; {}",
             r.started_at,
-            r.clhip_version,
+            r.clhip_build(),
             r.seed,
             r.results.len(),
             closing_line(&r.summary)

@@ -47,17 +47,18 @@ impl fmt::Display for Md {
 pub fn render_markdown(report: &RunReport) -> String {
     let mut out = String::from("# clhip results\n\n");
     let t = |s: &str| Md::text(s);
-    out.push_str(&md_table(
-        &[Md::markup(""), Md::markup("")],
-        &[
-            vec![t("started"), t(&report.started_at)],
-            vec![t("clhip"), t(&report.clhip_version)],
-            vec![t("seed"), t(&report.seed.to_string())],
-            vec![t("wall"), t(&format!("{:.1} s", report.wall_s))],
-            vec![t("command"), code(&shell_words(&report.command))],
-            vec![t("result"), t(&closing_line(&report.summary))],
-        ],
-    ));
+    let mut rows = vec![
+        vec![t("started"), t(&report.started_at)],
+        vec![t("clhip"), t(&report.clhip_build())],
+        vec![t("seed"), t(&report.seed.to_string())],
+        vec![t("wall"), t(&format!("{:.1} s", report.wall_s))],
+        vec![t("command"), code(&shell_words(&report.command))],
+        vec![t("result"), t(&closing_line(&report.summary))],
+    ];
+    if let Some(p) = report.plant() {
+        rows.insert(2, vec![t("planted"), t(&p.describe())]);
+    }
+    out.push_str(&md_table(&[Md::markup(""), Md::markup("")], &rows));
     out.push_str("\n## Fingerprint\n\n");
     let rows: Vec<Vec<Md>> = fingerprint_rows(&report.fingerprint)
         .iter()

@@ -217,6 +217,11 @@ pub(super) fn sample_report() -> RunReport {
     RunReport {
         schema: SCHEMA.into(),
         clhip_version: "0.1.0".into(),
+        build: Some(crate::build_id::BuildId {
+            commit: "b0acdee5f00dfeedc0ffee0123456789abcdef01".into(),
+            dirty: Some(false),
+        }),
+        planted: None,
         started_at: "2026-03-21T13:50:07Z".into(),
         wall_s: 75.5,
         seed: 7,
