@@ -32,9 +32,11 @@ enum Cmd {
     Run(run::RunArgs),
     /// Render a saved results file: the matrix, Markdown or HTML for reports/, or a baseline.
     Report(report::ReportArgs),
-    /// What changed between two runs (e.g. two ROCm releases): regressions (pass ->
-    /// unsupported included), fixes, new and removed cases, grouped by path, with both reasons;
-    /// the fingerprints' differences first. Exit 1 on any regression, and when either file is
+    /// What changed between two runs (e.g. two ROCm releases): first how the runs were set up
+    /// differently (seed, build, plant, case selection, flags) and the fingerprints'
+    /// differences, then the counts, the regressions (pass -> unsupported included), and the
+    /// fixes, new, removed and not-selected cases grouped by path, with both reasons (`--only
+    /// regressions` shows one kind). Exit 1 on any regression, and when either file is
     /// not a whole, consistent run (as `report` judges it: interrupted, no case run, shards
     /// missing, or contradicting itself).
     Diff(diff::DiffArgs),

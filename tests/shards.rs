@@ -462,3 +462,65 @@ fn report_and_merge_write_junit_from_results_files_with_each_suite_s_time() {
     assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
     assert!(text(&o.stderr).contains("--junit"), "{}", text(&o.stderr));
 }
+
+#[test]
+fn diff_compares_seeds_case_sets_and_flags_first_and_a_filtered_run_s_absent_cases_are_not_in_it() {
+    let dir = scratch("diff-setup");
+    let (all, filtered) = (dir.join("all.json"), dir.join("filtered.json"));
+    run(&all, &[]);
+    run(&filtered, &["--seed", "7", "-j", "2", "mock/pass/1*"]);
+    // Mock runs take every mock action whatever the filters; the file is made what a filtered
+    // run of real cases writes: only the cases its filters select.
+    let mut r = load(&filtered).unwrap().report;
+    r.results
+        .retain(|c| clhip::filter::matches_filter("mock/pass/1*", &c.id));
+    r.summary = Summary::of(&r.results);
+    let sel = r.selection.as_mut().unwrap();
+    sel.planned = r.results.len();
+    sel.plan = clhip::report::Selection::plan_hash(r.results.iter().map(|c| c.id.as_str()));
+    write(&r, &filtered);
+    let o = clhip(&["diff", s(&all), s(&filtered)]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}{out}", text(&o.stderr));
+    let default_seed = load(&all).unwrap().report.seed;
+    assert!(
+        out.starts_with(&format!("setup:\n  seed: {default_seed} -> 7\n")),
+        "{out}"
+    );
+    assert!(
+        out.contains("  case filters: all -> mock/pass/1*\n"),
+        "{out}"
+    );
+    assert!(out.contains("  -j: - -> 2\n"), "{out}");
+    // Setup, then the fingerprint, then the counts, then the cases.
+    let at = |what: &str| out.find(what).unwrap_or_else(|| panic!("{what}: {out}"));
+    assert!(at("setup:") < at("fingerprint:"));
+    assert!(at("fingerprint:") < at("0 regressions"));
+    let absent = PLAN - 3; // mock/pass/1, 10 and 11 are in both
+    assert!(
+        out.contains(&format!(
+            "0 removed, {absent} not in the new run's selection"
+        )),
+        "{out}"
+    );
+    assert_eq!(out.matches("not in this run ").count(), absent, "{out}");
+    assert!(!out.contains("removed     "), "{out}");
+    // --only: the cases of one movement; the counts stay.
+    let o = clhip(&["diff", s(&all), s(&filtered), "--only", "regressions"]);
+    let only = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(!only.contains("not in this run "), "{only}");
+    assert!(
+        only.contains(&format!("{absent} not in the new run's selection")),
+        "{only}"
+    );
+    let o = clhip(&["diff", s(&all), s(&filtered), "--only", "not-in-this-run"]);
+    assert_eq!(text(&o.stdout).matches("not in this run ").count(), absent);
+    let o = clhip(&["diff", s(&all), s(&filtered), "--only", "regression"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("expected regressions, fixes"),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -20,6 +20,10 @@ pub struct DiffArgs {
     /// Write the rendering to this file instead of standard output.
     #[arg(long, short = 'o')]
     output: Option<PathBuf>,
+    /// Show only the cases that moved this way: regressions, fixes, changed, new, removed,
+    /// not-run, not-in-this-run or races (the counts stay those of every case).
+    #[arg(long, value_name = "MOVEMENT", value_parser = report::Movement::parse_plural)]
+    only: Option<report::Movement>,
 }
 
 pub fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
@@ -29,7 +33,8 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
     for p in a.problems.iter().chain(&b.problems) {
         note(&format!("clhip: {p}"));
     }
-    let d = report::diff(&a.report, &b.report);
+    let mut d = report::diff(&a.report, &b.report);
+    d.shown = args.only;
     let text = if args.html {
         report::render_diff_html(
             &d,

@@ -735,11 +735,16 @@ pub fn render_diff_html(d: &RunDiff, old: (&str, &RunReport), new: (&str, &RunRe
             closing_line(&r.summary)
         )
     };
-    let runs = [
-        ("old".to_string(), side(old)),
-        ("new".into(), side(new)),
-        ("moved".into(), summary_line(d)),
-    ];
+    // What the runs were asked to do differently comes before what moved.
+    let runs: Vec<(String, String)> = [("old".to_string(), side(old)), ("new".into(), side(new))]
+        .into_iter()
+        .chain(
+            d.setup
+                .iter()
+                .map(|s| (s.what.clone(), format!("{} -> {}", s.old, s.new))),
+        )
+        .chain([("moved".into(), summary_line(d))])
+        .collect();
     let fingerprint_lines = [
         ("fp-old", "old", &d.fingerprint_old),
         ("fp-new", "new", &d.fingerprint_new),
