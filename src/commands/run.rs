@@ -5,7 +5,7 @@
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
 
@@ -75,6 +75,10 @@ pub struct RunArgs {
     /// with a column per install.
     #[arg(long, value_parser = existing_dir)]
     rocm_path: Vec<PathBuf>,
+    /// Without a terminal (a CI log), print a status line every SECONDS: cases done of the
+    /// total, counts by outcome, ETA (0: none). On a terminal the progress bar says it.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    heartbeat: u64,
     /// Exit 0 when the filters and pairs leave no case to run (a nightly job that ran nothing
     /// otherwise fails).
     #[arg(long)]
@@ -247,7 +251,9 @@ pub fn run(args: RunArgs) -> anyhow::Result<ExitCode> {
     } else {
         note(&format!("clhip: {} cases, seed {}", items.len(), args.seed));
     }
-    let mut console = ConsoleReporter::new(items.len() + decided.len()).with_sources(sources);
+    let mut console = ConsoleReporter::new(items.len() + decided.len())
+        .with_sources(sources)
+        .with_heartbeat(Some(Duration::from_secs(args.heartbeat)));
     let mut journal_error = None;
     let mut on_event = |e: &runner::Event| {
         console.on_event(e);

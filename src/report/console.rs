@@ -1,6 +1,10 @@
 //! The live console: a progress bar on a terminal, and each non-pass outcome as it lands.
+//! Without a terminal (a CI log) a heartbeat stands in for the bar: a status line at a fixed
+//! interval, so that a long run is never silent.
 
 use std::io::IsTerminal;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::{Duration, Instant};
 
 use indicatif::{ProgressBar, ProgressStyle};
 
@@ -11,15 +15,128 @@ use crate::results::Event;
 use super::matrix::outcome_line_from;
 
 /// Live progress on stderr: on a terminal, a bar with the ETA and the counts by outcome so far;
-/// and one line per result that needs a look as it lands (only those lines when stderr is not
-/// a terminal, so CI logs stay plain).
+/// and one line per result that needs a look as it lands. When stderr is not a terminal, those
+/// lines and a heartbeat ([`ConsoleReporter::with_heartbeat`]), so CI logs stay plain.
 pub struct ConsoleReporter {
     bar: Option<ProgressBar>,
-    /// Finished cases by what the bar shows: outcome kinds, with caught stale reads apart.
-    counts: std::collections::BTreeMap<&'static str, usize>,
+    /// What has finished, shared with the heartbeat's thread.
+    tally: Arc<Mutex<Tally>>,
+    heartbeat: Option<Heartbeat>,
     /// Where each case's known outcome comes from, by case id: the rule of an expectation file
     /// (`x.toml:12`) or the baseline's line (`baseline b.csv:3`).
     sources: std::collections::HashMap<String, String>,
+}
+
+/// The cases finished so far, by what the bar shows: outcome kinds, with caught stale reads
+/// apart.
+struct Tally {
+    total: usize,
+    done: usize,
+    counts: std::collections::BTreeMap<&'static str, usize>,
+    started: Instant,
+}
+
+impl Tally {
+    /// `pass 40 fail 1 caught 7 unsupported 12`.
+    fn counts_text(&self) -> String {
+        let parts: Vec<String> = self
+            .counts
+            .iter()
+            .map(|(name, n)| format!("{name} {n}"))
+            .collect();
+        parts.join(" ")
+    }
+
+    /// The heartbeat's line: `clhip: 37/84 cases done (pass 30 fail 1 unsupported 6); 1m 12s
+    /// elapsed, ETA 1m 32s`. The ETA is the time per case so far times the cases left, unknown
+    /// until one has finished.
+    fn status_line(&self, now: Instant) -> String {
+        let elapsed = now.duration_since(self.started);
+        let eta = match self.done {
+            0 => "ETA unknown".to_string(),
+            done => {
+                let left = self.total.saturating_sub(done) as f64;
+                let per_case = elapsed.as_secs_f64() / done as f64;
+                format!(
+                    "ETA {}",
+                    whole_seconds(Duration::from_secs_f64(per_case * left))
+                )
+            }
+        };
+        let counts = match self.counts_text() {
+            c if c.is_empty() => String::new(),
+            c => format!(" ({c})"),
+        };
+        format!(
+            "clhip: {}/{} cases done{counts}; {} elapsed, {eta}",
+            self.done,
+            self.total,
+            whole_seconds(elapsed)
+        )
+    }
+}
+
+/// `1m 12s`: a duration to the second, as a person reads a log.
+fn whole_seconds(d: Duration) -> String {
+    humantime::format_duration(Duration::from_secs(d.as_secs_f64().round() as u64)).to_string()
+}
+
+/// The thread that prints the status line every interval until the run is over.
+struct Heartbeat {
+    /// Set when the run is over; the condvar wakes the thread for it.
+    over: Arc<(Mutex<bool>, Condvar)>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Heartbeat {
+    fn start(every: Duration, tally: Arc<Mutex<Tally>>) -> Self {
+        let over = Arc::new((Mutex::new(false), Condvar::new()));
+        let thread = {
+            let over = over.clone();
+            std::thread::spawn(move || {
+                let (lock, wake) = &*over;
+                let mut done = lock.lock().unwrap_or_else(|e| e.into_inner());
+                let mut next = Instant::now() + every;
+                while !*done {
+                    let now = Instant::now();
+                    if now >= next {
+                        let line = tally
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .status_line(now);
+                        // A closed or full stderr must not stop the run.
+                        use std::io::Write as _;
+                        let _ = writeln!(std::io::stderr(), "{line}");
+                        next += every;
+                        continue;
+                    }
+                    done = wake
+                        .wait_timeout(done, next - now)
+                        .unwrap_or_else(|e| e.into_inner())
+                        .0;
+                }
+            })
+        };
+        Heartbeat {
+            over,
+            thread: Some(thread),
+        }
+    }
+
+    fn stop(&mut self) {
+        let (lock, wake) = &*self.over;
+        *lock.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        wake.notify_all();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Heartbeat {
+    fn drop(&mut self) {
+        self.stop();
+    }
 }
 
 impl ConsoleReporter {
@@ -29,9 +146,27 @@ impl ConsoleReporter {
             .then(|| progress_bar(total as u64));
         ConsoleReporter {
             bar,
-            counts: std::collections::BTreeMap::new(),
+            tally: Arc::new(Mutex::new(Tally {
+                total,
+                done: 0,
+                counts: std::collections::BTreeMap::new(),
+                started: Instant::now(),
+            })),
+            heartbeat: None,
             sources: std::collections::HashMap::new(),
         }
+    }
+
+    /// Without a terminal, a status line on stderr every `every` (done and total, counts by
+    /// outcome, ETA): the heartbeat a CI log needs to tell a long run from a hung one. On a
+    /// terminal the bar says it all; `None` (or zero) leaves it out.
+    pub fn with_heartbeat(mut self, every: Option<Duration>) -> Self {
+        if let Some(every) = every.filter(|e| !e.is_zero())
+            && self.bar.is_none()
+        {
+            self.heartbeat = Some(Heartbeat::start(every, self.tally.clone()));
+        }
+        self
     }
 
     /// Names, in each line about a case with a known outcome, where that outcome comes from.
@@ -42,11 +177,10 @@ impl ConsoleReporter {
 
     /// `pass 40 fail 1 caught 7 unsupported 12`: the counts so far, for the bar.
     fn counts_text(&self) -> String {
-        let mut parts: Vec<String> = Vec::new();
-        for (name, n) in &self.counts {
-            parts.push(format!("{name} {n}"));
-        }
-        parts.join(" ")
+        self.tally
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .counts_text()
     }
 
     /// The runner's `on_event` callback.
@@ -65,7 +199,11 @@ impl ConsoleReporter {
                     Verdict::CaughtStaleRead => "caught",
                     _ => r.outcome.kind().name(),
                 };
-                *self.counts.entry(shown).or_insert(0) += 1;
+                {
+                    let mut tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());
+                    tally.done += 1;
+                    *tally.counts.entry(shown).or_insert(0) += 1;
+                }
                 if let Some(bar) = &self.bar {
                     bar.inc(1);
                     bar.set_message(self.counts_text());
@@ -81,10 +219,14 @@ impl ConsoleReporter {
         }
     }
 
-    /// Removes the bar; the caller prints the matrix and closing line on stdout.
-    pub fn finish(&self) {
+    /// Removes the bar and stops the heartbeat; the caller prints the matrix and closing line
+    /// on stdout.
+    pub fn finish(&mut self) {
         if let Some(bar) = &self.bar {
             bar.finish_and_clear();
+        }
+        if let Some(mut h) = self.heartbeat.take() {
+            h.stop();
         }
     }
 
@@ -177,5 +319,28 @@ mod tests {
             assert!(!line.chars().any(is_control), "{line:?}");
             assert!(line.contains(wanted), "{line}");
         }
+    }
+
+    #[test]
+    fn the_status_line_has_done_and_total_the_counts_and_an_eta() {
+        let started = Instant::now();
+        let mut tally = Tally {
+            total: 84,
+            done: 0,
+            counts: Default::default(),
+            started,
+        };
+        assert_eq!(
+            tally.status_line(started + Duration::from_secs(30)),
+            "clhip: 0/84 cases done; 30s elapsed, ETA unknown"
+        );
+        tally.done = 21;
+        tally.counts.insert("pass", 20);
+        tally.counts.insert("fail", 1);
+        // 21 cases in 42 s: 2 s a case, 63 left.
+        assert_eq!(
+            tally.status_line(started + Duration::from_secs(42)),
+            "clhip: 21/84 cases done (fail 1 pass 20); 42s elapsed, ETA 2m 6s"
+        );
     }
 }
