@@ -387,7 +387,70 @@ fn a_plant_limited_to_cases_that_do_not_run_is_refused_and_nothing_is_overwritte
     }
 }
 
+fn probe_prints_the_fingerprint_lines_expectation_files_match_in_text_and_tagged_json() {
+    let dir = scratch("fingerprint-lines");
+    let o = clhip(&["probe", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("probe --json is JSON");
+    assert_eq!(v["schema"], "clhip-probe/1", "{v}");
+    let lines: Vec<String> = v["fingerprint_lines"]
+        .as_array()
+        .expect("fingerprint_lines")
+        .iter()
+        .map(|l| l.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        lines.iter().any(|l| l.starts_with("os kernel: ")),
+        "{lines:?}"
+    );
+    let text = String::from_utf8_lossy(&clhip(&["probe"]).stdout).into_owned();
+    let at = text
+        .find("\nFingerprint lines (")
+        .unwrap_or_else(|| panic!("{text}"));
+    for l in &lines {
+        assert!(text[at..].contains(&format!("\n  {l}\n")), "{l}: {text}");
+    }
+    // The saved probe is what `list --probe` reads, and a file whose globs are those lines,
+    // as printed, applies to it.
+    let saved = dir.join("probe.json");
+    std::fs::write(&saved, &o.stdout).unwrap();
+    let expectations = dir.join("expectations");
+    std::fs::create_dir_all(&expectations).unwrap();
+    let globs: Vec<String> = lines.iter().map(|l| format!("{l:?}")).collect();
+    std::fs::write(
+        expectations.join("this-machine.toml"),
+        format!(
+            "version = 1\n[applies]\nfingerprint = [{}]\n",
+            globs.join(", ")
+        ),
+    )
+    .unwrap();
+    // A tag of another schema is refused, naming the file.
+    let other = dir.join("other.json");
+    let tagged = String::from_utf8_lossy(&o.stdout).replacen("clhip-probe/1", "clhip-probe/9", 1);
+    std::fs::write(&other, tagged).unwrap();
+    let r = clhip(&["list", "--probe", other.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(
+        stderr(&r).contains(&format!("{}: schema `clhip-probe/9`", other.display())),
+        "{}",
+        stderr(&r)
+    );
+    // Listing plans the pairs of a device.
+    support::opencl_device();
+    let r = clhip(&[
+        "list",
+        "--probe",
+        saved.to_str().unwrap(),
+        "--expectations",
+        expectations.to_str().unwrap(),
+    ]);
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    assert!(!stderr(&r).contains("none applies"), "{}", stderr(&r));
+    assert!(stderr(&r).contains("this-machine.toml"), "{}", stderr(&r));
+}
+
 tests!(
+    probe_prints_the_fingerprint_lines_expectation_files_match_in_text_and_tagged_json,
     a_malformed_case_file_is_rejected_with_file_and_line_and_nothing_is_overwritten,
     an_unknown_filter_is_an_error_not_an_empty_run,
     a_corrupt_report_names_file_line_and_column,
