@@ -449,7 +449,74 @@ fn probe_prints_the_fingerprint_lines_expectation_files_match_in_text_and_tagged
     assert!(stderr(&r).contains("this-machine.toml"), "{}", stderr(&r));
 }
 
+/// The entries of a `--help` text (options and arguments) that say nothing: no text of their
+/// own, or only clap's `[default: ...]`.
+fn undocumented(help: &str) -> Vec<String> {
+    let lines: Vec<&str> = help.lines().collect();
+    let entry = |l: &str| {
+        let t = l.trim_start();
+        let indent = l.len() - t.len();
+        (2..=6).contains(&indent)
+            && (t.starts_with('-') || t.starts_with('<') || t.starts_with('['))
+    };
+    let says = |text: &str| {
+        let text = text.trim();
+        !text.is_empty() && !(text.starts_with("[default:") && text.ends_with(']'))
+    };
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if !entry(l) {
+            continue;
+        }
+        let t = l.trim_start();
+        // Same-line help: after the name, two spaces and the text.
+        let inline = t.split_once("  ").map(|(_, rest)| rest).unwrap_or("");
+        let below = lines
+            .get(i + 1)
+            .filter(|n| !entry(n) && n.len() - n.trim_start().len() >= 8)
+            .copied()
+            .unwrap_or("");
+        if !says(inline) && !says(below) {
+            out.push(t.split("  ").next().unwrap_or(t).to_string());
+        }
+    }
+    out
+}
+
+fn every_option_and_argument_has_a_help_text() {
+    let commands = [
+        "probe",
+        "list",
+        "run",
+        "report",
+        "diff",
+        "merge",
+        "repro",
+        "history",
+        "bench interop",
+        "bench runner",
+    ];
+    let mut missing = Vec::new();
+    for c in commands {
+        let mut args: Vec<&str> = c.split(' ').collect();
+        args.push("--help");
+        let o = clhip(&args);
+        assert!(o.status.success(), "{c}: {}", stderr(&o));
+        let help = String::from_utf8_lossy(&o.stdout).into_owned();
+        missing.extend(
+            undocumented(&help)
+                .into_iter()
+                .map(|e| format!("clhip {c}: {e}")),
+        );
+    }
+    assert_eq!(missing, Vec::<String>::new());
+    // The check sees an entry with nothing, or only a default, to say.
+    let planted = "Options:\n      --seed <SEED>\n          [default: 7]\n  <FILE>  \n      --json  As JSON\n";
+    assert_eq!(undocumented(planted), ["--seed <SEED>", "<FILE>"]);
+}
+
 tests!(
+    every_option_and_argument_has_a_help_text,
     probe_prints_the_fingerprint_lines_expectation_files_match_in_text_and_tagged_json,
     a_malformed_case_file_is_rejected_with_file_and_line_and_nothing_is_overwritten,
     an_unknown_filter_is_an_error_not_an_empty_run,

@@ -41,6 +41,8 @@ pub struct InteropArgs {
     /// Time limit per target (one child process) in seconds.
     #[arg(long, default_value_t = 600.0, value_parser = parse_timeout)]
     timeout: f64,
+    /// A ROCm install (a directory) to load HIP from (default: $ROCM_PATH, /opt/rocm,
+    /// /opt/rocm-*, the loader path).
     #[arg(long, value_parser = existing_dir)]
     rocm_path: Option<PathBuf>,
     /// Only the pairs of these GPUs, as `run --devices`.

@@ -10,8 +10,11 @@ use super::outputs::{checked_output, emit};
 
 #[derive(clap::Args)]
 pub struct DiffArgs {
+    /// The earlier run's results file.
     old: PathBuf,
+    /// The later run's results file, compared against OLD.
     new: PathBuf,
+    /// As Markdown tables, for reports/.
     #[arg(long)]
     markdown: bool,
     /// As one self-contained HTML page.

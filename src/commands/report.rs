@@ -13,7 +13,9 @@ use super::outputs::{checked_output, emit};
 
 #[derive(clap::Args)]
 pub struct ReportArgs {
+    /// A results file (`run --json`, `merge -o`, or a journal of a run cut short).
     file: PathBuf,
+    /// As Markdown, for reports/: what the run ran on, the matrix as tables, every non-pass.
     #[arg(long)]
     markdown: bool,
     /// The matrix as one self-contained HTML page: colour per outcome, and per cell the

@@ -28,6 +28,8 @@ use super::{check_expectations, existing_dir, load_matrix, note, parse_timeout};
 pub struct RunArgs {
     /// Globs (`*` wildcard) or substrings of case ids; a filter matching nothing is an error.
     filters: Vec<String>,
+    /// The seed every case's data are drawn from: the same seed gives the same data, so a
+    /// case rerun (or reproduced) sees what it saw here.
     #[arg(long, default_value_t = plan::DEFAULT_SEED)]
     seed: u64,
     /// Results file (JSON, versioned, with the driver fingerprint) [default:
