@@ -239,10 +239,12 @@ pub(super) fn fingerprint_rows(f: &Fingerprint) -> Vec<Vec<String>> {
                 d.driver_version,
                 d.pci_bus_id
                     .as_ref()
+                    .filter(|p| !p.is_empty())
                     .map(|p| format!("; PCI {p}"))
                     .unwrap_or_default(),
                 d.uuid
                     .as_ref()
+                    .filter(|u| !u.is_empty())
                     .map(|u| format!("; UUID {u}"))
                     .unwrap_or_default(),
             ),
@@ -253,14 +255,22 @@ pub(super) fn fingerprint_rows(f: &Fingerprint) -> Vec<Vec<String>> {
         let details: Vec<&str> = details.into_iter().flatten().map(String::as_str).collect();
         rows.push(vec![format!("runtime {}", r.api), details.join("; ")]);
         for d in &r.devices {
+            // A field the device has not (the host's PCI bus id) is left out, not shown empty.
+            let labelled = |label: &str, v: &str| {
+                if v.is_empty() {
+                    String::new()
+                } else {
+                    format!("{label} {v}")
+                }
+            };
             rows.push(vec![
                 format!("{}{}", r.api, d.ordinal),
                 [
                     d.name.as_str(),
                     d.arch.as_str(),
-                    &format!("PCI {}", d.pci_bus_id),
-                    &format!("UUID {}", d.uuid),
-                    &format!("driver {}", d.driver_version),
+                    &labelled("PCI", &d.pci_bus_id),
+                    &labelled("UUID", &d.uuid),
+                    &labelled("driver", &d.driver_version),
                     &d.blas,
                     &d.solver,
                     &d.compiler,
@@ -317,6 +327,40 @@ pub(super) fn shell_words(argv: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_a_device_has_not_is_left_out_not_shown_empty() {
+        use crate::fingerprint::{DeviceInfo, RuntimeFingerprint};
+        let host = DeviceInfo {
+            ordinal: 0,
+            name: "cpu".into(),
+            ..Default::default()
+        };
+        let f = Fingerprint {
+            runtimes: vec![RuntimeFingerprint {
+                api: "host".into(),
+                status: "loaded".into(),
+                devices: vec![host.clone()],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let rows = fingerprint_rows(&f);
+        assert_eq!(rows[1], ["host0", "cpu"], "{rows:?}");
+        let gpu = DeviceInfo {
+            pci_bus_id: "0000:c1:00.0".into(),
+            uuid: "GPU-1".into(),
+            ..host
+        };
+        let f = Fingerprint {
+            runtimes: vec![RuntimeFingerprint {
+                devices: vec![gpu],
+                ..f.runtimes[0].clone()
+            }],
+            ..f
+        };
+        assert_eq!(fingerprint_rows(&f)[1][1], "cpu; PCI 0000:c1:00.0; UUID GPU-1");
+    }
 
     #[test]
     fn shell_words_quote_only_what_needs_it() {
