@@ -1,6 +1,7 @@
-//! Without a terminal, a run is never silent: a status line every `--heartbeat` seconds (cases
-//! done of the total, counts by outcome, ETA), and each result that needs a look as it lands.
-//! Runs the real binary on mock cases (no device needed), its stderr a pipe as in CI.
+//! A run says what it does. Without a terminal it is never silent: a status line every
+//! `--heartbeat` seconds (cases done of the total, counts by outcome, ETA), and each result that
+//! needs a look as it lands; a directory it makes unasked, it names. Runs the real binary on
+//! mock cases (no device needed), its stderr a pipe as in CI.
 
 use std::process::Command;
 
@@ -77,4 +78,27 @@ fn the_heartbeat_is_every_30_s_by_default_and_off_at_0() {
     let help = String::from_utf8_lossy(&help.stdout);
     assert!(help.contains("--heartbeat <SECONDS>"), "{help}");
     assert!(help.contains("[default: 30]"), "{help}");
+}
+
+#[test]
+fn a_run_without_json_says_it_made_the_reports_directory() {
+    let dir = scratch("default-json");
+    let run_here = || {
+        Command::new(env!("CARGO_BIN_EXE_clhip"))
+            .args(["run", "--mock-cases", "pass"])
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    let o = run_here();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(0), "{err}");
+    assert!(
+        err.contains("clhip: made ./reports/ for the results (reports/latest.json)"),
+        "{err}"
+    );
+    assert!(dir.join("reports/latest.json").is_file());
+    // Once made, nothing to say.
+    let again = String::from_utf8_lossy(&run_here().stderr).into_owned();
+    assert!(!again.contains("made ./reports/"), "{again}");
 }

@@ -359,7 +359,10 @@ mod tests {
             }],
             ..f
         };
-        assert_eq!(fingerprint_rows(&f)[1][1], "cpu; PCI 0000:c1:00.0; UUID GPU-1");
+        assert_eq!(
+            fingerprint_rows(&f)[1][1],
+            "cpu; PCI 0000:c1:00.0; UUID GPU-1"
+        );
     }
 
     #[test]
