@@ -52,17 +52,7 @@ impl Tally {
     /// until one has finished.
     fn status_line(&self, now: Instant) -> String {
         let elapsed = now.duration_since(self.started);
-        let eta = match self.done {
-            0 => "ETA unknown".to_string(),
-            done => {
-                let left = self.total.saturating_sub(done) as f64;
-                let per_case = elapsed.as_secs_f64() / done as f64;
-                format!(
-                    "ETA {}",
-                    whole_seconds(Duration::from_secs_f64(per_case * left))
-                )
-            }
-        };
+        let eta = self.eta(now);
         let counts = match self.counts_text() {
             c if c.is_empty() => String::new(),
             c => format!(" ({c})"),
@@ -73,6 +63,38 @@ impl Tally {
             self.total,
             whole_seconds(elapsed)
         )
+    }
+}
+
+impl Tally {
+    /// `ETA 1m 32s`: the time per case so far times the cases left; unknown until a case has
+    /// finished. (indicatif's own estimate, a rate of recent steps, stayed at `1s` for 8 s of a
+    /// run whose cases take seconds each.)
+    fn eta(&self, now: Instant) -> String {
+        match self.done {
+            0 => "ETA unknown".to_string(),
+            done => {
+                let elapsed = now.duration_since(self.started).as_secs_f64();
+                let left = self.total.saturating_sub(done) as f64;
+                let per_case = elapsed / done as f64;
+                format!(
+                    "ETA {}",
+                    whole_seconds(Duration::from_secs_f64(per_case * left))
+                )
+            }
+        }
+    }
+
+    /// The bar's message: the case just started first (where an 80-column terminal has room
+    /// for a whole id), then the ETA and the counts.
+    fn bar_message(&self, started: Option<&str>, now: Instant) -> String {
+        let mut parts: Vec<String> = started.map(str::to_string).into_iter().collect();
+        parts.push(self.eta(now));
+        let counts = self.counts_text();
+        if !counts.is_empty() {
+            parts.push(counts);
+        }
+        parts.join(" | ")
     }
 }
 
@@ -175,20 +197,13 @@ impl ConsoleReporter {
         self
     }
 
-    /// `pass 40 fail 1 caught 7 unsupported 12`: the counts so far, for the bar.
-    fn counts_text(&self) -> String {
-        self.tally
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .counts_text()
-    }
-
     /// The runner's `on_event` callback.
     pub fn on_event(&mut self, event: &Event) {
         match event {
             Event::Started { id, .. } => {
                 if let Some(bar) = &self.bar {
-                    bar.set_message(terminal_line(&format!("{} | {id}", self.counts_text())));
+                    let tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());
+                    bar.set_message(terminal_line(&tally.bar_message(Some(id), Instant::now())));
                 }
             }
             Event::Finished(r) => {
@@ -206,7 +221,8 @@ impl ConsoleReporter {
                 }
                 if let Some(bar) = &self.bar {
                     bar.inc(1);
-                    bar.set_message(self.counts_text());
+                    let tally = self.tally.lock().unwrap_or_else(|e| e.into_inner());
+                    bar.set_message(tally.bar_message(None, Instant::now()));
                 }
             }
             // Nothing to look at: a spare shows only when it takes a case.
@@ -268,12 +284,15 @@ fn shown_line(
     Some(terminal_line(&line))
 }
 
+/// The bar: done of total and an 8-column bar, then the message ([`Tally::bar_message`]) in the
+/// rest of the line. The case id once came after an elapsed time, a 30-column bar, the counts
+/// and indicatif's ETA, and an 80-column terminal showed ~17 characters of it.
+const BAR_TEMPLATE: &str = "{pos}/{len} [{bar:8}] {wide_msg}";
+
 fn progress_bar(total: u64) -> ProgressBar {
     let bar = ProgressBar::new(total);
     // A fixed template; should it ever not parse, the default style is fine.
-    if let Ok(style) = ProgressStyle::with_template(
-        "{elapsed_precise} [{bar:30}] {pos}/{len} ETA {eta} {wide_msg}",
-    ) {
+    if let Ok(style) = ProgressStyle::with_template(BAR_TEMPLATE) {
         bar.set_style(style.progress_chars("=> "));
     }
     bar
@@ -342,5 +361,27 @@ mod tests {
             tally.status_line(started + Duration::from_secs(42)),
             "clhip: 21/84 cases done (fail 1 pass 20); 42s elapsed, ETA 2m 6s"
         );
+    }
+
+    #[test]
+    fn the_bar_leaves_an_80_column_line_room_for_a_whole_case_id() {
+        let started = Instant::now();
+        let tally = Tally {
+            total: 858,
+            done: 120,
+            counts: [("pass", 100), ("fault", 20)].into_iter().collect(),
+            started,
+        };
+        let id = "nvidia0+cuda0/cl-svm-coarse/acquire-release/cholesky/n=1024";
+        let message = tally.bar_message(Some(id), started + Duration::from_secs(60));
+        assert_eq!(message, format!("{id} | ETA 6m 9s | fault 20 pass 100"));
+        // What the template puts before the message, at its widest: `858/858 [`, 8, `] `.
+        let before = BAR_TEMPLATE.split("{wide_msg}").next().unwrap();
+        let (head, bar) = before.split_once("{bar:").unwrap();
+        let (columns, tail) = bar.split_once('}').unwrap();
+        let width = head.replace("{pos}", "858").replace("{len}", "858").len()
+            + columns.parse::<usize>().unwrap()
+            + tail.len();
+        assert!(width + id.len() <= 80, "{width} + {}", id.len());
     }
 }
