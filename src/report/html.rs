@@ -23,7 +23,7 @@ use super::json::{RunReport, RunStatus, closing_line};
 use super::markdown::{fingerprint_rows, is_measurement, shell_words};
 use super::matrix::{
     Agreement, Cell, Grouped, InstallComparison, PairTable, compare_installs, expectation_label,
-    group, is_problem, label, mark, rerun_notes, severity,
+    group, group_of, is_problem, label, mark, one_line, rerun_notes, severity,
 };
 
 /// What each label means, in legend order; its colour is the `o-LABEL` class.
@@ -71,6 +71,10 @@ table.kv td { padding: 1px 0; }
 .o-error { --c: #424242; --e: #212121; color: #fff; }
 .o-none { --c: #fff; --e: #bbb; }
 td.cell, .swatch, .chip { background: var(--c); }
+td.cell.expected { background: repeating-linear-gradient(135deg, var(--c) 0 6px, #fff 6px 12px); }
+nav.pairs ul, section.look ul { margin: 0.2rem 0; }
+section.look { border: 2px solid #b71c1c; padding: 0.2rem 0.8rem; margin: 0.8rem 0; }
+section.look.clear { border-color: #2e7d32; }
 .swatch, .chip { display: inline-block; padding: 0 0.4em; border: 1px solid var(--e); border-radius: 3px; white-space: nowrap; }
 .swatch { min-width: 4.5em; text-align: center; }
 ul.legend { list-style: none; padding: 0; margin: 0; columns: 2 32em; }
@@ -163,10 +167,17 @@ pub fn render_html_with_figures(
         .iter()
         .map(|(pair, table)| PairMatrix::of(pair, table, &mut next_note))
         .collect();
+    let look: Vec<&CaseResult> = report
+        .results
+        .iter()
+        .filter(|r| r.unexpected() || r.verdict() == Verdict::UnexpectedPass)
+        .collect();
     let body = html! {
         header {
             "\n" h1 { "clhip results" } "\n"
             (kv_table(&run))
+            (needs_a_look(&look))
+            (pair_index(&matrices, &look))
             @if !problems.is_empty() {
                 div.problems {
                     p { "This file is not a complete, consistent record of a run:" } "\n"
@@ -188,7 +199,72 @@ pub fn render_html_with_figures(
         }
         (tail_sections(report))
     };
-    page(&format!("clhip results, {}", report.started_at), body)
+    page(&results_title(report, &matrices), body)
+}
+
+/// The page's title, which a browser's tab and history show: the pairs, the result, when.
+fn results_title(report: &RunReport, matrices: &[PairMatrix<'_>]) -> String {
+    let mut pairs: Vec<&str> = matrices.iter().map(|m| m.pair).take(3).collect();
+    let more = matrices.len().saturating_sub(pairs.len());
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    if pairs.is_empty() {
+        pairs.push("no pair");
+    }
+    format!(
+        "clhip: {}{more}: {} ({})",
+        pairs.join(", "),
+        closing_line(&report.summary),
+        report.started_at
+    )
+}
+
+/// The results that need a look, at the top of the page: each unexpected outcome and each
+/// known non-pass that now passes, with its reason, linked to its pair's matrix.
+fn needs_a_look(look: &[&CaseResult]) -> Markup {
+    html! {
+        @if look.is_empty() {
+            section.look.clear #look { p { "Nothing needs a look: every outcome is as expected." } }
+        } @else {
+            section.look #look {
+                "\n" p { strong { (look.len()) " need a look" } " (they decide the exit code):" } "\n"
+                ul {
+                    @for r in look {
+                        li {
+                            a href={ "#pair-" (shown(&group_of(&r.work))) } { code { (shown(&r.id)) } }
+                            ": " span.chip.{ "o-" (r.outcome.kind().name()) } { (r.outcome.kind().name()) }
+                            " " span.reason { (shown(&one_line(&r.outcome.reason()))) }
+                        }
+                        "\n"
+                    }
+                }
+            }
+        }
+        "\n"
+    }
+}
+
+/// Links to each pair's matrix, with its number of cases and of those that need a look.
+fn pair_index(matrices: &[PairMatrix<'_>], look: &[&CaseResult]) -> Markup {
+    html! {
+        @if matrices.len() > 1 {
+            nav.pairs #pairs {
+                "Pairs: "
+                @for (i, m) in matrices.iter().enumerate() {
+                    @if i > 0 { " · " }
+                    @let flagged = look.iter().filter(|r| group_of(&r.work) == m.pair).count();
+                    a href={ "#pair-" (shown(&m.pair)) } { (shown(&m.pair)) }
+                    " (" (m.cases()) " cases"
+                    @if flagged > 0 { ", " (flagged) " need a look" }
+                    ")"
+                }
+            }
+            "\n"
+        }
+    }
 }
 
 /// The mock results, which have no matrix: one row each.
@@ -311,6 +387,17 @@ struct PairMatrix<'t> {
     rows: Vec<MatrixRow<'t>>,
 }
 
+impl PairMatrix<'_> {
+    /// The pair's cases: every size of every cell.
+    fn cases(&self) -> usize {
+        self.rows
+            .iter()
+            .flat_map(|r| r.cells.iter().flatten())
+            .map(|c| c.cell.total)
+            .sum()
+    }
+}
+
 struct MatrixRow<'t> {
     path: PathKind,
     sync: SyncMode,
@@ -421,12 +508,20 @@ fn pair_section(m: &PairMatrix<'_>) -> Markup {
     }
 }
 
+/// Whether a cell's worst outcome is a problem its expectation knows (a baseline's fault): it
+/// is drawn striped, apart from a new one. A negative control's caught stale read has a colour
+/// of its own.
+fn expected_problem(cell: &Cell) -> bool {
+    cell.worst.is_some_and(is_problem) && !cell.unexpected && cell.worst_label != "caught"
+}
+
 /// A cell: its worst outcome and counts, the reference to its note, its sizes by outcome; the
 /// note's text as the hover text.
 fn matrix_cell(c: &MatrixCell<'_>) -> Markup {
     let cell = &c.cell;
     html! {
         td.cell.{ "o-" (cell.worst_label) }.unexpected[cell.unexpected].unexpected-pass[cell.unexpected_pass]
+            .expected[expected_problem(cell)]
             data-cell=(shown(&c.key))
             title=(shown(&cell_title(&c.place, cell, &c.entries))) {
             div.worst {
