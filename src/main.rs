@@ -19,6 +19,34 @@ use commands::{bench, diff, internal, list, merge, probe, report, repro, run};
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
+    /// When to colour help and usage errors: auto (on a terminal, unless NO_COLOR is set),
+    /// always or never. clhip's own output is plain text.
+    #[arg(long, global = true, value_name = "WHEN", default_value_t = clap::ColorChoice::Auto)]
+    color: clap::ColorChoice,
+}
+
+/// `--color` as the command line gives it, read before clap parses it (clap's colours are set
+/// before parsing); `NO_COLOR` (any value) makes `auto` `never`.
+fn color_choice() -> clap::ColorChoice {
+    use clap::ValueEnum as _;
+    let mut args = std::env::args().skip(1).take_while(|a| a != "--");
+    let mut given = None;
+    while let Some(a) = args.next() {
+        let value = match a.strip_prefix("--color") {
+            Some("") => args.next(),
+            Some(v) => v.strip_prefix('=').map(str::to_string),
+            None => None,
+        };
+        if let Some(v) = value {
+            given = clap::ColorChoice::from_str(&v, true).ok();
+        }
+    }
+    match given.unwrap_or(clap::ColorChoice::Auto) {
+        clap::ColorChoice::Auto if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) => {
+            clap::ColorChoice::Never
+        }
+        choice => choice,
+    }
 }
 
 #[derive(Subcommand)]
@@ -104,6 +132,7 @@ fn parse_command_line() -> Result<Cli, ExitCode> {
     let version: &'static str = Box::leak(clhip::build_id::version_line().into_boxed_str());
     let parsed = Cli::command()
         .version(version)
+        .color(color_choice())
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m));
     let e = match parsed {

@@ -127,3 +127,27 @@ fn a_planted_run_s_results_are_refused_as_a_reproducer_s_source() {
     assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
     assert!(out.join("repro.c").exists());
 }
+
+#[test]
+fn color_is_asked_for_with_color_and_refused_with_no_color() {
+    let colours = |args: &[&str], no_color: bool| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_clhip"));
+        cmd.args(args)
+            .env("CLICOLOR_FORCE", "1")
+            .env_remove("NO_COLOR");
+        if no_color {
+            cmd.env("NO_COLOR", "1");
+        }
+        let o = cmd.output().unwrap();
+        assert_eq!(o.status.code(), Some(2));
+        text(&o.stderr).contains('\x1b')
+    };
+    // A usage error, where clap colours its words.
+    assert!(colours(&["run", "--no-such-flag"], false));
+    assert!(colours(
+        &["--color", "always", "run", "--no-such-flag"],
+        true
+    ));
+    assert!(!colours(&["run", "--no-such-flag"], true));
+    assert!(!colours(&["run", "--color=never", "--no-such-flag"], false));
+}
