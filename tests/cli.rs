@@ -461,7 +461,8 @@ fn undocumented(help: &str) -> Vec<String> {
     };
     let says = |text: &str| {
         let text = text.trim();
-        !text.is_empty() && !(text.starts_with("[default:") && text.ends_with(']'))
+        let only_a_default = text.starts_with("[default:") && text.ends_with(']');
+        !text.is_empty() && !only_a_default
     };
     let mut out = Vec::new();
     for (i, l) in lines.iter().enumerate() {

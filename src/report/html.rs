@@ -256,7 +256,7 @@ fn pair_index(matrices: &[PairMatrix<'_>], look: &[&CaseResult]) -> Markup {
                 @for (i, m) in matrices.iter().enumerate() {
                     @if i > 0 { " · " }
                     @let flagged = look.iter().filter(|r| group_of(&r.work) == m.pair).count();
-                    a href={ "#pair-" (shown(&m.pair)) } { (shown(&m.pair)) }
+                    a href={ "#pair-" (shown(m.pair)) } { (shown(m.pair)) }
                     " (" (m.cases()) " cases"
                     @if flagged > 0 { ", " (flagged) " need a look" }
                     ")"
