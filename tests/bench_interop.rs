@@ -204,6 +204,8 @@ fn a_tiny_bench_gives_every_row_a_median_within_its_spread() {
             svg.to_str().unwrap(),
         ],
     );
+    // The measurements name the build that took them, as a run's results do.
+    assert_eq!(report.build, Some(clhip::build_id::BuildId::this()));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),

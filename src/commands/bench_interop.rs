@@ -187,6 +187,7 @@ pub fn interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
     let report = results::BenchReport {
         schema: results::SCHEMA.to_string(),
         clhip_version: env!("CARGO_PKG_VERSION").to_string(),
+        build: Some(clhip::build_id::BuildId::this()),
         started_at: report::rfc3339_utc(started),
         wall_s: clock.elapsed().as_secs_f64(),
         command: std::env::args().collect(),
