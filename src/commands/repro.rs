@@ -29,6 +29,8 @@ pub struct ReproArgs {
     /// Per-case time limit in seconds for the runs that shrink.
     #[arg(long, default_value_t = 120.0, value_parser = parse_timeout)]
     timeout: f64,
+    /// A ROCm install (a directory) to load HIP from (default: $ROCM_PATH, /opt/rocm,
+    /// /opt/rocm-*, the loader path).
     #[arg(long, value_parser = existing_dir)]
     rocm_path: Option<PathBuf>,
 }

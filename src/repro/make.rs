@@ -80,6 +80,17 @@ pub fn make(req: &Request, say: &mut dyn FnMut(&str)) -> anyhow::Result<Made> {
         .as_deref()
         .map(|f| report::load(f).map(|l| (f, l.report)))
         .transpose()?;
+    if let Some((f, r)) = &from
+        && let Some(p) = r.plant()
+    {
+        bail!(
+            "{} is the results of a planted run (--plant {}): its outcomes are the plant's, not \
+             the driver's, and a reproducer of them would pass; run the case without a plant, \
+             or leave out --from",
+            f.display(),
+            p.describe()
+        );
+    }
     let seed = match (&from, req.seed) {
         (Some((f, r)), Some(s)) if r.seed != s => bail!(
             "--seed {s}, but {} was run with seed {}: its outcome is for that seed's data",
