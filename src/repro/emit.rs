@@ -415,7 +415,12 @@ pub(super) fn body(
     let text = collapse_repeated_syncs(&g.out.text);
     let mut text = text;
     let decls = drop_unused(&mut text, &g.decls);
-    let mut main = String::from("int main(void)\n{\n");
+    // A device peer's verdict goes through finish(), which asks for a pending fault first.
+    let mut main = String::from(if dialect.is_some() {
+        "static int run_case(void)\n{\n"
+    } else {
+        "int main(void)\n{\n"
+    });
     for d in merge_declarations(&decls) {
         main.push_str(&format!("    {d}\n"));
     }
@@ -428,6 +433,12 @@ pub(super) fn body(
     }
     main.push_str(&text);
     main.push_str("}\n");
+    if dialect.is_some() {
+        main.push_str(
+            "\n/* The case's verdict, or a fault where one is pending on the device after it. */\n\
+             int main(void)\n{\n    finish(run_case());\n}\n",
+        );
+    }
     b.main = main;
     Ok(b)
 }

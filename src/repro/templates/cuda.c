@@ -7,9 +7,37 @@
 /*@ include_solver @*/
 #include <cusolverDn.h>
 /*@ check @*/
+static int is_fault(CUresult r)
+{
+    return r == CUDA_ERROR_ILLEGAL_ADDRESS || r == CUDA_ERROR_LAUNCH_FAILED || r == CUDA_ERROR_ILLEGAL_INSTRUCTION ||
+           r == CUDA_ERROR_MISALIGNED_ADDRESS;
+}
+
+/* Ends the program with code, or with 3 (clhip: fault) where a device fault is pending on the
+   context: clhip asks cuCtxSynchronize after every case (ops::execute), because a library's
+   error (cuBLAS's CUBLAS_STATUS_EXECUTION_FAILED) or a refusal can hide the sticky fault that
+   caused it. */
+static void finish(int code)
+{
+    const char *name = "an error";
+    CUresult pending;
+    if (code == 3)
+        exit(3);
+    call_scope = "pending-fault";
+    said("cuCtxSynchronize()");
+    pending = cuCtxSynchronize();
+    call_scope = NULL;
+    if (!is_fault(pending))
+        exit(code);
+    cuGetErrorName(pending, &name);
+    printf("FAULT: a device fault is pending: cuCtxSynchronize() returned %s (%d) after the %s above\n", name,
+           (int)pending, code == 0 ? "pass" : code == 1 ? "wrong data" : "error");
+    exit(3);
+}
+
 /* Every API call goes through CHECK: an error ends the program naming the call, the error and
    its code, exit 3 for a device memory fault as clhip's ApiError::is_device_fault names one
-   (clhip: fault), else 2 (clhip: unsupported). */
+   (clhip: fault), else 2 (clhip: unsupported) unless finish() finds a fault pending. */
 static void check(enum api api, long long code, const char *call, int line)
 {
     const char *name = "an error";
@@ -21,10 +49,9 @@ static void check(enum api api, long long code, const char *call, int line)
         cuGetErrorName((CUresult)code, &name);
     /*@@ more names @@*/
     int fault = api == CL ? code == CL_OUT_OF_RESOURCES || code == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST
-                          : api == CU && (code == CUDA_ERROR_ILLEGAL_ADDRESS || code == CUDA_ERROR_LAUNCH_FAILED ||
-                                          code == CUDA_ERROR_ILLEGAL_INSTRUCTION || code == CUDA_ERROR_MISALIGNED_ADDRESS);
+                          : api == CU && is_fault((CUresult)code);
     printf("%s: line %d: %s returned %s (%lld)\n", fault ? "FAULT" : "ERROR", line, call, name, code);
-    exit(fault ? 3 : 2);
+    finish(fault ? 3 : 2);
 }
 #define CHECK(api, call) (said(#call), check(api, (long long)(call), #call, __LINE__))
 /*@ peer @*/
@@ -128,7 +155,7 @@ static void peer_check_pattern(uint64_t p, uint32_t seed, uint64_t seen[3])
     peer_download(scratch, result, sizeof result);
     if (result[2] != words) {
         printf("FAIL: the peer's check kernel did not run (ran-marker %llu)\n", result[2]);
-        exit(1);
+        finish(1);
     }
     if (result[0]) { /* the word itself, read where it lies */
         call_scope = "mismatch";

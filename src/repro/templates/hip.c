@@ -8,9 +8,30 @@
 #include <rocblas/rocblas.h>
 #include <rocsolver/rocsolver.h>
 /*@ check @*/
+static int is_fault(hipError_t e) { return e == hipErrorIllegalAddress || e == hipErrorLaunchFailure; }
+
+/* Ends the program with code, or with 3 (clhip: fault) where a device fault is pending on the
+   device: clhip asks hipDeviceSynchronize after every case (ops::execute), because a library's
+   error (rocBLAS's) or a refusal can hide the sticky fault that caused it. */
+static void finish(int code)
+{
+    hipError_t pending;
+    if (code == 3)
+        exit(3);
+    call_scope = "pending-fault";
+    said("hipDeviceSynchronize()");
+    pending = hipDeviceSynchronize();
+    call_scope = NULL;
+    if (!is_fault(pending))
+        exit(code);
+    printf("FAULT: a device fault is pending: hipDeviceSynchronize() returned %s (%d) after the %s above\n",
+           hipGetErrorName(pending), (int)pending, code == 0 ? "pass" : code == 1 ? "wrong data" : "error");
+    exit(3);
+}
+
 /* Every API call goes through CHECK: an error ends the program naming the call, the error and
    its code, exit 3 for a device memory fault as clhip's ApiError::is_device_fault names one
-   (clhip: fault), else 2 (clhip: unsupported).
+   (clhip: fault), else 2 (clhip: unsupported) unless finish() finds a fault pending.
    ROCm ends a GPU page fault itself: it prints "Memory access fault by GPU node-N ... on
    address ..." and aborts (SIGABRT), which clhip reports as a fault too. */
 static void check(enum api api, long long code, const char *call, int line)
@@ -24,9 +45,9 @@ static void check(enum api api, long long code, const char *call, int line)
         name = hipGetErrorName((hipError_t)code);
     /*@@ more names @@*/
     int fault = api == CL ? code == CL_OUT_OF_RESOURCES || code == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST
-                          : api == HIP && (code == hipErrorIllegalAddress || code == hipErrorLaunchFailure);
+                          : api == HIP && is_fault((hipError_t)code);
     printf("%s: line %d: %s returned %s (%lld)\n", fault ? "FAULT" : "ERROR", line, call, name, code);
-    exit(fault ? 3 : 2);
+    finish(fault ? 3 : 2);
 }
 #define CHECK(api, call) (said(#call), check(api, (long long)(call), #call, __LINE__))
 /*@ peer @*/
@@ -126,7 +147,7 @@ static void peer_check_pattern(uint64_t p, uint32_t seed, uint64_t seen[3])
     peer_download(out, result, sizeof result);
     if (result[2] != words) {
         printf("FAIL: the peer's check kernel did not run (ran-marker %llu)\n", result[2]);
-        exit(1);
+        finish(1);
     }
     if (result[0]) { /* the word itself, read where it lies */
         call_scope = "mismatch";
