@@ -245,12 +245,7 @@ fn stopped(clhip: &Outcome, repro: &Result<i32, String>) -> calls::Stopped {
 
 /// Writes, builds and runs `id`'s reproducer in `dir`, its calls printed into `printed`: its
 /// exit code and what it printed, or why it did not build or run.
-fn reproduce(
-    id: &str,
-    dir: &Path,
-    printed: &Path,
-    setup: &Setup,
-) -> Result<(i32, String), String> {
+fn reproduce(id: &str, dir: &Path, printed: &Path, setup: &Setup) -> Result<(i32, String), String> {
     let case = ReproCase::parse(id).map_err(|e| format!("{e:#}"))?;
     let header = Header {
         seed: SEED,

@@ -15,11 +15,13 @@
 //! trimmed to what a case launches), `make` (the command from request to files: the outcome
 //! learned, the shrink through the workers, the writing). The C text lives in `templates/`.
 
+mod all;
 mod cuda;
 mod device;
 mod emit;
 mod hip;
 mod host;
+mod issue;
 mod kernels;
 mod make;
 mod shrink;
@@ -33,6 +35,7 @@ use crate::model::{Api, Op, OutcomeKind, PathKind, Peer, SyncMode};
 use crate::ops::{Plant, data_seed};
 use crate::paths::PathFacts;
 
+pub use all::{AllRequest, Chosen, Written, choose, make_all};
 pub use make::{Made, Request, make};
 pub use shrink::{RunCases, Shrunk, SimplerData, candidates, has_data, shrink, simplify_data};
 
@@ -258,7 +261,11 @@ pub struct Header {
     pub fingerprint: Vec<String>,
     /// Where the fingerprint comes from.
     pub fingerprint_from: String,
+    /// What clhip expected and observed, and the bound, for ISSUE.md ([`issue_facts`]).
+    pub facts: Vec<(String, String)>,
 }
+
+pub use issue::facts as issue_facts;
 
 /// A reproducer: its C source and the files beside it.
 #[derive(Debug, Clone)]
@@ -266,10 +273,12 @@ pub struct Reproducer {
     pub source: String,
     pub build_sh: String,
     pub readme: String,
+    /// The bug report in the vendor's issue form's fields.
+    pub issue: String,
 }
 
 /// The files a reproducer is, in its directory.
-pub const FILES: [&str; 3] = ["repro.c", "build.sh", "README.md"];
+pub const FILES: [&str; 4] = ["repro.c", "build.sh", "README.md", "ISSUE.md"];
 
 impl Reproducer {
     /// Writes `repro.c`, `build.sh` (executable) and `README.md` into `dir` (made if missing,
@@ -284,6 +293,7 @@ impl Reproducer {
             (FILES[0], self.source.as_bytes(), 0o666),
             (FILES[1], self.build_sh.as_bytes(), 0o777),
             (FILES[2], self.readme.as_bytes(), 0o666),
+            (FILES[3], self.issue.as_bytes(), 0o666),
         ])
     }
 }
@@ -320,14 +330,16 @@ pub fn generate(
         c_comment(&format!("{text}Driver fingerprint: README.md\n"))
     );
     let readme = format!(
-        "# Reproducer: {}\n\n{}\nBuild with `./build.sh`, run `./repro`.\n",
+        "# Reproducer: {}\n\n{}\nBuild with `./build.sh`, run `./repro`. ISSUE.md is the bug report, in the fields of the vendor's issue form.\n",
         crate::escape::markdown_text(&case.to_string()),
         crate::escape::markdown_fence("", &format!("{text}{}", fingerprint_text(header)))
     );
+    let issue = issue::issue(case, header, &build_sh);
     Ok(Reproducer {
         source,
         build_sh,
         readme,
+        issue,
     })
 }
 
