@@ -9,6 +9,9 @@
 //!   sync and op of the matrix's cuda (hip) cases the reproducer covers, on PoCL, with CUDA's
 //!   (HIP's) libraries replaced by a stub that does on the host what each call asks
 //!   (tests/fixtures/gpu-stub): both sides make their real calls, into it.
+//! - `cuda_library_error_over_a_pending_fault`, `hip_library_error_over_a_pending_fault`: the
+//!   stub fails the gemm's BLAS call and leaves an illegal address pending; clhip's outcome and
+//!   the reproducer's exit must both be the fault the device's synchronize reports.
 //! - `cuda_cases_on_this_gpu`: every cuda case the reproducer covers, on this machine's
 //!   NVIDIA GPU and OpenCL, the reproducers built by nvcc (`build.sh`). Ignored without
 //!   libcuda; `CLHIP_REQUIRE_CUDA=1` makes that a failure.
