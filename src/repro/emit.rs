@@ -434,10 +434,16 @@ pub(super) fn body(
     main.push_str(&text);
     main.push_str("}\n");
     if dialect.is_some() {
-        main.push_str(
+        // The IPC path's exporter is this program run again, which must not run the case.
+        let exporter = if b.common.contains(&"ipc") {
+            "    ipc_exporter();\n"
+        } else {
+            ""
+        };
+        main.push_str(&format!(
             "\n/* The case's verdict, or a fault where one is pending on the device after it. */\n\
-             int main(void)\n{\n    finish(run_case());\n}\n",
-        );
+             int main(void)\n{{\n{exporter}    finish(run_case());\n}}\n",
+        ));
     }
     b.main = main;
     Ok(b)

@@ -259,11 +259,6 @@ pub fn not_written_why(path_or_sync: &str) -> Option<&'static str> {
              cuMemExportToShareableHandle, cuMemMap and cuMemSetAccess) and OpenCL's import of the \
              fd (cl_khr_external_memory_opaque_fd), handed over by acquire and release"
         }
-        "ipc+device-ptr-as-cl-arg" => {
-            "it needs the exporter, a second process that allocates and sends its \
-             cuIpcGetMemHandle / hipIpcGetMemHandle handle (clhip's is `clhip __ipc-export`), \
-             and a reproducer is one program with no second process yet"
-        }
         "cl-dmabuf+hip-import" => {
             "it needs ROCr's export of OpenCL's SVM as a dma-buf \
              (hsa_amd_portable_export_dmabuf, from the HSA runtime beside OpenCL) and HIP's \
