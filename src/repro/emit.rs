@@ -416,11 +416,8 @@ pub(super) fn body(
     let mut text = text;
     let decls = drop_unused(&mut text, &g.decls);
     // A device peer's verdict goes through finish(), which asks for a pending fault first.
-    let mut main = String::from(if dialect.is_some() {
-        "static int run_case(void)\n{\n"
-    } else {
-        "int main(void)\n{\n"
-    });
+    let head = ["int main(void)", "static int run_case(void)"][usize::from(dialect.is_some())];
+    let mut main = format!("{head}\n{{\n");
     for d in merge_declarations(&decls) {
         main.push_str(&format!("    {d}\n"));
     }
@@ -435,11 +432,7 @@ pub(super) fn body(
     main.push_str("}\n");
     if dialect.is_some() {
         // The IPC path's exporter is this program run again, which must not run the case.
-        let exporter = if b.common.contains(&"ipc") {
-            "    ipc_exporter();\n"
-        } else {
-            ""
-        };
+        let exporter = ["", "    ipc_exporter();\n"][usize::from(b.common.contains(&"ipc"))];
         main.push_str(&format!(
             "\n/* The case's verdict, or a fault where one is pending on the device after it. */\n\
              int main(void)\n{{\n{exporter}    finish(run_case());\n}}\n",
