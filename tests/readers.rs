@@ -157,6 +157,7 @@ fn readers_of(bad: &str, out: &Path) -> Vec<(Vec<String>, Option<PathBuf>)> {
             ]),
             Some(o("repro")),
         ),
+        (s(&["repro", "--all", bad, "-o"]), Some(o("repro-all"))),
     ]
     .into_iter()
     .map(|(mut args, output)| {

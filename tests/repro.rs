@@ -65,6 +65,7 @@ fn header() -> Header {
             "os kernel: 6.1.0".into(),
         ],
         fingerprint_from: "probed on this machine".into(),
+        facts: Vec::new(),
     }
 }
 
@@ -682,7 +683,8 @@ fn the_cuda_kernels_a_reproducer_embeds_compile() {
 /// sizes. Each whole file, header included, is held to its line count today, so that what a
 /// case does not use stays out: about 300 for a host handoff, 310-380 for a host FFT (clhip's
 /// FFT, its f64 reference and both bounds are 80 lines of it, the seeded generator 35 more),
-/// 340-430 with a GPU peer (its runtime, and for the handoff its kernels and their compiler).
+/// 370-510 with a GPU peer (its runtime, the look for a fault pending on the device before the
+/// exit, 30 lines, and for the handoff its kernels and their compiler).
 fn common_reproducers_are_short() {
     let seeded = DataKind::Seeded;
     let budget = [
@@ -696,21 +698,21 @@ fn common_reproducers_are_short() {
         ),
         ("pocl0+host/copy/finish/fft/n=2", seeded, 370),
         ("pocl0+host/copy/finish/fft/n=4096", seeded, 405),
-        ("nvidia0+cuda0/copy/finish/fft/n=2", DataKind::Ones, 370),
+        ("nvidia0+cuda0/copy/finish/fft/n=2", DataKind::Ones, 400),
         (
             "nvidia0+cuda0/cl-svm-coarse+memcpy/finish/fft/n=2",
             DataKind::Ones,
-            370,
+            405,
         ),
-        ("nvidia0+cuda0/copy/finish/gemm/n=2", DataKind::Ones, 380),
-        ("nvidia0+cuda0/copy/finish/gemm/n=33", seeded, 415),
-        ("nvidia0+cuda0/copy/finish/handoff/n=4097", seeded, 480),
+        ("nvidia0+cuda0/copy/finish/gemm/n=2", DataKind::Ones, 415),
+        ("nvidia0+cuda0/copy/finish/gemm/n=33", seeded, 450),
+        ("nvidia0+cuda0/copy/finish/handoff/n=4097", seeded, 515),
         (
             "nvidia0+cuda0/cl-svm-coarse/finish/handoff/n=1",
             seeded,
-            465,
+            500,
         ),
-        ("rocm0+hip0/copy/finish/handoff/n=4097", seeded, 480),
+        ("rocm0+hip0/copy/finish/handoff/n=4097", seeded, 505),
     ];
     let mut over = Vec::new();
     for (id, kind, most) in budget {
@@ -1164,6 +1166,159 @@ fn any_outcome_text_stays_inert_in_the_reproducer() {
     );
 }
 
+/// ISSUE.md beside repro.c, in the fields of the vendor's form, filled from a results file (its
+/// fingerprint, the outcome's expected and observed values and bound) and the build: a PoCL
+/// case from a PoCL run (tests/fixtures), a CUDA case from the committed H200 run.
+fn issue_md_is_the_vendors_form_filled_in() {
+    let dir = scratch("issue");
+    for (name, from, case) in [
+        (
+            "issue_pocl",
+            "tests/fixtures/pocl-fft-run.json",
+            "pocl0+host/use-host-ptr/none/fft/n=8",
+        ),
+        (
+            "issue_cuda",
+            "reports/nvidia-h200-580.159.04-cuda13.0-house2-after-1368f97-full.json",
+            "nvidia0+cuda0/cl-svm-coarse/finish/gemm/n=33",
+        ),
+    ] {
+        let out = dir.join(name);
+        let req = clhip::repro::Request {
+            case: case.into(),
+            seed: None,
+            output: out.clone(),
+            from: Some(PathBuf::from(from)),
+            no_shrink: true,
+            plant: None,
+            timeout_s: 60.0,
+            rocm_path: None,
+            shrunk: None,
+        };
+        clhip::repro::make(&req, &mut |_| {}).unwrap();
+        let issue = std::fs::read_to_string(out.join("ISSUE.md")).unwrap();
+        let mut settings = insta::Settings::clone_current();
+        settings.set_snapshot_path("../snapshots");
+        settings.bind(|| insta::assert_snapshot!(name, issue));
+    }
+}
+
+/// `repro --all` over a PoCL run of every host path and sync (handoff at n=1, fft at n=8):
+/// a reproducer per kind of non-pass and a pass per path, each built and run by run-all.sh,
+/// which must find each one giving clhip's outcome (a negative control's pass against fail is
+/// a race, printed as one). Then the same run with a pass recorded as `unsupported`: run-all.sh
+/// must print the disagreement and exit 1.
+fn repro_all_over_a_pocl_run_builds_and_agrees() {
+    support::opencl_device();
+    let dir = scratch("all");
+    let cases = dir.join("cases.toml");
+    std::fs::write(
+        &cases,
+        "version = 1\n\
+         [[group]]\n\
+         paths = [\"cl-svm-coarse\", \"cl-svm-fine\", \"copy\", \"host-ptr+svm-memcpy\", \"host-ptr-unaligned+svm-memcpy\", \"sub-buffer+use-host-ptr\", \"use-host-ptr\"]\n\
+         syncs = [\"finish\", \"event\", \"map\", \"none\"]\n\
+         ops = [\"handoff\"]\nsizes = [1]\n\
+         [[group]]\n\
+         paths = [\"copy\", \"use-host-ptr\"]\n\
+         syncs = [\"finish\", \"map\", \"none\"]\n\
+         ops = [\"fft\"]\nsizes = [8]\n",
+    )
+    .unwrap();
+    let json = dir.join("run.json");
+    let out = clhip(&[
+        "run",
+        "pocl0+host/*",
+        "--cases",
+        cases.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(json.exists(), "{}", text(&out));
+    let report = clhip::report::load_json(&json).unwrap();
+    let paths: std::collections::BTreeSet<String> = report
+        .results
+        .iter()
+        .map(|r| r.id.split('/').nth(1).unwrap().to_string())
+        .collect();
+    assert_eq!(paths.len(), 7, "{paths:?}");
+
+    let all = dir.join("all");
+    let out = clhip(&[
+        "repro",
+        "--all",
+        json.to_str().unwrap(),
+        "-o",
+        all.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let readme = std::fs::read_to_string(all.join("README.md")).unwrap();
+    assert!(!readme.contains("No reproducer"), "{readme}");
+    let ran = Command::new("sh")
+        .arg(all.join("run-all.sh"))
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&ran.stdout).into_owned();
+    assert!(ran.status.success(), "{}", text(&ran));
+    // A row for each reproducer: a pass per path, a row per kind of non-pass.
+    let rows: Vec<&str> = table.lines().skip(1).collect();
+    let chosen = clhip::repro::choose(&report.results);
+    assert_eq!(rows.len(), chosen.len(), "{table}");
+    for p in &paths {
+        assert!(
+            rows.iter()
+                .any(|r| r.starts_with("pass ") && r.ends_with(&format!("pass.pocl0+host.{p}"))),
+            "no pass of {p}:\n{table}"
+        );
+    }
+    assert!(
+        rows.iter()
+            .all(|r| r.contains(" agrees ") || r.contains(" race (negative control) ")),
+        "{table}"
+    );
+    for r in &rows {
+        assert!(
+            !r.contains("race") || r.contains(".none.") || r.contains("use-host-ptr"),
+            "a race outside a negative control: {r}"
+        );
+    }
+
+    // A pass recorded as `unsupported`: its reproducer passes, and run-all.sh says so.
+    let mut report = report;
+    let planted = report
+        .results
+        .iter_mut()
+        .find(|r| r.id == "pocl0+host/copy/finish/handoff/n=1")
+        .unwrap();
+    planted.outcome = clhip::model::Outcome::Unsupported {
+        reason: "as recorded elsewhere".into(),
+        error: None,
+    };
+    std::fs::write(&json, serde_json::to_string(&report).unwrap()).unwrap();
+    let all = dir.join("all-planted");
+    let out = clhip(&[
+        "repro",
+        "--all",
+        json.to_str().unwrap(),
+        "-o",
+        all.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let ran = Command::new("sh")
+        .arg(all.join("run-all.sh"))
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&ran.stdout).into_owned();
+    assert_eq!(ran.status.code(), Some(1), "{}", text(&ran));
+    assert!(
+        table.lines().any(|l| l.starts_with("unsupported")
+            && l.contains("pass (exit 0)")
+            && l.contains("DISAGREES")
+            && l.ends_with("unsupported.pocl0+host.copy.finish.handoff")),
+        "{table}"
+    );
+}
+
 tests!(
     the_c_generator_is_clhips_generator_bit_for_bit,
     a_host_reproducer_passes_and_its_planted_twin_sees_the_stale_read,
@@ -1179,5 +1334,7 @@ tests!(
     shrinking_refuses_sizes_and_data_that_change_the_outcome,
     a_simple_data_reproducer_passes_and_its_planted_twin_fails,
     the_gpu_ops_checks_pass_the_reference_and_catch_one_wrong_element,
-    any_outcome_text_stays_inert_in_the_reproducer
+    any_outcome_text_stays_inert_in_the_reproducer,
+    issue_md_is_the_vendors_form_filled_in,
+    repro_all_over_a_pocl_run_builds_and_agrees,
 );

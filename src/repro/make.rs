@@ -60,6 +60,8 @@ pub struct AlreadyShrunk {
 pub struct Made {
     pub case: ReproCase,
     pub data: DataKind,
+    /// The outcome clhip saw for the case as written, with its reason.
+    pub seen: Option<(OutcomeKind, String)>,
 }
 
 /// Makes the reproducer `req` asks for and writes it; `say` takes each line of progress.
@@ -151,12 +153,16 @@ pub fn make(req: &Request, say: &mut dyn FnMut(&str)) -> anyhow::Result<Made> {
         }
         (case, DataKind::Seeded)
     };
+    if let Some(o) = &seen {
+        header.facts = super::issue_facts(o);
+    }
     header.seen = seen.map(|o| (o.kind(), o.reason()));
     let reproducer = super::generate(&emit_case, emit_data, &header, req.plant)?;
     reproducer.write_to(&out_dir)?;
     Ok(Made {
         case: emit_case,
         data: emit_data,
+        seen: header.seen,
     })
 }
 
