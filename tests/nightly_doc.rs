@@ -2,9 +2,10 @@
 //! device (PoCL on CI): the shell lines of the GitLab job and of the GitHub Actions workflow
 //! are taken from the page's code blocks and run, each shard's with its index, then the merge
 //! job's, in one directory (where the CI systems' artifacts would carry `results/`), with the
-//! `clhip` under test on the PATH and `CASES` set to a few cases. What the build steps and the
-//! actions do (build clhip, move artifacts) is the CI system's, and left out. The merged run
-//! must be complete, its JUnit where the job publishes it, one test case per case.
+//! `clhip` under test on the PATH, `CASES` set to a few cases and the page's `clhip.toml` in the
+//! directory. What the build steps and the actions do (build clhip, move artifacts) is the CI
+//! system's, and left out. Each shard must apply the profile; the merged run must be complete,
+//! its JUnit where the job publishes it, one test case per case.
 
 #[macro_use]
 mod support;
@@ -37,6 +38,19 @@ fn yaml_block(marker: &str) -> &'static str {
         .map(|b| b.split("```").next().unwrap())
         .find(|b| b.contains(marker))
         .unwrap_or_else(|| panic!("no yaml block with `{marker}`"))
+}
+
+/// The page's `clhip.toml`: the `toml` code block of the section "A nightly CI job".
+fn config_block() -> &'static str {
+    let section = DOC
+        .split("\n## ")
+        .find(|s| s.starts_with("A nightly CI job"))
+        .expect("docs/nightly.md has a section \"A nightly CI job\"");
+    let block = section
+        .split("```toml\n")
+        .nth(1)
+        .expect("a toml block: the jobs' clhip.toml");
+    block.split("```").next().unwrap()
 }
 
 fn indent(line: &str) -> usize {
@@ -163,6 +177,7 @@ fn run_jobs(
     .unwrap();
     assert_eq!(jobs.len(), 2, "a shard job and a merge job");
     assert_eq!(jobs[0].shards, 3, "{}: three shards", jobs[0].name);
+    std::fs::write(dir.join("clhip.toml"), config_block()).unwrap();
     for job in jobs {
         for shard in 1..=job.shards {
             for script in &job.scripts {
@@ -186,6 +201,14 @@ fn run_jobs(
                     o.status.code(),
                     String::from_utf8_lossy(&o.stderr)
                 );
+                let stderr = String::from_utf8_lossy(&o.stderr);
+                if script.contains("clhip run ") {
+                    assert!(
+                        stderr.contains("clhip: profile `nightly` of clhip.toml"),
+                        "{}: the run did not apply the page's profile:\n{stderr}",
+                        job.name
+                    );
+                }
             }
         }
     }
@@ -249,7 +272,15 @@ fn the_jobs_are_read_from_the_page() {
     let names: Vec<&str> = gitlab.iter().map(|j| j.name.as_str()).collect();
     assert_eq!(names, ["clhip-shard", "clhip-merge"]);
     assert_eq!(gitlab[0].scripts.len(), 2, "{:?}", gitlab[0].scripts);
-    assert!(gitlab[0].scripts[1].starts_with("clhip run $CASES "));
+    assert!(
+        gitlab[0].scripts[1].starts_with("clhip run $CASES --profile nightly "),
+        "{}",
+        gitlab[0].scripts[1]
+    );
+    let config: toml::Table = config_block()
+        .parse()
+        .expect("the page's clhip.toml parses");
+    assert!(config["profile"].get("nightly").is_some(), "{config:?}");
     assert_eq!(gitlab[1].scripts.len(), 2, "{:?}", gitlab[1].scripts);
     let github = github_jobs(yaml_block("runs-on:"));
     assert_eq!(github.len(), 2);
