@@ -327,9 +327,10 @@ fn judge(name: &str, results: &[Compared]) -> Result<(), Failed> {
         };
         if let Some(what) = what {
             failures.push(format!(
-                "{}: {what} [clhip: {}; reproducer exit {:?}]",
+                "{}: {what} [clhip: {} ({}); reproducer exit {:?}]",
                 r.id,
                 r.clhip.kind(),
+                r.clhip.reason(),
                 r.repro
             ));
         }

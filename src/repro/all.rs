@@ -364,4 +364,35 @@ mod tests {
         let c = &choose(&results)[0];
         assert_eq!(dir_name(c), "unsupported.pocl0+host.copy.none.fft");
     }
+
+    /// A pass with a kernel warning is reproduced as a pass (the program reads no kernel log);
+    /// a case the run died in stands for nothing.
+    #[test]
+    fn a_warned_pass_stands_as_a_pass_and_an_incomplete_case_for_nothing() {
+        let results = vec![
+            result(
+                "pocl0+host/copy/finish/fft/n=4",
+                Outcome::Warn {
+                    warning: "NVRM: Xid 13".into(),
+                },
+            ),
+            result(
+                "pocl0+host/use-host-ptr/map/fft/n=8",
+                Outcome::Incomplete {
+                    reason: "the run died".into(),
+                },
+            ),
+        ];
+        let ids: Vec<(String, OutcomeKind)> = choose(&results)
+            .into_iter()
+            .map(|c| (c.id, c.kind))
+            .collect();
+        assert_eq!(
+            ids,
+            [(
+                "pocl0+host/copy/finish/fft/n=4".to_string(),
+                OutcomeKind::Pass
+            )]
+        );
+    }
 }
