@@ -11,6 +11,11 @@
 //! - `rooms.rs`, included by paths/mod.rs: one `mod` per room and `room()`.
 //!
 //! A declaration this script cannot read fails the build, naming its file and line.
+//!
+//! It also records the commit this is built from (`CLHIP_GIT_COMMIT`, `CLHIP_GIT_DIRTY`: see
+//! `build_identity`), and tells the unit tests what this machine has (`test_gates`): a unit test runs under
+//! Rust's own harness, which can report a test ignored only if it is marked so when built, so
+//! the tests that need a driver are marked `ignore` with the reason where its files are absent.
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -37,6 +42,8 @@ fn main() {
     // A new room, an edited declaration or a reordered list all change what is generated.
     println!("cargo::rerun-if-changed=cases/paths.toml");
     println!("cargo::rerun-if-changed=src/paths");
+    test_gates();
+    build_identity(Path::new(&root));
     match generate(Path::new(&root)) {
         Ok((kinds, rooms)) => {
             let write = |name: &str, text: String| {
@@ -285,4 +292,171 @@ fn rooms(kinds: &[Declared]) -> String {
     }
     s.push_str("    }\n}\n");
     s
+}
+
+/// Sets `clhip_test_opencl`, `clhip_test_cuda`, `clhip_test_vulkan` and `clhip_test_hip` where
+/// this machine has an OpenCL ICD, libcuda, a Vulkan ICD or libamdhip64, and `clhip_vulkan_loader` where it has the Vulkan
+/// loader: the unit tests that need one are marked `ignore`, with the reason, without it. A
+/// driver whose files are here but which answers nothing then fails its tests rather than
+/// skipping them. `CLHIP_REQUIRE_OPENCL=1` (`_CUDA`, `_VULKAN`, `_HIP`) sets the gate regardless, so a
+/// machine that must have the driver fails the tests that need it.
+fn test_gates() {
+    let gates = [
+        "clhip_test_opencl",
+        "clhip_test_cuda",
+        "clhip_test_vulkan",
+        "clhip_vulkan_loader",
+        "clhip_test_hip",
+    ];
+    for gate in gates {
+        println!("cargo::rustc-check-cfg=cfg({gate})");
+    }
+    for var in [
+        "CLHIP_REQUIRE_OPENCL",
+        "CLHIP_REQUIRE_CUDA",
+        "CLHIP_REQUIRE_VULKAN",
+        "CLHIP_REQUIRE_HIP",
+        "ROCM_PATH",
+        "OCL_ICD_VENDORS",
+        "OCL_ICD_FILENAMES",
+        "VK_ICD_FILENAMES",
+        "VK_DRIVER_FILES",
+        "LD_LIBRARY_PATH",
+    ] {
+        println!("cargo::rerun-if-env-changed={var}");
+    }
+    let required = |var: &str| std::env::var(var).is_ok_and(|v| v == "1");
+    let set = |var: &str| std::env::var_os(var).is_some_and(|v| !v.is_empty());
+    let opencl_vendors = std::env::var("OCL_ICD_VENDORS").unwrap_or("/etc/OpenCL/vendors".into());
+    let opencl = required("CLHIP_REQUIRE_OPENCL")
+        || set("OCL_ICD_FILENAMES")
+        || files_ending(&[opencl_vendors.as_str()], ".icd");
+    let vulkan_icds = [
+        "/usr/share/vulkan/icd.d",
+        "/usr/local/share/vulkan/icd.d",
+        "/etc/vulkan/icd.d",
+    ];
+    let vulkan = required("CLHIP_REQUIRE_VULKAN")
+        || set("VK_ICD_FILENAMES")
+        || set("VK_DRIVER_FILES")
+        || files_ending(&vulkan_icds, ".json");
+    let library_dirs = library_dirs();
+    let has_library = |names: &[&str]| {
+        library_dirs
+            .iter()
+            .any(|d| names.iter().any(|n| Path::new(d).join(n).exists()))
+    };
+    let cuda = required("CLHIP_REQUIRE_CUDA") || has_library(&["libcuda.so.1", "libcuda.so"]);
+    let loader = has_library(&["libvulkan.so.1", "libvulkan.so"]);
+    let rocm = std::env::var("ROCM_PATH").unwrap_or("/opt/rocm".into());
+    let hip = required("CLHIP_REQUIRE_HIP")
+        || has_library(&["libamdhip64.so", "libamdhip64.so.5", "libamdhip64.so.6"])
+        || Path::new(&rocm).join("lib/libamdhip64.so").exists();
+    for (gate, on) in gates.iter().zip([opencl, cuda, vulkan, loader, hip]) {
+        if on {
+            println!("cargo::rustc-cfg={gate}");
+        }
+    }
+}
+
+/// Whether a directory of `dirs` holds a file named `*suffix`; each directory that exists is
+/// watched, so that installing a driver rebuilds with its tests on.
+fn files_ending(dirs: &[&str], suffix: &str) -> bool {
+    let mut found = false;
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else {
+            continue;
+        };
+        println!("cargo::rerun-if-changed={dir}");
+        found |= entries
+            .filter_map(Result::ok)
+            .any(|e| e.file_name().to_string_lossy().ends_with(suffix));
+    }
+    found
+}
+
+/// The directories the dynamic loader searches: LD_LIBRARY_PATH, those ld.so.conf.d names, and
+/// the usual system ones.
+fn library_dirs() -> Vec<String> {
+    let mut dirs: Vec<String> = std::env::var("LD_LIBRARY_PATH")
+        .unwrap_or_default()
+        .split(':')
+        .filter(|d| !d.is_empty())
+        .map(str::to_string)
+        .collect();
+    if let Ok(entries) = std::fs::read_dir("/etc/ld.so.conf.d") {
+        for e in entries.filter_map(Result::ok) {
+            let text = std::fs::read_to_string(e.path()).unwrap_or_default();
+            dirs.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| l.starts_with('/'))
+                    .map(str::to_string),
+            );
+        }
+    }
+    dirs.extend(
+        [
+            "/lib/x86_64-linux-gnu",
+            "/usr/lib/x86_64-linux-gnu",
+            "/lib/aarch64-linux-gnu",
+            "/usr/lib/aarch64-linux-gnu",
+            "/usr/lib64",
+            "/usr/lib",
+            "/usr/lib/wsl/lib",
+        ]
+        .map(str::to_string),
+    );
+    dirs
+}
+
+/// Sets `CLHIP_GIT_COMMIT` (the commit checked out, or `unknown` outside a git work tree or
+/// without git, as in a source tarball) and `CLHIP_GIT_DIRTY` (`true` where tracked files differ
+/// from it, `false`, or `unknown`), which `--version` and every results file carry.
+fn build_identity(root: &Path) {
+    let git = |args: &[&str]| {
+        std::process::Command::new("git")
+            .args(args)
+            .current_dir(root)
+            .output()
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+    };
+    let commit = git(&["rev-parse", "HEAD"]).filter(|c| !c.is_empty());
+    let dirty = match commit {
+        Some(_) => git(&["status", "--porcelain", "--untracked-files=no"])
+            .map_or("unknown", |s| if s.is_empty() { "false" } else { "true" }),
+        None => "unknown",
+    };
+    println!(
+        "cargo::rustc-env=CLHIP_GIT_COMMIT={}",
+        commit.as_deref().unwrap_or("unknown")
+    );
+    println!("cargo::rustc-env=CLHIP_GIT_DIRTY={dirty}");
+    // A new commit or a change to the index or the checkout changes both. Edits to tracked
+    // files the build reads are seen through their own paths; the rest of the tree (docs/)
+    // does not change the binary, and a stale `dirty` there is the price of not rebuilding.
+    for what in ["--git-dir", "--git-common-dir"] {
+        if let Some(dir) = git(&["rev-parse", what]) {
+            let dir = root.join(dir);
+            for f in ["HEAD", "index", "packed-refs", "refs/heads"] {
+                if dir.join(f).exists() {
+                    println!("cargo::rerun-if-changed={}", dir.join(f).display());
+                }
+            }
+        }
+    }
+    for f in [
+        "src",
+        "build.rs",
+        "Cargo.toml",
+        "Cargo.lock",
+        "cases",
+        "kernels",
+    ] {
+        if root.join(f).exists() {
+            println!("cargo::rerun-if-changed={f}");
+        }
+    }
 }

@@ -7,6 +7,7 @@
 
 pub mod bench;
 pub mod blocking;
+pub mod build_id;
 pub mod calls;
 pub mod cases;
 pub mod child;

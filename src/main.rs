@@ -6,7 +6,7 @@ mod commands;
 use std::io::Write as _;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use commands::{bench, diff, explore, internal, list, merge, probe, report, repro, run};
 
@@ -19,6 +19,34 @@ use commands::{bench, diff, explore, internal, list, merge, probe, report, repro
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
+    /// When to colour help and usage errors: auto (on a terminal, unless NO_COLOR is set),
+    /// always or never. clhip's own output is plain text.
+    #[arg(long, global = true, value_name = "WHEN", default_value_t = clap::ColorChoice::Auto)]
+    color: clap::ColorChoice,
+}
+
+/// `--color` as the command line gives it, read before clap parses it (clap's colours are set
+/// before parsing); `NO_COLOR` (any value) makes `auto` `never`.
+fn color_choice() -> clap::ColorChoice {
+    use clap::ValueEnum as _;
+    let mut args = std::env::args().skip(1).take_while(|a| a != "--");
+    let mut given = None;
+    while let Some(a) = args.next() {
+        let value = match a.strip_prefix("--color") {
+            Some("") => args.next(),
+            Some(v) => v.strip_prefix('=').map(str::to_string),
+            None => None,
+        };
+        if let Some(v) = value {
+            given = clap::ColorChoice::from_str(&v, true).ok();
+        }
+    }
+    match given.unwrap_or(clap::ColorChoice::Auto) {
+        clap::ColorChoice::Auto if std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty()) => {
+            clap::ColorChoice::Never
+        }
+        choice => choice,
+    }
 }
 
 #[derive(Subcommand)]
@@ -36,9 +64,11 @@ enum Cmd {
     Explore(explore::ExploreArgs),
     /// Render a saved results file: the matrix, Markdown or HTML for reports/, or a baseline.
     Report(report::ReportArgs),
-    /// What changed between two runs (e.g. two ROCm releases): regressions (pass ->
-    /// unsupported included), fixes, new and removed cases, grouped by path, with both reasons;
-    /// the fingerprints' differences first. Exit 1 on any regression, and when either file is
+    /// What changed between two runs (e.g. two ROCm releases): first how the runs were set up
+    /// differently (seed, build, plant, case selection, flags) and the fingerprints'
+    /// differences, then the counts, the regressions (pass -> unsupported included), and the
+    /// fixes, new, removed and not-selected cases grouped by path, with both reasons (`--only
+    /// regressions` shows one kind). Exit 1 on any regression, and when either file is
     /// not a whole, consistent run (as `report` judges it: interrupted, no case run, shards
     /// missing, or contradicting itself).
     Diff(diff::DiffArgs),
@@ -106,7 +136,14 @@ fn main() -> ExitCode {
 /// that a standard output that cannot take them (`clhip --help > /dev/full`) is an error, not
 /// a silent exit 0.
 fn parse_command_line() -> Result<Cli, ExitCode> {
-    let e = match Cli::try_parse() {
+    // The version names the commit built (build.rs), which clap's derive cannot compute.
+    let version: &'static str = Box::leak(clhip::build_id::version_line().into_boxed_str());
+    let parsed = Cli::command()
+        .version(version)
+        .color(color_choice())
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m));
+    let e = match parsed {
         Ok(cli) => return Ok(cli),
         Err(e) => e,
     };

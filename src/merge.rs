@@ -1,6 +1,6 @@
 //! Joining the shards of one run (`--partition`) from several runners into one results file.
-//! Shards must be of one run: the same driver fingerprint, clhip version, seed, filters, case
-//! matrix, plan and partition count, and each shard given once. Anything else is refused. The
+//! Shards must be of one run: the same driver fingerprint, clhip version and build, plant, seed,
+//! filters, case matrix, plan and partition count, and each shard given once. Anything else is refused. The
 //! shards' cases are then disjoint: `load` refuses a file holding a case of a shard it does not
 //! hold. A merge that lacks some shards is made, but its status says which
 //! are missing: the merged run is complete only when every shard is there and complete.
@@ -133,6 +133,31 @@ fn same_run(
             "{a} was made by clhip {} and {b} by clhip {}: shards of one run come from one clhip",
             first.clhip_version,
             shard.clhip_version
+        );
+    }
+    if shard.build != first.build {
+        let describe = |r: &RunReport| {
+            r.build
+                .as_ref()
+                .map_or("not recorded".into(), |b| b.describe())
+        };
+        bail!(
+            "{a} was made by clhip built from {} and {b} by one built from {}: shards of one run \
+             come from one build",
+            describe(first),
+            describe(shard)
+        );
+    }
+    if shard.planted != first.planted {
+        let describe = |r: &RunReport| {
+            r.planted
+                .as_ref()
+                .map_or("no plant".into(), |p| p.describe())
+        };
+        bail!(
+            "{a} was planted with {} and {b} with {}: shards of one run share its plant",
+            describe(first),
+            describe(shard)
         );
     }
     let differ = |what: &str, ours: String, theirs: String| -> anyhow::Result<()> {
@@ -392,7 +417,27 @@ mod tests {
     #[test]
     fn shards_of_another_run_are_refused_naming_what_differs() {
         type Edit = fn(&mut RunReport);
-        let edits: [(&str, Edit, &str); 6] = [
+        let edits: [(&str, Edit, &str); 8] = [
+            (
+                "build",
+                |r| {
+                    r.build = Some(crate::build_id::BuildId {
+                        commit: "0123456789abcdef0123456789abcdef01234567".into(),
+                        dirty: Some(true),
+                    })
+                },
+                "by one built from commit 0123456789ab, dirty: shards of one run come from one build",
+            ),
+            (
+                "plant",
+                |r| {
+                    r.planted = Some(report::Planted {
+                        plant: "flip-element".into(),
+                        only: Vec::new(),
+                    })
+                },
+                "planted with no plant and",
+            ),
             (
                 "filters",
                 |r| r.selection.as_mut().unwrap().filters = vec!["other".into()],

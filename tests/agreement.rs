@@ -9,6 +9,9 @@
 //!   sync and op of the matrix's cuda (hip) cases the reproducer covers, on PoCL, with CUDA's
 //!   (HIP's) libraries replaced by a stub that does on the host what each call asks
 //!   (tests/fixtures/gpu-stub): both sides make their real calls, into it.
+//! - `cuda_library_error_over_a_pending_fault`, `hip_library_error_over_a_pending_fault`: the
+//!   stub fails the gemm's BLAS call and leaves an illegal address pending; clhip's outcome and
+//!   the reproducer's exit must both be the fault the device's synchronize reports.
 //! - `cuda_cases_on_this_gpu`: every cuda case the reproducer covers, on this machine's
 //!   NVIDIA GPU and OpenCL, the reproducers built by nvcc (`build.sh`). Ignored without
 //!   libcuda; `CLHIP_REQUIRE_CUDA=1` makes that a failure.
@@ -49,6 +52,14 @@ fn main() {
         Trial::ignorable_test(
             "hip_cases_on_pocl_and_a_host_stub",
             hip_cases_on_pocl_and_a_host_stub,
+        ),
+        Trial::ignorable_test(
+            "cuda_library_error_over_a_pending_fault",
+            cuda_library_error_over_a_pending_fault,
+        ),
+        Trial::ignorable_test(
+            "hip_library_error_over_a_pending_fault",
+            hip_library_error_over_a_pending_fault,
         ),
         Trial::ignorable_test("cuda_cases_on_this_gpu", cuda_cases_on_this_gpu),
     ];
@@ -121,6 +132,8 @@ struct Compared {
     clhip: Outcome,
     /// The reproducer's exit code, or why it did not run.
     repro: Result<i32, String>,
+    /// What the reproducer printed.
+    printed: String,
     disagreement: Option<calls::Disagreement>,
     /// The compared calls, clhip's (the same as the reproducer's where they agree).
     calls: Vec<String>,
@@ -178,7 +191,10 @@ fn agree(name: &str, cases: Vec<Case>, setup: &Setup) -> Result<Vec<Compared>, F
                     let id = case.id();
                     let at = dir.join(format!("repro-{i}"));
                     let printed = at.join("calls");
-                    let repro = reproduce(&id, &at, &printed, setup);
+                    let (repro, stdout) = match reproduce(&id, &at, &printed, setup) {
+                        Ok((code, stdout)) => (Ok(code), stdout),
+                        Err(why) => (Err(why), String::new()),
+                    };
                     let read = |p: &Path| std::fs::read_to_string(p).unwrap_or_default();
                     let ours = calls::normalise(&read(&recorded.join(calls::file_name(&id))));
                     let theirs = calls::normalise(&read(&printed));
@@ -190,6 +206,7 @@ fn agree(name: &str, cases: Vec<Case>, setup: &Setup) -> Result<Vec<Compared>, F
                         disagreement: calls::compare_until_stopped(&ours, &theirs, stopped),
                         clhip,
                         repro,
+                        printed: stdout,
                         calls: ours,
                         id,
                     };
@@ -230,8 +247,8 @@ fn stopped(clhip: &Outcome, repro: &Result<i32, String>) -> calls::Stopped {
 }
 
 /// Writes, builds and runs `id`'s reproducer in `dir`, its calls printed into `printed`: its
-/// exit code, or why it did not build or run.
-fn reproduce(id: &str, dir: &Path, printed: &Path, setup: &Setup) -> Result<i32, String> {
+/// exit code and what it printed, or why it did not build or run.
+fn reproduce(id: &str, dir: &Path, printed: &Path, setup: &Setup) -> Result<(i32, String), String> {
     let case = ReproCase::parse(id).map_err(|e| format!("{e:#}"))?;
     let header = Header {
         seed: SEED,
@@ -272,7 +289,10 @@ fn reproduce(id: &str, dir: &Path, printed: &Path, setup: &Setup) -> Result<i32,
         .env(calls::PRINT_ENV, printed)
         .output()
         .map_err(|e| format!("running: {e}"))?;
-    Ok(ran.status.code().unwrap_or(-1))
+    Ok((
+        ran.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&ran.stdout).into_owned(),
+    ))
 }
 
 /// The failures among `results`: a case with no recorded or printed calls, or whose calls
@@ -307,9 +327,10 @@ fn judge(name: &str, results: &[Compared]) -> Result<(), Failed> {
         };
         if let Some(what) = what {
             failures.push(format!(
-                "{}: {what} [clhip: {}; reproducer exit {:?}]",
+                "{}: {what} [clhip: {} ({}); reproducer exit {:?}]",
                 r.id,
                 r.clhip.kind(),
+                r.clhip.reason(),
                 r.repro
             ));
         }
@@ -535,51 +556,9 @@ fn hip_cases_on_pocl_and_a_host_stub() -> Result<Completion, Failed> {
 /// libraries: a case's calls depend on its size only through the FFT's passes, which the host
 /// cases hold at every size, and the stub does a 2048 x 2048 cgemm on one core.
 fn stub_cases(name: &str, stub: &Stub) -> Result<Completion, Failed> {
-    if clhip::runtimes::opencl::test_device().is_none() {
-        return Ok(Completion::ignored_with("no OpenCL device"));
-    }
-    let pocl = match pocl() {
-        Ok(d) => d,
-        Err(why) if required("CLHIP_REQUIRE_OPENCL") => {
-            return Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into());
-        }
-        Err(why) => return Ok(Completion::ignored_with(why)),
-    };
-    if let Some(why) = missing("cc") {
-        return Ok(Completion::ignored_with(why));
-    }
-    let dir = scratch(&format!("{}-stub", stub.api.name()));
-    if let Err(why) = build_stub(&dir, stub)? {
-        return Ok(Completion::ignored_with(why));
-    }
-    let lib = dir.join("lib");
-    let library_path = match std::env::var("LD_LIBRARY_PATH") {
-        Ok(p) if !p.is_empty() => format!("{}:{p}", lib.display()),
-        _ => lib.display().to_string(),
-    };
-    let run_env = vec![("LD_LIBRARY_PATH".to_string(), library_path)];
-    let mut worker_env = match stub.api {
-        // cudarc finds libcuda by the loader's path; clhip's HIP, by its ROCm root.
-        Api::Hip => vec![(
-            clhip::pairs::WORKER_ROCM_PATH_ENV.to_string(),
-            dir.display().to_string(),
-        )],
-        _ => run_env.clone(),
-    };
-    // The stub's "kernels" are kept out of the kernel cache people use.
-    worker_env.push((
-        "CLHIP_KERNEL_CACHE".to_string(),
-        dir.join("kernels").display().to_string(),
-    ));
-    let setup = Setup {
-        worker_env,
-        build: Build::Stub {
-            include: dir.join("include"),
-            lib,
-            defines: stub.defines,
-            libs: stub.libs,
-        },
-        run_env,
+    let (pocl, setup) = match stub_setup(stub, &[])? {
+        Ok(s) => s,
+        Err(ignored) => return Ok(ignored),
     };
     let cases = smallest_of_each(covered_cases(stub.api, pocl));
     let results = agree(name, cases, &setup)?;
@@ -610,6 +589,132 @@ fn stub_cases(name: &str, stub: &Stub) -> Result<Completion, Failed> {
         .into());
     }
     Ok(Completion::Completed)
+}
+
+fn cuda_library_error_over_a_pending_fault() -> Result<Completion, Failed> {
+    pending_fault_case(
+        "cuda_library_error_over_a_pending_fault",
+        &CUDA_STUB,
+        "cublasCgemm",
+        "cuCtxSynchronize",
+        "CUDA_ERROR_ILLEGAL_ADDRESS",
+    )
+}
+
+fn hip_library_error_over_a_pending_fault() -> Result<Completion, Failed> {
+    pending_fault_case(
+        "hip_library_error_over_a_pending_fault",
+        &HIP_STUB,
+        "rocblas_cgemm",
+        "hipDeviceSynchronize",
+        "hipErrorIllegalAddress",
+    )
+}
+
+/// A gemm whose BLAS call fails (`library_call`, told by `CLHIP_STUB_FAIL`) and leaves an
+/// illegal address pending on the device: clhip's outcome is the fault `sync` reports after
+/// the case, and the reproducer must exit 3 (fault), naming both the failed call and `sync`,
+/// not 2 (the library's refusal) as it would if it stopped at the first error.
+fn pending_fault_case(
+    name: &str,
+    stub: &Stub,
+    library_call: &str,
+    sync: &str,
+    fault: &str,
+) -> Result<Completion, Failed> {
+    let env = [("CLHIP_STUB_FAIL".to_string(), library_call.to_string())];
+    let (pocl, setup) = match stub_setup(stub, &env)? {
+        Ok(s) => s,
+        Err(ignored) => return Ok(ignored),
+    };
+    let cases: Vec<Case> = smallest_of_each(covered_cases(stub.api, pocl))
+        .into_iter()
+        .filter(|c| c.id().contains("/copy/finish/gemm/"))
+        .collect();
+    let results = agree(name, cases, &setup)?;
+    judge(name, &results)?;
+    let [r] = &results[..] else {
+        return Err(format!("{name}: {} cases, not one copy/finish/gemm", results.len()).into());
+    };
+    match &r.clhip {
+        Outcome::Fault { error } if error.call == sync && error.name == fault => {}
+        other => {
+            return Err(format!(
+                "{name}: {}: clhip gave {} {}, not the fault {sync} reports",
+                r.id,
+                other.kind(),
+                other.reason()
+            )
+            .into());
+        }
+    }
+    let names_both = r.printed.contains(&format!("{library_call}("))
+        && r.printed.contains(&format!("{sync}() returned {fault}"));
+    if r.repro != Ok(3) || !names_both {
+        return Err(format!(
+            "{name}: {}: the reproducer exited {:?}, not 3 (fault) naming {library_call} and {sync}; it printed:\n{}",
+            r.id, r.repro, r.printed
+        )
+        .into());
+    }
+    Ok(Completion::Completed)
+}
+
+/// PoCL and `stub` built as the peer's libraries, each side's environment with `env` added;
+/// or the trial ignored with why it cannot run here.
+fn stub_setup(
+    stub: &Stub,
+    env: &[(String, String)],
+) -> Result<Result<(ClDeviceRef, Setup), Completion>, Failed> {
+    if clhip::runtimes::opencl::test_device().is_none() {
+        return Ok(Err(Completion::ignored_with("no OpenCL device")));
+    }
+    let pocl = match pocl() {
+        Ok(d) => d,
+        Err(why) if required("CLHIP_REQUIRE_OPENCL") => {
+            return Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into());
+        }
+        Err(why) => return Ok(Err(Completion::ignored_with(why))),
+    };
+    if let Some(why) = missing("cc") {
+        return Ok(Err(Completion::ignored_with(why)));
+    }
+    let dir = scratch(&format!("{}-stub", stub.api.name()));
+    if let Err(why) = build_stub(&dir, stub)? {
+        return Ok(Err(Completion::ignored_with(why)));
+    }
+    let lib = dir.join("lib");
+    let library_path = match std::env::var("LD_LIBRARY_PATH") {
+        Ok(p) if !p.is_empty() => format!("{}:{p}", lib.display()),
+        _ => lib.display().to_string(),
+    };
+    let mut run_env = vec![("LD_LIBRARY_PATH".to_string(), library_path)];
+    run_env.extend(env.iter().cloned());
+    let mut worker_env = match stub.api {
+        // cudarc finds libcuda by the loader's path; clhip's HIP, by its ROCm root.
+        Api::Hip => vec![(
+            clhip::pairs::WORKER_ROCM_PATH_ENV.to_string(),
+            dir.display().to_string(),
+        )],
+        _ => run_env[..1].to_vec(),
+    };
+    worker_env.extend(env.iter().cloned());
+    // The stub's "kernels" are kept out of the kernel cache people use.
+    worker_env.push((
+        "CLHIP_KERNEL_CACHE".to_string(),
+        dir.join("kernels").display().to_string(),
+    ));
+    let setup = Setup {
+        worker_env,
+        build: Build::Stub {
+            include: dir.join("include"),
+            lib,
+            defines: stub.defines,
+            libs: stub.libs,
+        },
+        run_env,
+    };
+    Ok(Ok((pocl, setup)))
 }
 
 /// Every cuda case of the matrix the reproducer covers, on this machine's NVIDIA GPU: clhip's

@@ -6,8 +6,11 @@
 //! writes or to refuse fine-grain SVM that it advertises, it is a driver whose defects `run`
 //! must file as the driver's: `fail`, never a harness error or `unsupported`.
 //!
-//! Needs PoCL and a C compiler. Without them the tests are skipped, except under
+//! Needs PoCL and a C compiler. Without them the tests are reported ignored, except under
 //! `CLHIP_REQUIRE_OPENCL=1` (CI), where they fail.
+
+#[macro_use]
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -26,22 +29,18 @@ const LIMIT_S: u64 = 3;
 /// A probe that goes past it has regressed to waiting on the hung driver.
 const PROMPT: Duration = Duration::from_secs(LIMIT_S + 20);
 
-fn required() -> bool {
-    std::env::var("CLHIP_REQUIRE_OPENCL").is_ok_and(|v| v == "1")
-}
-
 struct Setup {
     bad_icd: PathBuf,
     pocl: String,
 }
 
-/// Builds the bad ICD once per test binary; `None` (skip) without PoCL or a C compiler, a
-/// failure instead under CLHIP_REQUIRE_OPENCL=1.
-fn setup() -> Option<&'static Setup> {
+/// Builds the bad ICD once per test binary; the test is ignored without PoCL or a C compiler
+/// (failed under CLHIP_REQUIRE_OPENCL=1).
+fn setup() -> &'static Setup {
     static SETUP: OnceLock<Result<Setup, String>> = OnceLock::new();
     let s = SETUP.get_or_init(|| {
-        if clhip::runtimes::opencl::test_device().is_none() {
-            return Err("no OpenCL device".into());
+        if let Err(e) = clhip::runtimes::opencl::enumerate() {
+            return Err(format!("no OpenCL device: {e}"));
         }
         let pocl = pocl_library().ok_or("no PoCL among the OpenCL vendors")?;
         let dir =
@@ -70,12 +69,8 @@ fn setup() -> Option<&'static Setup> {
         Ok(Setup { bad_icd: so, pocl })
     });
     match s {
-        Ok(s) => Some(s),
-        Err(why) => {
-            assert!(!required(), "CLHIP_REQUIRE_OPENCL=1 but {why}");
-            eprintln!("skipping: {why}");
-            None
-        }
+        Ok(s) => s,
+        Err(why) => support::ignore("CLHIP_REQUIRE_OPENCL", why),
     }
 }
 
@@ -195,7 +190,7 @@ fn text(b: &[u8]) -> String {
 /// the bad vendor as `state`, with the ICD's last words, leaves nothing behind, and exits 1
 /// naming the vendor and what it did on stderr.
 fn broken_vendor_is_a_row(mode: &str, state: &str, last_words: &str) {
-    let Some(s) = setup() else { return };
+    let s = setup();
     let tag = new_tag(mode);
     let (out, took) = run_promptly(probe_command(s, mode, &tag, LIMIT_S, &[]));
     let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
@@ -223,7 +218,6 @@ fn broken_vendor_is_a_row(mode: &str, state: &str, last_words: &str) {
     assert_nothing_left(&tag);
 }
 
-#[test]
 fn a_hung_vendor_is_reported_and_killed_and_pocl_still_probed() {
     broken_vendor_is_a_row(
         "hang",
@@ -232,7 +226,6 @@ fn a_hung_vendor_is_reported_and_killed_and_pocl_still_probed() {
     );
 }
 
-#[test]
 fn a_crashing_vendor_is_reported_as_sigsegv_and_pocl_still_probed() {
     broken_vendor_is_a_row(
         "crash",
@@ -241,7 +234,6 @@ fn a_crashing_vendor_is_reported_as_sigsegv_and_pocl_still_probed() {
     );
 }
 
-#[test]
 fn a_vendor_exiting_inside_a_call_is_reported_and_pocl_still_probed() {
     broken_vendor_is_a_row(
         "exit0",
@@ -261,9 +253,8 @@ fn probe_json(s: &Setup, mode: &str, code: i32) -> Probe {
         .unwrap_or_else(|e| panic!("probe --json is not JSON ({e}):\n{}", text(&out.stdout)))
 }
 
-#[test]
 fn probe_json_carries_the_broken_vendor_row() {
-    let Some(s) = setup() else { return };
+    let s = setup();
     let p = probe_json(s, "crash", 1);
     let bad = &p.opencl_vendors[0];
     assert_eq!(bad.library, s.bad_icd.display().to_string());
@@ -306,9 +297,8 @@ fn probe_json_carries_the_broken_vendor_row() {
 
 /// Chatter on stdout and stderr, partial lines and lines that imitate the harness's protocol
 /// prefix, change nothing: the same platforms, every vendor ok, the chatter in the tail only.
-#[test]
 fn protocol_lookalikes_and_partial_lines_from_a_driver_change_nothing() {
-    let Some(s) = setup() else { return };
+    let s = setup();
     let quiet = probe_json(s, "", 0);
     assert!(
         quiet.broken_vendors().is_empty(),
@@ -353,9 +343,8 @@ fn protocol_lookalikes_and_partial_lines_from_a_driver_change_nothing() {
 /// `icd_env` is what makes a process load one vendor and not its broken neighbour: with the
 /// crashing ICD as the machine's only `.icd` file, a vendor probe under PoCL's `icd_env`
 /// still answers.
-#[test]
 fn icd_env_makes_the_loader_load_that_vendor_alone() {
-    let Some(s) = setup() else { return };
+    let s = setup();
     let p = probe_json(s, "crash", 1);
     let env = p.icd_env("pocl0").expect("pocl0 records its library");
     let vendors = s.bad_icd.parent().unwrap().join("vendors");
@@ -404,9 +393,8 @@ fn icd_env_makes_the_loader_load_that_vendor_alone() {
 
 /// The other half: a probe waiting on a hung driver, killed with SIGTERM, takes its
 /// vendor children (and the helper the driver forked) with it.
-#[test]
 fn sigterm_to_a_probe_waiting_on_a_hung_vendor_leaves_nothing_behind() {
-    let Some(s) = setup() else { return };
+    let s = setup();
     let tag = new_tag("sigterm");
     // A limit the test never reaches: the probe is still waiting when it is terminated.
     let mut child = probe_command(s, "hang", &tag, 600, &[])
@@ -452,9 +440,8 @@ fn run_command(s: &Setup, mode: &str, tag: &str, json: &Path, args: &[&str]) -> 
 
 /// With a vendor that hangs in its platform query, `run` still runs every case of the healthy
 /// vendor (its workers never load the hung one), and exits 1 naming the broken vendor.
-#[test]
 fn run_with_a_hung_vendor_runs_every_pocl_case_and_fails_naming_it() {
-    let Some(s) = setup() else { return };
+    let s = setup();
     let tag = new_tag("run-hang");
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bad-icd-run-{tag}"));
     std::fs::create_dir_all(&dir).unwrap();
@@ -503,9 +490,8 @@ fn run_with_a_hung_vendor_runs_every_pocl_case_and_fails_naming_it() {
 /// With the crashing vendor as the machine's only one, `run` gets to no case: it exits 1 naming
 /// the vendor, and its results file says no case ran, never `complete`, so that `report` and a
 /// `diff` against it exit 1 too instead of reading the empty run as every case removed.
-#[test]
 fn a_run_whose_only_vendor_crashed_in_the_probe_is_stored_as_no_case_run() {
-    let Some(s) = setup() else { return };
+    let s = setup();
     let tag = new_tag("run-only-crash");
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bad-icd-run-{tag}"));
     std::fs::create_dir_all(&dir).unwrap();
@@ -554,9 +540,8 @@ fn a_run_whose_only_vendor_crashed_in_the_probe_is_stored_as_no_case_run() {
 
 /// A driver whose worker prints partial lines and protocol look-alikes (the behaving bad ICD
 /// is a second PoCL, `pocl1`, whose workers load it): every case still gets its own verdict.
-#[test]
 fn run_with_a_driver_that_prints_protocol_lookalikes_gets_every_verdict() {
-    let Some(s) = setup() else { return };
+    let s = setup();
     let tag = new_tag("run-protocol");
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!("bad-icd-run-{tag}"));
     std::fs::create_dir_all(&dir).unwrap();
@@ -623,9 +608,8 @@ fn outcomes_of<'r>(r: &'r RunReport, prefix: &str) -> Vec<(&'r str, OutcomeKind,
 /// case's check counters keep the buffer's poison. That is wrong data from the driver, so
 /// every case fails, naming the buffer, the word, what was written and what was read; never a
 /// harness error. PoCL itself, in the same run, passes.
-#[test]
 fn a_driver_that_drops_a_write_fails_every_handoff_case_naming_the_word() {
-    let Some(s) = setup() else { return };
+    let s = setup();
     let (bad, good, _) = labels(s, "drop-write");
     let (code, r) = run_planted(
         s,
@@ -661,9 +645,8 @@ fn a_driver_that_drops_a_write_fails_every_handoff_case_naming_the_word() {
 /// A driver that advertises fine-grain buffer SVM and returns NULL from clSVMAlloc for it has
 /// failed, not lacked the capability: every fine-grain case fails with the call and what the
 /// device advertised, and the run exits 1. Coarse-grain SVM, which it does not refuse, passes.
-#[test]
 fn fine_grain_svm_advertised_and_refused_fails_every_case() {
-    let Some(s) = setup() else { return };
+    let s = setup();
     let (bad, _, device) = labels(s, "svm-fine-null");
     // The probe, which allocates nothing, sees the capability advertised.
     match &device.svm {
@@ -718,7 +701,6 @@ fn cmd_output_within(mut cmd: Command, limit: Duration) -> Output {
 
 /// With `OCL_ICD_VENDORS` naming a directory that holds no `.icd` file, the probe says so: not
 /// that the variable is unset. Needs no OpenCL: nothing is loaded.
-#[test]
 fn an_empty_vendor_directory_is_named_for_what_it_is() {
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
         .join(format!("empty-vendors-{}", std::process::id()));
@@ -744,3 +726,19 @@ fn an_empty_vendor_directory_is_named_for_what_it_is() {
     );
     assert!(!opencl.contains("unset"), "{opencl}");
 }
+
+tests!(
+    a_hung_vendor_is_reported_and_killed_and_pocl_still_probed,
+    a_crashing_vendor_is_reported_as_sigsegv_and_pocl_still_probed,
+    a_vendor_exiting_inside_a_call_is_reported_and_pocl_still_probed,
+    probe_json_carries_the_broken_vendor_row,
+    protocol_lookalikes_and_partial_lines_from_a_driver_change_nothing,
+    icd_env_makes_the_loader_load_that_vendor_alone,
+    sigterm_to_a_probe_waiting_on_a_hung_vendor_leaves_nothing_behind,
+    run_with_a_hung_vendor_runs_every_pocl_case_and_fails_naming_it,
+    a_run_whose_only_vendor_crashed_in_the_probe_is_stored_as_no_case_run,
+    run_with_a_driver_that_prints_protocol_lookalikes_gets_every_verdict,
+    a_driver_that_drops_a_write_fails_every_handoff_case_naming_the_word,
+    fine_grain_svm_advertised_and_refused_fails_every_case,
+    an_empty_vendor_directory_is_named_for_what_it_is
+);

@@ -3,6 +3,9 @@
 //! are real order statistics, the SVG is well-formed XML, a planted crash costs only its path,
 //! and a side that does nothing turns every measurement it touches into a `fail`.
 
+#[macro_use]
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -12,11 +15,10 @@ use clhip::model::{Outcome, OutcomeKind, PathKind};
 const REPS: usize = 3;
 const SIZES: [u64; 2] = [4096, 16384];
 
-/// The host pair of the first OpenCL device (`pocl0+host` on CI); `None` without OpenCL (a
-/// failure instead under CLHIP_REQUIRE_OPENCL=1).
-fn host_pair() -> Option<String> {
-    let dev = clhip::runtimes::opencl::test_device()?;
-    Some(format!("{}+host", dev.r.label))
+/// The host pair of the first OpenCL device (`pocl0+host` on CI); without OpenCL the test is
+/// ignored (failed under CLHIP_REQUIRE_OPENCL=1).
+fn host_pair() -> String {
+    format!("{}+host", support::opencl_device().r.label)
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -175,7 +177,6 @@ fn check_attributes(mut attrs: &str) -> Result<(), String> {
     }
 }
 
-#[test]
 fn the_xml_check_rejects_what_is_not_xml() {
     assert_eq!(
         well_formed_xml("<svg a=\"1\"><g><line/></g><text>x &amp; y</text></svg>"),
@@ -189,9 +190,8 @@ fn the_xml_check_rejects_what_is_not_xml() {
     assert!(well_formed_xml("<svg></svg><svg></svg>").is_err());
 }
 
-#[test]
 fn a_tiny_bench_gives_every_row_a_median_within_its_spread() {
-    let Some(pair) = host_pair() else { return };
+    let pair = host_pair();
     let dir = scratch("tiny");
     let (md, svg) = (dir.join("bench.md"), dir.join("bench.svg"));
     let (out, report) = bench(
@@ -204,6 +204,8 @@ fn a_tiny_bench_gives_every_row_a_median_within_its_spread() {
             svg.to_str().unwrap(),
         ],
     );
+    // The measurements name the build that took them, as a run's results do.
+    assert_eq!(report.build, Some(clhip::build_id::BuildId::this()));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -334,9 +336,8 @@ fn a_tiny_bench_gives_every_row_a_median_within_its_spread() {
     );
 }
 
-#[test]
 fn a_planted_crash_costs_only_its_path() {
-    let Some(pair) = host_pair() else { return };
+    let pair = host_pair();
     let dir = scratch("crash");
     let (out, report) = bench(&pair, &dir, &["--plant-crash", "use-host-ptr"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -379,9 +380,8 @@ fn a_planted_crash_costs_only_its_path() {
     assert_eq!(target(&report, "copy/finish").outcome, Outcome::pass());
 }
 
-#[test]
 fn a_side_that_does_nothing_fails_every_measurement_it_touches() {
-    let Some(pair) = host_pair() else { return };
+    let pair = host_pair();
     // The peer does nothing: no pattern, no scale pass, no upload, no pipeline stage, on any
     // target, the native CPU baseline included.
     let (_, report) = bench(&pair, &scratch("peer-noop"), &["--plant", "peer-noop"]);
@@ -429,7 +429,6 @@ fn a_side_that_does_nothing_fails_every_measurement_it_touches() {
     }
 }
 
-#[test]
 fn bad_bench_input_is_refused_before_anything_runs() {
     let run = |args: &[&str]| {
         Command::new(env!("CARGO_BIN_EXE_clhip"))
@@ -447,9 +446,24 @@ fn bad_bench_input_is_refused_before_anything_runs() {
     let out = run(&["--sizes", "1M", "--max-size", "4K"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--max-size"));
-    if host_pair().is_some() {
-        let out = run(&["no-such-target"]);
-        assert_eq!(out.status.code(), Some(2));
-        assert!(String::from_utf8_lossy(&out.stderr).contains("matches none"));
-    }
 }
+
+/// Checked where a device is listed, so that "matches none" is the filter's doing.
+fn an_unknown_target_is_refused() {
+    host_pair();
+    let out = Command::new(env!("CARGO_BIN_EXE_clhip"))
+        .args(["bench", "interop", "no-such-target"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("matches none"));
+}
+
+tests!(
+    the_xml_check_rejects_what_is_not_xml,
+    a_tiny_bench_gives_every_row_a_median_within_its_spread,
+    a_planted_crash_costs_only_its_path,
+    a_side_that_does_nothing_fails_every_measurement_it_touches,
+    bad_bench_input_is_refused_before_anything_runs,
+    an_unknown_target_is_refused
+);

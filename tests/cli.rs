@@ -1,6 +1,9 @@
 //! The command line as a user meets it: bad input gets a clear error naming the file and line
 //! and a non-zero exit, and nothing already written is lost.
 
+#[macro_use]
+mod support;
+
 use std::path::PathBuf;
 use std::process::{Command, Output};
 
@@ -21,7 +24,6 @@ fn stderr(o: &Output) -> String {
     String::from_utf8_lossy(&o.stderr).into_owned()
 }
 
-#[test]
 fn a_malformed_case_file_is_rejected_with_file_and_line_and_nothing_is_overwritten() {
     let dir = scratch("malformed");
     let cases = dir.join("bad.toml");
@@ -49,11 +51,8 @@ fn a_malformed_case_file_is_rejected_with_file_and_line_and_nothing_is_overwritt
     assert_eq!(std::fs::read_to_string(&json).unwrap(), "previous results");
 }
 
-#[test]
 fn an_unknown_filter_is_an_error_not_an_empty_run() {
-    if clhip::runtimes::opencl::test_device().is_none() {
-        return;
-    }
+    support::opencl_device();
     let o = clhip(&["list", "no-such-path-anywhere"]);
     assert_eq!(o.status.code(), Some(2));
     assert!(
@@ -63,7 +62,6 @@ fn an_unknown_filter_is_an_error_not_an_empty_run() {
     );
 }
 
-#[test]
 fn a_corrupt_report_names_file_line_and_column() {
     let dir = scratch("corrupt");
     let f = dir.join("r.json");
@@ -81,7 +79,6 @@ fn a_corrupt_report_names_file_line_and_column() {
     );
 }
 
-#[test]
 fn probe_json_parses_and_names_every_runtime() {
     let o = clhip(&["probe", "--json"]);
     assert!(o.status.success(), "{}", stderr(&o));
@@ -89,18 +86,15 @@ fn probe_json_parses_and_names_every_runtime() {
     for api in ["hip", "cuda"] {
         assert!(v[api]["status"].is_string(), "{api} section: {v}");
     }
-    if clhip::runtimes::opencl::test_device().is_some() {
-        assert_eq!(v["opencl_status"], "ok");
-        let dev = &v["platforms"][0]["devices"][0];
-        assert!(dev["svm"].is_object(), "{dev}");
-    }
+    // The rest needs a device to describe.
+    support::opencl_device();
+    assert_eq!(v["opencl_status"], "ok");
+    let dev = &v["platforms"][0]["devices"][0];
+    assert!(dev["svm"].is_object(), "{dev}");
 }
 
-#[test]
 fn list_shows_the_default_matrix_for_the_host_pair() {
-    if clhip::runtimes::opencl::test_device().is_none() {
-        return;
-    }
+    support::opencl_device();
     let o = clhip(&["list"]);
     assert!(o.status.success(), "{}", stderr(&o));
     let ids: Vec<String> = String::from_utf8_lossy(&o.stdout)
@@ -119,7 +113,6 @@ fn list_shows_the_default_matrix_for_the_host_pair() {
     );
 }
 
-#[test]
 fn list_for_a_recorded_h200_probe_pairs_cuda_with_its_opencl_twin() {
     // Recorded by `clhip probe --json` on an H200 (driver 580.159.04); pairing comes from the
     // UUIDs OpenCL and CUDA reported there, not from this machine.
@@ -169,7 +162,6 @@ fn list_for_a_recorded_h200_probe_pairs_cuda_with_its_opencl_twin() {
     );
 }
 
-#[test]
 fn a_corrupt_probe_file_names_file_and_line() {
     let dir = scratch("probe");
     let f = dir.join("p.json");
@@ -183,7 +175,6 @@ fn a_corrupt_probe_file_names_file_and_line() {
     );
 }
 
-#[test]
 fn list_for_an_mi100_like_probe_has_every_amd_path_sync_and_op() {
     use clhip::model::{Api, Op, PathKind};
     use clhip::paths::PathFacts;
@@ -240,7 +231,6 @@ fn list_for_an_mi100_like_probe_has_every_amd_path_sync_and_op() {
     settings.bind(|| insta::assert_snapshot!("mi100_like_listing", hip.join("\n")));
 }
 
-#[test]
 fn list_for_two_rocm_installs_plans_every_case_once_per_install_with_its_label() {
     // tests/fixtures/two-rocm-installs-probe.json: the MI100 fixture as two installs see it.
     let one = clhip(&["list", "--probe", "tests/fixtures/mi100-like-probe.json"]);
@@ -304,7 +294,6 @@ fn list_for_two_rocm_installs_plans_every_case_once_per_install_with_its_label()
     );
 }
 
-#[test]
 fn mi100_expectation_files_load_and_list_applies_them_to_the_mi100_fixture() {
     let o = clhip(&[
         "list",
@@ -376,7 +365,6 @@ fn mi100_expectation_files_load_and_list_applies_them_to_the_mi100_fixture() {
     );
 }
 
-#[test]
 fn devices_picks_a_gpu_by_index_uuid_pci_bus_id_or_label_and_refuses_an_unknown_one() {
     let fixture = "tests/fixtures/nvidia-h200-probe.json";
     let pairs_of = |sel: &str| {
@@ -409,7 +397,6 @@ fn devices_picks_a_gpu_by_index_uuid_pci_bus_id_or_label_and_refuses_an_unknown_
     );
 }
 
-#[test]
 fn a_plant_limited_to_cases_that_do_not_run_is_refused_and_nothing_is_overwritten() {
     let dir = scratch("plant-only");
     let json = dir.join("results.json");
@@ -431,3 +418,149 @@ fn a_plant_limited_to_cases_that_do_not_run_is_refused_and_nothing_is_overwritte
         assert_eq!(std::fs::read_to_string(&json).unwrap(), "previous results");
     }
 }
+
+fn probe_prints_the_fingerprint_lines_expectation_files_match_in_text_and_tagged_json() {
+    let dir = scratch("fingerprint-lines");
+    let o = clhip(&["probe", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).expect("probe --json is JSON");
+    assert_eq!(v["schema"], "clhip-probe/1", "{v}");
+    let lines: Vec<String> = v["fingerprint_lines"]
+        .as_array()
+        .expect("fingerprint_lines")
+        .iter()
+        .map(|l| l.as_str().unwrap().to_string())
+        .collect();
+    assert!(
+        lines.iter().any(|l| l.starts_with("os kernel: ")),
+        "{lines:?}"
+    );
+    let text = String::from_utf8_lossy(&clhip(&["probe"]).stdout).into_owned();
+    let at = text
+        .find("\nFingerprint lines (")
+        .unwrap_or_else(|| panic!("{text}"));
+    for l in &lines {
+        assert!(text[at..].contains(&format!("\n  {l}\n")), "{l}: {text}");
+    }
+    // The saved probe is what `list --probe` reads, and a file whose globs are those lines,
+    // as printed, applies to it.
+    let saved = dir.join("probe.json");
+    std::fs::write(&saved, &o.stdout).unwrap();
+    let expectations = dir.join("expectations");
+    std::fs::create_dir_all(&expectations).unwrap();
+    let globs: Vec<String> = lines.iter().map(|l| format!("{l:?}")).collect();
+    std::fs::write(
+        expectations.join("this-machine.toml"),
+        format!(
+            "version = 1\n[applies]\nfingerprint = [{}]\n",
+            globs.join(", ")
+        ),
+    )
+    .unwrap();
+    // A tag of another schema is refused, naming the file.
+    let other = dir.join("other.json");
+    let tagged = String::from_utf8_lossy(&o.stdout).replacen("clhip-probe/1", "clhip-probe/9", 1);
+    std::fs::write(&other, tagged).unwrap();
+    let r = clhip(&["list", "--probe", other.to_str().unwrap()]);
+    assert_eq!(r.status.code(), Some(2), "{}", stderr(&r));
+    assert!(
+        stderr(&r).contains(&format!("{}: schema `clhip-probe/9`", other.display())),
+        "{}",
+        stderr(&r)
+    );
+    // Listing plans the pairs of a device.
+    support::opencl_device();
+    let r = clhip(&[
+        "list",
+        "--probe",
+        saved.to_str().unwrap(),
+        "--expectations",
+        expectations.to_str().unwrap(),
+    ]);
+    assert_eq!(r.status.code(), Some(0), "{}", stderr(&r));
+    assert!(!stderr(&r).contains("none applies"), "{}", stderr(&r));
+    assert!(stderr(&r).contains("this-machine.toml"), "{}", stderr(&r));
+}
+
+/// The entries of a `--help` text (options and arguments) that say nothing: no text of their
+/// own, or only clap's `[default: ...]`.
+fn undocumented(help: &str) -> Vec<String> {
+    let lines: Vec<&str> = help.lines().collect();
+    let entry = |l: &str| {
+        let t = l.trim_start();
+        let indent = l.len() - t.len();
+        (2..=6).contains(&indent)
+            && (t.starts_with('-') || t.starts_with('<') || t.starts_with('['))
+    };
+    let says = |text: &str| {
+        let text = text.trim();
+        let only_a_default = text.starts_with("[default:") && text.ends_with(']');
+        !text.is_empty() && !only_a_default
+    };
+    let mut out = Vec::new();
+    for (i, l) in lines.iter().enumerate() {
+        if !entry(l) {
+            continue;
+        }
+        let t = l.trim_start();
+        // Same-line help: after the name, two spaces and the text.
+        let inline = t.split_once("  ").map(|(_, rest)| rest).unwrap_or("");
+        let below = lines
+            .get(i + 1)
+            .filter(|n| !entry(n) && n.len() - n.trim_start().len() >= 8)
+            .copied()
+            .unwrap_or("");
+        if !says(inline) && !says(below) {
+            out.push(t.split("  ").next().unwrap_or(t).to_string());
+        }
+    }
+    out
+}
+
+fn every_option_and_argument_has_a_help_text() {
+    let commands = [
+        "probe",
+        "list",
+        "run",
+        "report",
+        "diff",
+        "merge",
+        "repro",
+        "history",
+        "bench interop",
+        "bench runner",
+    ];
+    let mut missing = Vec::new();
+    for c in commands {
+        let mut args: Vec<&str> = c.split(' ').collect();
+        args.push("--help");
+        let o = clhip(&args);
+        assert!(o.status.success(), "{c}: {}", stderr(&o));
+        let help = String::from_utf8_lossy(&o.stdout).into_owned();
+        missing.extend(
+            undocumented(&help)
+                .into_iter()
+                .map(|e| format!("clhip {c}: {e}")),
+        );
+    }
+    assert_eq!(missing, Vec::<String>::new());
+    // The check sees an entry with nothing, or only a default, to say.
+    let planted = "Options:\n      --seed <SEED>\n          [default: 7]\n  <FILE>  \n      --json  As JSON\n";
+    assert_eq!(undocumented(planted), ["--seed <SEED>", "<FILE>"]);
+}
+
+tests!(
+    every_option_and_argument_has_a_help_text,
+    probe_prints_the_fingerprint_lines_expectation_files_match_in_text_and_tagged_json,
+    a_malformed_case_file_is_rejected_with_file_and_line_and_nothing_is_overwritten,
+    an_unknown_filter_is_an_error_not_an_empty_run,
+    a_corrupt_report_names_file_line_and_column,
+    probe_json_parses_and_names_every_runtime,
+    list_shows_the_default_matrix_for_the_host_pair,
+    list_for_a_recorded_h200_probe_pairs_cuda_with_its_opencl_twin,
+    a_corrupt_probe_file_names_file_and_line,
+    list_for_an_mi100_like_probe_has_every_amd_path_sync_and_op,
+    list_for_two_rocm_installs_plans_every_case_once_per_install_with_its_label,
+    mi100_expectation_files_load_and_list_applies_them_to_the_mi100_fixture,
+    devices_picks_a_gpu_by_index_uuid_pci_bus_id_or_label_and_refuses_an_unknown_one,
+    a_plant_limited_to_cases_that_do_not_run_is_refused_and_nothing_is_overwritten
+);

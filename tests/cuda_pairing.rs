@@ -1,36 +1,34 @@
 //! The CUDA device beside the OpenCL devices the probe lists, for pairing: here rather than
 //! in `runtimes::cuda`, because the runtimes sit below the probe and never import it. Without
-//! libcuda the test skips, unless CLHIP_REQUIRE_CUDA=1 says a GPU is expected.
+//! libcuda the test is reported ignored, unless CLHIP_REQUIRE_CUDA=1 says a GPU is expected.
+
+#[macro_use]
+mod support;
 
 use clhip::probe::{Queried, probe};
 use clhip::runtimes::cuda::CudaPeer;
 use clhip::runtimes::device::DeviceRuntime;
 use clhip::runtimes::locate::{cuda_candidates, open_first};
 
-/// The same gate as the unit tests' in `runtimes::cuda`: skip without libcuda, and a libcuda
+/// The same gate as the unit tests' in `runtimes::cuda`: ignored without libcuda, and a libcuda
 /// that loads but cannot open device 0 is a failure, not a skip.
-fn gpu_or_skip(test: &str) -> Option<CudaPeer> {
-    let present = open_first(&cuda_candidates()).is_ok();
-    if !present {
-        assert!(
-            std::env::var("CLHIP_REQUIRE_CUDA").as_deref() != Ok("1"),
-            "{test}: CLHIP_REQUIRE_CUDA=1 but libcuda is absent"
+fn gpu(test: &str) -> CudaPeer {
+    if let Err(tried) = open_first(&cuda_candidates()) {
+        let tried: Vec<&str> = tried.iter().map(|a| a.candidate.as_str()).collect();
+        support::ignore(
+            "CLHIP_REQUIRE_CUDA",
+            format!("no libcuda (tried {})", tried.join(", ")),
         );
-        eprintln!("{test}: skipped, no libcuda");
-        return None;
     }
     match CudaPeer::open(0) {
-        Ok(p) => Some(p),
+        Ok(p) => p,
         Err(e) => panic!("{test}: libcuda loads but open(0) failed: {e:?}"),
     }
 }
 
 /// Prints cuDeviceGetUuid beside OpenCL's CL_DEVICE_UUID_KHR and PCI bus ids, for pairing.
-#[test]
 fn device_uuid_matches_opencl() {
-    let Some(p) = gpu_or_skip("device_uuid_matches_opencl") else {
-        return;
-    };
+    let p = gpu("device_uuid_matches_opencl");
     let probe = probe(None);
     let info = p.info();
     eprintln!(
@@ -61,3 +59,5 @@ fn device_uuid_matches_opencl() {
         None => eprintln!("no OpenCL device at PCI {}", info.pci_bus_id),
     }
 }
+
+tests!(device_uuid_matches_opencl);

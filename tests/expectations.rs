@@ -4,6 +4,9 @@
 //! runs these against recorded probes, with no device; the `run` tests need PoCL (they fail
 //! without it under CLHIP_REQUIRE_OPENCL=1, as on CI).
 
+#[macro_use]
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -50,7 +53,6 @@ fn file_for_mi100(rules: &[(&str, &str)]) -> String {
     text
 }
 
-#[test]
 fn rules_that_disagree_about_a_case_are_an_error_naming_both_in_one_file_or_two() {
     let dir = scratch("conflict-one");
     std::fs::write(
@@ -108,7 +110,6 @@ fn rules_that_disagree_about_a_case_are_an_error_naming_both_in_one_file_or_two(
     assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
 }
 
-#[test]
 fn a_rule_that_matches_no_case_is_warned_about_with_its_file_and_line() {
     let dir = scratch("stale");
     std::fs::write(
@@ -152,7 +153,6 @@ fn a_rule_that_matches_no_case_is_warned_about_with_its_file_and_line() {
     );
 }
 
-#[test]
 fn a_directory_that_gives_no_expectation_says_why() {
     // Empty: an error, since expectations were asked for and none could apply.
     let dir = scratch("empty");
@@ -209,18 +209,6 @@ fn a_directory_that_gives_no_expectation_says_why() {
     assert!(err.contains("`opencl rocm0 driver: "), "{err}");
 }
 
-fn have_opencl() -> bool {
-    let found = clhip::runtimes::opencl::test_device().is_some();
-    assert!(
-        found || std::env::var("CLHIP_REQUIRE_OPENCL").as_deref() != Ok("1"),
-        "CLHIP_REQUIRE_OPENCL=1 but no OpenCL device"
-    );
-    if !found {
-        eprintln!("skipping: no OpenCL device");
-    }
-    found
-}
-
 /// One PoCL case, `copy/finish/handoff/n=4`, that passes.
 fn one_case(dir: &Path) -> PathBuf {
     let cases = dir.join("cases.toml");
@@ -243,11 +231,8 @@ fn pocl_file(rules: &[(&str, &str)]) -> String {
     text
 }
 
-#[test]
 fn the_console_names_the_rule_or_baseline_line_a_known_outcome_comes_from() {
-    if !have_opencl() {
-        return;
-    }
+    support::opencl_device();
     let dir = scratch("source");
     let cases = one_case(&dir);
     let file = dir.join("pocl.toml");
@@ -299,11 +284,8 @@ fn the_console_names_the_rule_or_baseline_line_a_known_outcome_comes_from() {
     );
 }
 
-#[test]
 fn a_run_refuses_disagreeing_rules_before_anything_runs_and_warns_about_stale_ones() {
-    if !have_opencl() {
-        return;
-    }
+    support::opencl_device();
     let dir = scratch("run-conflict");
     let cases = one_case(&dir);
     let json = dir.join("r.json");
@@ -359,3 +341,11 @@ fn a_run_refuses_disagreeing_rules_before_anything_runs_and_warns_about_stale_on
     let r = clhip::report::load(&json).unwrap().report;
     assert_eq!(r.stale_baseline, [stale]);
 }
+
+tests!(
+    rules_that_disagree_about_a_case_are_an_error_naming_both_in_one_file_or_two,
+    a_rule_that_matches_no_case_is_warned_about_with_its_file_and_line,
+    a_directory_that_gives_no_expectation_says_why,
+    the_console_names_the_rule_or_baseline_line_a_known_outcome_comes_from,
+    a_run_refuses_disagreeing_rules_before_anything_runs_and_warns_about_stale_ones
+);

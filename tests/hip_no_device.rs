@@ -1,22 +1,17 @@
 //! The HIP bindings against a real HIP runtime with no device behind it: Debian's
-//! libamdhip64-5 (HIP 5.2.x), which CI installs. Without libamdhip64 the tests skip, unless
+//! libamdhip64-5 (HIP 5.2.x), which CI installs. Without libamdhip64 the tests are reported ignored, unless
 //! CLHIP_REQUIRE_HIP=1 (CI), when they fail.
+
+#[macro_use]
+mod support;
 
 use clhip::model::CaseError;
 use clhip::runtimes::hip::ffi::{self, Abi, Group, Hip};
 use clhip::runtimes::hip::probe as probe_hip;
 use clhip::runtimes::hip::{HipPeer, discover};
 
-fn hip_or_skip(test: &str) -> Option<Hip> {
-    let required = std::env::var("CLHIP_REQUIRE_HIP").is_ok_and(|v| v == "1");
-    match Hip::load(None) {
-        Ok(h) => Some(h),
-        Err(e) => {
-            assert!(!required, "CLHIP_REQUIRE_HIP=1 but {e}");
-            eprintln!("skipping {test}: {e}");
-            None
-        }
-    }
+fn hip() -> Hip {
+    Hip::load(None).unwrap_or_else(|e| support::ignore("CLHIP_REQUIRE_HIP", e))
 }
 
 /// What HIP 5.2's libamdhip64 lacks of everything hip/ffi binds: only symbols of later headers
@@ -25,11 +20,8 @@ fn hip_or_skip(test: &str) -> Option<Hip> {
 /// libamdhip64.so.5.2.21153.
 const ABSENT_IN_5_2: [&str; 2] = ["hipGetDevicePropertiesR0600", "hipExtHostAlloc"];
 
-#[test]
 fn loads_hip_5_2_with_abi_v5_and_every_symbol_it_needs() {
-    let Some(hip) = hip_or_skip("loads_hip_5_2") else {
-        return;
-    };
+    let hip = hip();
     eprintln!(
         "loaded {} (candidate {}): HIP {}.{}.{} ({}), ABI {:?}",
         hip.path,
@@ -41,8 +33,7 @@ fn loads_hip_5_2_with_abi_v5_and_every_symbol_it_needs() {
         hip.abi
     );
     if hip.version.major != 5 {
-        eprintln!("not HIP 5: the 5.2-specific checks below do not apply");
-        return;
+        support::not_applicable("not HIP 5: the 5.2-specific checks do not apply");
     }
     assert_eq!(hip.abi, Abi::V5);
     assert!(hip.path.contains("libamdhip64.so.5"), "{}", hip.path);
@@ -83,11 +74,8 @@ fn loads_hip_5_2_with_abi_v5_and_every_symbol_it_needs() {
     }
 }
 
-#[test]
 fn hiprtc_is_found_for_5_2_inside_libamdhip64_or_in_libhiprtc() {
-    let Some(hip) = hip_or_skip("hiprtc") else {
-        return;
-    };
+    let hip = hip();
     match ffi::open_hiprtc(&hip) {
         Ok(rtc) => {
             eprintln!("hiprtc from {}", rtc.path);
@@ -97,15 +85,12 @@ fn hiprtc_is_found_for_5_2_inside_libamdhip64_or_in_libhiprtc() {
     }
 }
 
-#[test]
 fn optional_libraries_absent_only_say_so() {
     // rocBLAS, rocSOLVER and HSA's dmabuf export are optional: absent, they are a reason, not a
     // crash. Debian's HSA 1.5 (ROCm 5.2) has hsa_init but no hsa_amd_portable_export_dmabuf
     // (ROCR-Runtime hsa_ext_amd.h has it from rocm-5.6.0). Each is looked for in the install
     // HIP came from, nowhere else.
-    let Some(hip) = hip_or_skip("optional_libraries") else {
-        return;
-    };
+    let hip = hip();
     for (what, r) in [
         (
             "rocBLAS",
@@ -129,14 +114,10 @@ fn optional_libraries_absent_only_say_so() {
     }
 }
 
-#[test]
 fn open_without_a_device_is_unsupported_naming_hip_error_no_device() {
-    let Some(hip) = hip_or_skip("open_without_a_device") else {
-        return;
-    };
+    let hip = hip();
     if hip.device_count().is_ok_and(|n| n > 0) {
-        eprintln!("a HIP device is present: the no-device checks do not apply");
-        return;
+        support::not_applicable("a HIP device is present: the no-device checks do not apply");
     }
     drop(hip);
     match HipPeer::open(0, None) {
@@ -159,11 +140,8 @@ fn open_without_a_device_is_unsupported_naming_hip_error_no_device() {
     assert!(d.contains("hipErrorNoDevice"), "{d}");
 }
 
-#[test]
 fn probe_reports_library_version_abi_and_no_device() {
-    let Some(hip) = hip_or_skip("probe") else {
-        return;
-    };
+    let hip = hip();
     let no_device = hip.device_count().is_err();
     drop(hip);
     let s = probe_hip(None);
@@ -186,3 +164,11 @@ fn probe_reports_library_version_abi_and_no_device() {
         );
     }
 }
+
+tests!(
+    loads_hip_5_2_with_abi_v5_and_every_symbol_it_needs,
+    hiprtc_is_found_for_5_2_inside_libamdhip64_or_in_libhiprtc,
+    optional_libraries_absent_only_say_so,
+    open_without_a_device_is_unsupported_naming_hip_error_no_device,
+    probe_reports_library_version_abi_and_no_device
+);

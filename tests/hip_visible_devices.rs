@@ -14,7 +14,7 @@
 //!   both GPUs' PCI bus ids, as the probe saw them and as the worker found them.
 //!
 //! NOT run on AMD hardware: what a real HIP does under `HIP_VISIBLE_DEVICES` is taken from
-//! ROCm/clr's source (docs/rocm.md). Without a C compiler the tests skip, unless
+//! ROCm/clr's source (docs/rocm.md). Without a C compiler the test is reported ignored, unless
 //! CLHIP_REQUIRE_HIP=1; without an OpenCL device too, unless CLHIP_REQUIRE_OPENCL=1.
 
 use std::path::{Path, PathBuf};
@@ -28,18 +28,8 @@ use clhip::probe::Probe;
 use clhip::runner::{self, CaseResult, Planned, RunOptions};
 use clhip::runtimes::hip::ffi::HIP_SYMBOLS;
 
-fn required(var: &str) -> bool {
-    std::env::var(var).is_ok_and(|v| v == "1")
-}
-
-fn have_cc() -> bool {
-    let ok = Command::new("cc").arg("--version").output().is_ok();
-    assert!(
-        ok || !required("CLHIP_REQUIRE_HIP"),
-        "CLHIP_REQUIRE_HIP=1 but no cc"
-    );
-    ok
-}
+#[macro_use]
+mod support;
 
 /// What the stub's calls do; every other symbol returns hipSuccess.
 const STUB_BODIES: &str = r#"
@@ -196,12 +186,8 @@ fn hip(ordinal: usize) -> Peer {
     }
 }
 
-#[test]
 fn a_hip_worker_sees_its_pair_s_gpus_and_opens_the_one_the_probe_saw() {
-    if !have_cc() {
-        eprintln!("skipped: no cc");
-        return;
-    }
+    support::need_tool("cc", "CLHIP_REQUIRE_HIP");
     let tmp = std::env::temp_dir().join(format!("clhip-visible-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
     let root = stub_install(&tmp.join("rocm-6.3.2"));
@@ -225,12 +211,7 @@ fn a_hip_worker_sees_its_pair_s_gpus_and_opens_the_one_the_probe_saw() {
         p.hip.status
     );
     let Some(cl) = p.platforms.iter().flat_map(|pl| &pl.devices).next() else {
-        assert!(
-            !required("CLHIP_REQUIRE_OPENCL"),
-            "CLHIP_REQUIRE_OPENCL=1 but no OpenCL device"
-        );
-        eprintln!("skipped: no OpenCL device");
-        return;
+        support::ignore("CLHIP_REQUIRE_OPENCL", "no OpenCL device");
     };
     // The pairs a GPU would make: the OpenCL device here is no stub GPU's twin, so they are
     // made as pairing would make them.
@@ -289,3 +270,5 @@ fn a_hip_worker_sees_its_pair_s_gpus_and_opens_the_one_the_probe_saw() {
     );
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+tests!(a_hip_worker_sees_its_pair_s_gpus_and_opens_the_one_the_probe_saw);

@@ -4,8 +4,11 @@
 //! the page, writes each cell's computed background into a `data-bg` attribute). Screenshots of
 //! the matrix and of a diff are kept under target/html-report/.
 //!
-//! Without a `chromium` on PATH the browser tests say so and pass, unless
+//! Without a `chromium` on PATH the browser tests are reported ignored, unless
 //! `CLHIP_REQUIRE_CHROMIUM=1` (CI), where that is a failure.
+
+#[macro_use]
+mod support;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -72,6 +75,8 @@ fn sample_run() -> RunReport {
     RunReport {
         schema: SCHEMA.into(),
         clhip_version: "0.1.0".into(),
+        build: None,
+        planted: None,
         started_at: "2026-03-21T13:50:07Z".into(),
         wall_s: 12.5,
         seed: 7,
@@ -260,7 +265,6 @@ fn rendered_sample(dir: &Path) -> PathBuf {
     html
 }
 
-#[test]
 fn report_and_diff_write_html_through_checked_outputs() {
     let dir = scratch("cli");
     let html = rendered_sample(&dir);
@@ -298,24 +302,19 @@ fn report_and_diff_write_html_through_checked_outputs() {
     assert!(String::from_utf8_lossy(&o.stderr).contains("is the new file"));
 }
 
-/// The browser, or why the browser tests cannot run here.
-fn chromium() -> Option<PathBuf> {
+/// The browser; without it the test is ignored (failed under CLHIP_REQUIRE_CHROMIUM=1).
+fn chromium() -> PathBuf {
     let found = std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .flat_map(|d| [d.join("chromium"), d.join("chromium-browser")])
             .find(|p| p.is_file())
     });
-    if found.is_none() {
-        if std::env::var("CLHIP_REQUIRE_CHROMIUM").as_deref() == Ok("1") {
-            panic!(
-                "CLHIP_REQUIRE_CHROMIUM=1 but no chromium on PATH (Debian: apt-get install chromium)"
-            );
-        }
-        eprintln!(
-            "skipped: no chromium on PATH (Debian: apt-get install chromium; CLHIP_REQUIRE_CHROMIUM=1 makes this a failure)"
-        );
-    }
-    found
+    found.unwrap_or_else(|| {
+        support::ignore(
+            "CLHIP_REQUIRE_CHROMIUM",
+            "no chromium on PATH (Debian: apt-get install chromium)",
+        )
+    })
 }
 
 /// Runs headless Chromium on a local page with `args`, within a time limit.
@@ -540,9 +539,8 @@ fn check_matrix(dump: &str) -> Vec<String> {
     problems
 }
 
-#[test]
 fn chromium_renders_the_matrix_with_its_colours_and_texts() {
-    let Some(chromium) = chromium() else { return };
+    let chromium = chromium();
     let dir = scratch("chromium");
     let artifacts = artifact_dir();
     let html = rendered_sample(&dir);
@@ -601,9 +599,8 @@ fn chromium_renders_the_matrix_with_its_colours_and_texts() {
     println!("screenshot of the matrix: {}", shot.display());
 }
 
-#[test]
 fn chromium_renders_a_diff() {
-    let Some(chromium) = chromium() else { return };
+    let chromium = chromium();
     let dir = scratch("chromium-diff");
     let artifacts = artifact_dir();
     let (old, new) = (dir.join("old.json"), dir.join("new.json"));
@@ -658,3 +655,9 @@ fn chromium_renders_a_diff() {
     );
     println!("screenshot of the diff: {}", shot.display());
 }
+
+tests!(
+    report_and_diff_write_html_through_checked_outputs,
+    chromium_renders_the_matrix_with_its_colours_and_texts,
+    chromium_renders_a_diff
+);

@@ -2,6 +2,9 @@
 //! real binary and worker processes on the first OpenCL device (PoCL on CI), with an error
 //! planted where a driver bug would bite, and asserts the verdict and where it points.
 
+#[macro_use]
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -9,15 +12,9 @@ use clhip::model::{FailReason, Outcome, OutcomeKind};
 use clhip::report::{RunReport, load_json};
 
 /// Runs `clhip run` over a one-group matrix with `plant`, returning the exit code and report;
-/// `None` when there is no OpenCL (a failure instead under CLHIP_REQUIRE_OPENCL=1).
-fn run_planted(
-    paths: &str,
-    syncs: &str,
-    ops: &str,
-    n: usize,
-    plant: &str,
-) -> Option<(i32, RunReport)> {
-    clhip::runtimes::opencl::test_device()?;
+/// without OpenCL the test is ignored (failed under CLHIP_REQUIRE_OPENCL=1).
+fn run_planted(paths: &str, syncs: &str, ops: &str, n: usize, plant: &str) -> (i32, RunReport) {
+    support::opencl_device();
     let dir = std::env::temp_dir().join(format!(
         "clhip-planted-{}-{plant}-{ops}-{n}",
         std::process::id()
@@ -42,7 +39,7 @@ fn run_planted(
         .unwrap();
     let report = load_json(Path::new(&json))
         .unwrap_or_else(|e| panic!("{e}\nstderr: {}", String::from_utf8_lossy(&out.stderr)));
-    Some((out.status.code().unwrap_or(-1), report))
+    (out.status.code().unwrap_or(-1), report)
 }
 
 fn mismatch(o: &Outcome) -> &clhip::model::Mismatch {
@@ -57,7 +54,6 @@ fn mismatch(o: &Outcome) -> &clhip::model::Mismatch {
 const ALL_PATHS: &str = r#""copy", "cl-svm-coarse", "cl-svm-fine", "use-host-ptr""#;
 const SYNCED: &str = r#""finish", "event", "map""#;
 
-#[test]
 fn a_flipped_element_fails_every_op_at_that_element() {
     let n = 4096;
     for (op, index) in [
@@ -65,11 +61,8 @@ fn a_flipped_element_fails_every_op_at_that_element() {
         ("fft", n / 2),
         ("pipeline", n / 2),
     ] {
-        let Some((code, report)) =
-            run_planted(ALL_PATHS, SYNCED, &format!("\"{op}\""), n, "flip-element")
-        else {
-            return;
-        };
+        let (code, report) =
+            run_planted(ALL_PATHS, SYNCED, &format!("\"{op}\""), n, "flip-element");
         assert_eq!(code, 1, "a planted flip must fail the run");
         assert!(report.results.len() >= 4, "{op}: every path ran");
         for r in &report.results {
@@ -83,7 +76,6 @@ fn a_flipped_element_fails_every_op_at_that_element() {
     }
 }
 
-#[test]
 fn a_skipped_sync_is_a_stale_read() {
     // A skipped sync is a race, so the plant needs OpenCL to be still at work when the peer
     // looks: a 2^20-point FFT is many kernel passes, finished long after the peer's immediate
@@ -91,11 +83,7 @@ fn a_skipped_sync_is_a_stale_read() {
     // which is then a fair pass; its bit-exact check is shown to catch a flipped element above.
     let n = 1 << 20;
     for op in ["fft", "pipeline"] {
-        let Some((code, report)) =
-            run_planted(ALL_PATHS, SYNCED, &format!("\"{op}\""), n, "skip-sync")
-        else {
-            return;
-        };
+        let (code, report) = run_planted(ALL_PATHS, SYNCED, &format!("\"{op}\""), n, "skip-sync");
         assert_eq!(code, 1);
         for r in &report.results {
             assert_eq!(
@@ -109,17 +97,14 @@ fn a_skipped_sync_is_a_stale_read() {
     }
 }
 
-#[test]
 fn a_bad_pointer_is_contained_as_a_crash() {
-    let Some((code, report)) = run_planted(
+    let (code, report) = run_planted(
         r#""cl-svm-fine", "copy""#,
         r#""finish""#,
         r#""fft", "handoff""#,
         64,
         "bad-pointer",
-    ) else {
-        return;
-    };
+    );
     assert_eq!(code, 1);
     assert_eq!(report.results.len(), 4);
     for r in &report.results {
@@ -130,18 +115,15 @@ fn a_bad_pointer_is_contained_as_a_crash() {
     }
 }
 
-#[test]
 fn without_a_plant_the_same_cases_pass() {
     // The control for the three above: the harness is not simply failing everything.
-    let Some((code, report)) = run_planted(
+    let (code, report) = run_planted(
         ALL_PATHS,
         SYNCED,
         r#""handoff", "fft", "pipeline""#,
         4096,
         "none",
-    ) else {
-        return;
-    };
+    );
     assert_eq!(code, 0, "{:#?}", report.summary);
     assert!(
         report
@@ -151,19 +133,16 @@ fn without_a_plant_the_same_cases_pass() {
     );
 }
 
-#[test]
 fn a_rocr_fault_line_and_abort_in_an_opencl_case_is_a_fault_placed_past_its_buffer() {
     // ROCm's OpenCL ends a GPU page fault as HIP does: ROCr's line on stderr, then abort().
     let n = 4096;
-    let Some((code, report)) = run_planted(
+    let (code, report) = run_planted(
         r#""cl-svm-fine", "copy""#,
         r#""finish""#,
         r#""handoff""#,
         n,
         "rocr-fault",
-    ) else {
-        return;
-    };
+    );
     assert_eq!(code, 1);
     assert_eq!(report.results.len(), 2);
     for r in &report.results {
@@ -189,11 +168,16 @@ fn a_rocr_fault_line_and_abort_in_an_opencl_case_is_a_fault_placed_past_its_buff
 }
 
 /// Runs `clhip run --plant PLANT` over the `semaphore` cases of `paths` x `ops` at `n` on the
-/// pair `CLHIP_SEMAPHORE_PAIR` names (`nvidia0+cuda0`), with a short case limit. `None` without
-/// that variable: the semaphore handover needs a GPU, its Vulkan driver and OpenCL's semaphore
-/// import, none of which CI has.
-fn run_semaphore_planted(paths: &str, ops: &str, n: usize, plant: &str) -> Option<RunReport> {
-    let pair = std::env::var("CLHIP_SEMAPHORE_PAIR").ok()?;
+/// pair `CLHIP_SEMAPHORE_PAIR` names (`nvidia0+cuda0`), with a short case limit. Without that
+/// variable the test is ignored (failed under CLHIP_REQUIRE_VULKAN=1): the semaphore handover
+/// needs a GPU, its Vulkan driver and OpenCL's semaphore import, none of which CI has.
+fn run_semaphore_planted(paths: &str, ops: &str, n: usize, plant: &str) -> RunReport {
+    let Ok(pair) = std::env::var("CLHIP_SEMAPHORE_PAIR") else {
+        support::ignore(
+            "CLHIP_REQUIRE_VULKAN",
+            "CLHIP_SEMAPHORE_PAIR is not set (it names a GPU pair with Vulkan: nvidia0+cuda0)",
+        );
+    };
     let dir = std::env::temp_dir().join(format!(
         "clhip-planted-semaphore-{}-{plant}-{n}",
         std::process::id()
@@ -225,7 +209,7 @@ fn run_semaphore_planted(paths: &str, ops: &str, n: usize, plant: &str) -> Optio
     for r in &report.results {
         eprintln!("{plant}: {} -> {}", r.id, r.outcome.reason());
     }
-    Some(report)
+    report
 }
 
 const SEMAPHORE_PATHS: &str = r#""vk-memory+import", "vmm-fd+cl-import""#;
@@ -235,13 +219,8 @@ const SEMAPHORE_PATHS: &str = r#""vk-memory+import", "vmm-fd+cl-import""#;
 /// timeout that names the peer's semaphore wait, and the run goes on; with the peer waiting on
 /// a decoy the broker signalled at once, the read races OpenCL's 2^22-point FFT and must not
 /// pass.
-#[test]
 fn semaphore_plants_come_out_non_pass_on_a_gpu() {
-    let Some(control) = run_semaphore_planted(SEMAPHORE_PATHS, r#""handoff", "fft""#, 4096, "none")
-    else {
-        eprintln!("skipped: CLHIP_SEMAPHORE_PAIR is not set (needs a GPU with Vulkan)");
-        return;
-    };
+    let control = run_semaphore_planted(SEMAPHORE_PATHS, r#""handoff", "fft""#, 4096, "none");
     for r in &control.results {
         assert_eq!(
             r.outcome.kind(),
@@ -251,8 +230,7 @@ fn semaphore_plants_come_out_non_pass_on_a_gpu() {
             r.outcome
         );
     }
-    let skipped = run_semaphore_planted(SEMAPHORE_PATHS, r#""handoff""#, 4097, "skip-signal")
-        .expect("the pair was set above");
+    let skipped = run_semaphore_planted(SEMAPHORE_PATHS, r#""handoff""#, 4097, "skip-signal");
     for r in &skipped.results {
         match &r.outcome {
             Outcome::Timeout { blocked_in, .. } => assert!(
@@ -272,8 +250,7 @@ fn semaphore_plants_come_out_non_pass_on_a_gpu() {
         r#""fft", "pipeline""#,
         1 << 22,
         "wrong-semaphore",
-    )
-    .expect("the pair was set above");
+    );
     for r in &wrong.results {
         assert_ne!(
             r.outcome.kind(),
@@ -284,3 +261,12 @@ fn semaphore_plants_come_out_non_pass_on_a_gpu() {
         );
     }
 }
+
+tests!(
+    a_flipped_element_fails_every_op_at_that_element,
+    a_skipped_sync_is_a_stale_read,
+    a_bad_pointer_is_contained_as_a_crash,
+    without_a_plant_the_same_cases_pass,
+    a_rocr_fault_line_and_abort_in_an_opencl_case_is_a_fault_placed_past_its_buffer,
+    semaphore_plants_come_out_non_pass_on_a_gpu
+);

@@ -8,6 +8,9 @@
 //! Each run has a time limit and a memory limit, so that a reader that does block or
 //! read without end fails its test rather than hanging it or taking the machine's memory.
 
+#[macro_use]
+mod support;
+
 use std::io::Read;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -154,6 +157,7 @@ fn readers_of(bad: &str, out: &Path) -> Vec<(Vec<String>, Option<PathBuf>)> {
             ]),
             Some(o("repro")),
         ),
+        (s(&["repro", "--all", bad, "-o"]), Some(o("repro-all"))),
     ]
     .into_iter()
     .map(|(mut args, output)| {
@@ -188,7 +192,6 @@ fn every_reader_refuses(bad: &Path, what: &str, scratch_name: &str) {
     );
 }
 
-#[test]
 fn dev_zero_and_dev_urandom_are_refused_by_every_reader_never_read() {
     for dev in ["/dev/zero", "/dev/urandom"] {
         every_reader_refuses(
@@ -199,7 +202,6 @@ fn dev_zero_and_dev_urandom_are_refused_by_every_reader_never_read() {
     }
 }
 
-#[test]
 fn a_fifo_is_refused_by_every_reader_never_waited_on() {
     let dir = scratch("fifo");
     let f = dir.join("input");
@@ -221,7 +223,6 @@ fn a_fifo_is_refused_by_every_reader_never_waited_on() {
     );
 }
 
-#[test]
 fn a_huge_sparse_file_is_refused_by_its_size_with_the_limit_for_its_kind() {
     let dir = scratch("huge");
     let huge = dir.join("huge");
@@ -264,7 +265,6 @@ fn with_bom(dir: &Path, name: &str, text: &[u8]) -> PathBuf {
     p
 }
 
-#[test]
 fn a_byte_order_mark_is_not_part_of_a_baselines_first_entry() {
     let dir = scratch("bom-baseline");
     let f = with_bom(&dir, "baseline.csv", b"a/b/c,fail\nd/e/f,crash\n");
@@ -278,7 +278,6 @@ fn a_byte_order_mark_is_not_part_of_a_baselines_first_entry() {
     assert_eq!(b.known.len(), 2);
 }
 
-#[test]
 fn a_byte_order_mark_changes_nothing_in_a_case_file_expectation_file_or_results_file() {
     let dir = scratch("bom");
     let probe = "tests/fixtures/mi100-like-probe.json";
@@ -318,7 +317,6 @@ fn a_byte_order_mark_changes_nothing_in_a_case_file_expectation_file_or_results_
     assert_eq!(b.stdout, a.stdout);
 }
 
-#[test]
 fn a_results_file_with_an_impossible_time_is_refused_naming_the_file_and_result() {
     let dir = scratch("times");
     let good: serde_json::Value =
@@ -363,18 +361,17 @@ fn a_results_file_with_an_impossible_time_is_refused_naming_the_file_and_result(
     );
 }
 
-/// The first case `list` plans on this machine's OpenCL device, or None (the test is skipped,
-/// or fails under `CLHIP_REQUIRE_OPENCL=1`).
-fn a_host_case() -> Option<String> {
-    clhip::runtimes::opencl::test_device()?;
+/// The first case `list` plans on this machine's OpenCL device; without one the test is ignored
+/// (failed under `CLHIP_REQUIRE_OPENCL=1`).
+fn a_host_case() -> String {
+    support::opencl_device();
     let r = clhip(&["list", "/copy/finish/handoff/n=1"]);
     assert_eq!(r.code, Some(0), "{}", r.stderr);
-    Some(r.stdout.lines().next().expect("a copy case").to_string())
+    r.stdout.lines().next().expect("a copy case").to_string()
 }
 
-#[test]
 fn a_kernel_cache_entry_linked_to_dev_zero_or_a_fifo_is_recompiled_not_read() {
-    let Some(case) = a_host_case() else { return };
+    let case = a_host_case();
     let dir = scratch("kernel-cache");
     let cache = dir.join("cache");
     let env = [("CLHIP_KERNEL_CACHE", cache.to_str().unwrap())];
@@ -427,9 +424,8 @@ fn a_kernel_cache_entry_linked_to_dev_zero_or_a_fifo_is_recompiled_not_read() {
     }
 }
 
-#[test]
 fn a_byte_order_mark_in_a_baseline_leaves_its_first_entry_matching_its_case() {
-    let Some(case) = a_host_case() else { return };
+    let case = a_host_case();
     let dir = scratch("bom-run");
     // Known to fail: it now passes, which only a baseline entry matched to it can say.
     let baseline = with_bom(&dir, "baseline.csv", format!("{case},fail\n").as_bytes());
@@ -453,3 +449,14 @@ fn a_byte_order_mark_in_a_baseline_leaves_its_first_entry_matching_its_case() {
     assert!(v.get("stale_baseline").is_none(), "{v}");
     assert_eq!(v["summary"]["unexpected_pass"], 1, "{}", v["summary"]);
 }
+
+tests!(
+    dev_zero_and_dev_urandom_are_refused_by_every_reader_never_read,
+    a_fifo_is_refused_by_every_reader_never_waited_on,
+    a_huge_sparse_file_is_refused_by_its_size_with_the_limit_for_its_kind,
+    a_byte_order_mark_is_not_part_of_a_baselines_first_entry,
+    a_byte_order_mark_changes_nothing_in_a_case_file_expectation_file_or_results_file,
+    a_results_file_with_an_impossible_time_is_refused_naming_the_file_and_result,
+    a_kernel_cache_entry_linked_to_dev_zero_or_a_fifo_is_recompiled_not_read,
+    a_byte_order_mark_in_a_baseline_leaves_its_first_entry_matching_its_case
+);

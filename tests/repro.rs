@@ -5,6 +5,9 @@
 //! through clhip's workers (which take the data override), and what the generator does not
 //! cover is refused by name.
 
+#[macro_use]
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -31,6 +34,7 @@ fn text(o: &Output) -> String {
 
 /// `cc` over `args`, panicking with its output on failure.
 fn cc(args: &[&str], dir: &Path) {
+    support::need_tool("cc", "CLHIP_REQUIRE_CC");
     let o = Command::new("cc")
         .args(args)
         .current_dir(dir)
@@ -61,10 +65,10 @@ fn header() -> Header {
             "os kernel: 6.1.0".into(),
         ],
         fingerprint_from: "probed on this machine".into(),
+        facts: Vec::new(),
     }
 }
 
-#[test]
 fn the_c_generator_is_clhips_generator_bit_for_bit() {
     use clhip::generate;
     for kind in [DataKind::Seeded].into_iter().chain(DataKind::SIMPLE) {
@@ -175,11 +179,8 @@ fn build_and_run(dir: &Path) -> (i32, String) {
     (code, text(&r))
 }
 
-#[test]
 fn a_host_reproducer_passes_and_its_planted_twin_sees_the_stale_read() {
-    if clhip::runtimes::opencl::test_device().is_none() {
-        return;
-    }
+    support::opencl_device();
     let dir = scratch("host-pass");
     // A 2^20-point FFT is many kernel passes: with the sync left out the host reads long
     // before they are done (as tests/planted.rs's skip-sync plant on clhip itself shows).
@@ -247,11 +248,8 @@ fn covered(cl: &str, api: Api, ops: &[Op], n: impl Fn(Op) -> usize) -> Vec<Repro
     out
 }
 
-#[test]
 fn every_host_case_builds_and_the_synced_ones_pass_on_pocl() {
-    if clhip::runtimes::opencl::test_device().is_none() {
-        return;
-    }
+    support::opencl_device();
     let cases = covered(
         "pocl0",
         Api::Host,
@@ -332,7 +330,6 @@ const CUDA_STUBS: [(&str, &str); 4] = [
 /// What cublas_v2.h and cusolverDn.h share (cublas_api.h, cuComplex.h, driver_types.h).
 const CUBLAS_API_STUB: &str = include_str!("fixtures/gpu-stub/include/cublas_api.h");
 
-#[test]
 fn every_cuda_case_compiles_against_the_cuda_api() {
     let dir = scratch("cuda-stubs");
     let include = dir.join("include");
@@ -386,6 +383,7 @@ fn every_cuda_case_compiles_against_the_cuda_api() {
             assert_eq!(r.build_sh.contains("-lcusolver"), case.op == Op::Cholesky);
             let file = dir.join("repro.c");
             std::fs::write(&file, &r.source).unwrap();
+            support::need_tool("cc", "CLHIP_REQUIRE_CC");
             let o = Command::new("cc")
                 // An object file, not -fsyntax-only: that skips the unused-function warning.
                 .args(["-std=gnu11", "-c", "-o", "/dev/null", "-Wall", "-Werror"])
@@ -446,11 +444,8 @@ fn every_cuda_case_compiles_against_the_cuda_api() {
     assert!(read < used && src.contains("__kernel void buffer_address("));
 }
 
-#[test]
 fn shrinking_runs_the_smaller_sizes_through_clhips_workers() {
-    if clhip::runtimes::opencl::test_device().is_none() {
-        return;
-    }
+    support::opencl_device();
     let dir = scratch("shrink");
     // A results file saying that a case which passes at every size here failed: shrinking
     // must try every smaller size through the workers, see passes, and keep the size.
@@ -510,7 +505,6 @@ fn shrinking_runs_the_smaller_sizes_through_clhips_workers() {
     );
 }
 
-#[test]
 fn bad_ids_uncovered_cases_and_other_plants_are_refused_by_name() {
     let dir = scratch("refused");
     let o = dir.to_str().unwrap();
@@ -581,7 +575,6 @@ fn bad_ids_uncovered_cases_and_other_plants_are_refused_by_name() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("empty.json"));
 }
 
-#[test]
 fn the_sync_under_test_is_the_one_the_plant_leaves_out() {
     // Copy path, finish: clhip reads the buffer into staging and waits with clFinish before
     // the host looks; planted, the read is enqueued and nothing waits for it.
@@ -643,7 +636,6 @@ unsigned long long atomicMin(unsigned long long *, unsigned long long);
 float sqrtf(float);
 "#;
 
-#[test]
 fn the_cuda_kernels_a_reproducer_embeds_compile() {
     let dir = scratch("cuda-kernels");
     for (op, kernels) in [
@@ -676,6 +668,7 @@ fn the_cuda_kernels_a_reproducer_embeds_compile() {
         }
         let file = dir.join("kernels.cpp");
         std::fs::write(&file, format!("{NVRTC_STANDINS}{kernels_text}")).unwrap();
+        support::need_tool("c++", "CLHIP_REQUIRE_CC");
         let o = Command::new("c++")
             .args(["-std=c++17", "-fsyntax-only", "-Wall", "-Werror"])
             .arg(&file)
@@ -690,8 +683,8 @@ fn the_cuda_kernels_a_reproducer_embeds_compile() {
 /// sizes. Each whole file, header included, is held to its line count today, so that what a
 /// case does not use stays out: about 300 for a host handoff, 310-380 for a host FFT (clhip's
 /// FFT, its f64 reference and both bounds are 80 lines of it, the seeded generator 35 more),
-/// 340-430 with a GPU peer (its runtime, and for the handoff its kernels and their compiler).
-#[test]
+/// 370-510 with a GPU peer (its runtime, the look for a fault pending on the device before the
+/// exit, 30 lines, and for the handoff its kernels and their compiler).
 fn common_reproducers_are_short() {
     let seeded = DataKind::Seeded;
     let budget = [
@@ -705,21 +698,21 @@ fn common_reproducers_are_short() {
         ),
         ("pocl0+host/copy/finish/fft/n=2", seeded, 370),
         ("pocl0+host/copy/finish/fft/n=4096", seeded, 405),
-        ("nvidia0+cuda0/copy/finish/fft/n=2", DataKind::Ones, 370),
+        ("nvidia0+cuda0/copy/finish/fft/n=2", DataKind::Ones, 400),
         (
             "nvidia0+cuda0/cl-svm-coarse+memcpy/finish/fft/n=2",
             DataKind::Ones,
-            370,
+            405,
         ),
-        ("nvidia0+cuda0/copy/finish/gemm/n=2", DataKind::Ones, 380),
-        ("nvidia0+cuda0/copy/finish/gemm/n=33", seeded, 415),
-        ("nvidia0+cuda0/copy/finish/handoff/n=4097", seeded, 480),
+        ("nvidia0+cuda0/copy/finish/gemm/n=2", DataKind::Ones, 415),
+        ("nvidia0+cuda0/copy/finish/gemm/n=33", seeded, 450),
+        ("nvidia0+cuda0/copy/finish/handoff/n=4097", seeded, 515),
         (
             "nvidia0+cuda0/cl-svm-coarse/finish/handoff/n=1",
             seeded,
-            465,
+            500,
         ),
-        ("rocm0+hip0/copy/finish/handoff/n=4097", seeded, 480),
+        ("rocm0+hip0/copy/finish/handoff/n=4097", seeded, 505),
     ];
     let mut over = Vec::new();
     for (id, kind, most) in budget {
@@ -759,23 +752,20 @@ fn common_reproducers_are_short() {
     assert!(over.is_empty(), "over budget:\n{}", over.join("\n"));
 }
 
-/// hipcc, where installed (Debian 12: `hipcc`, `libamdhip64-dev`; CI installs them, and
-/// requires them under CLHIP_REQUIRE_HIP=1).
-fn hipcc() -> Option<PathBuf> {
+/// hipcc (Debian 12: `hipcc`, `libamdhip64-dev`; CI installs them); without it the test is
+/// ignored (failed under CLHIP_REQUIRE_HIP=1).
+fn hipcc() -> PathBuf {
     let found = std::env::var_os("PATH")
         .into_iter()
         .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
         .map(|d| d.join("hipcc"))
         .find(|p| p.is_file());
-    let required = std::env::var("CLHIP_REQUIRE_HIP").is_ok_and(|v| v == "1");
-    assert!(
-        found.is_some() || !required,
-        "CLHIP_REQUIRE_HIP=1 but no hipcc on PATH (Debian: hipcc libamdhip64-dev)"
-    );
-    if found.is_none() {
-        eprintln!("skipping: no hipcc");
-    }
-    found
+    found.unwrap_or_else(|| {
+        support::ignore(
+            "CLHIP_REQUIRE_HIP",
+            "no hipcc on PATH (Debian: hipcc libamdhip64-dev)",
+        )
+    })
 }
 
 /// Stand-ins for rocBLAS's and rocSOLVER's headers (Debian 12 packages neither) with their C
@@ -795,11 +785,8 @@ const ROC_STUBS: [(&str, &str); 2] = [
 /// Every hip case the generator covers (the cuda pairs' paths, syncs and ops), synced and
 /// planted, compiles with Debian's hipcc against the real HIP runtime and hiprtc headers,
 /// warning-free; one links against the real libamdhip64. Compile only: no AMD GPU here.
-#[test]
 fn every_hip_case_compiles_with_hipcc() {
-    let Some(hipcc) = hipcc() else {
-        return;
-    };
+    let hipcc = hipcc();
     let dir = scratch("hip");
     let include = dir.join("include");
     for (name, body) in ROC_STUBS {
@@ -894,13 +881,10 @@ fn every_hip_case_compiles_with_hipcc() {
 /// A work item's data override reaches the worker: with the flip-element plant (one element
 /// wrong, found where it lands), the fail's expected value is the simple input's FFT: all ones
 /// for an impulse, zero off the first element for all ones; the seeded draw's is neither.
-#[test]
 fn workers_run_a_case_on_the_data_its_work_item_names() {
     use clhip::model::{Case, Outcome, Pair, Peer, SyncMode};
     use clhip::runner::{self, Planned, RunOptions};
-    let Some(dev) = clhip::runtimes::opencl::test_device() else {
-        return;
-    };
+    let dev = support::opencl_device();
     let case = Case {
         pair: Pair {
             opencl: dev.r.clone(),
@@ -958,11 +942,8 @@ fn workers_run_a_case_on_the_data_its_work_item_names() {
 /// `clhip repro` on a case recorded as a fail that passes here (the record comes from a run
 /// with one element flipped): every smaller size and every simpler input passes through the
 /// workers, so neither is taken, and the header says what was tried.
-#[test]
 fn shrinking_refuses_sizes_and_data_that_change_the_outcome() {
-    if clhip::runtimes::opencl::test_device().is_none() {
-        return;
-    }
+    support::opencl_device();
     let dir = scratch("shrink-data");
     let case = "pocl0+host/copy/finish/fft/n=8";
     let json = dir.join("run.json");
@@ -982,13 +963,20 @@ fn shrinking_refuses_sizes_and_data_that_change_the_outcome() {
         "--plant",
         "flip-element",
     ]);
-    let report = clhip::report::load_json(&json).unwrap();
+    let mut report = clhip::report::load_json(&json).unwrap();
     assert_eq!(
         report.results[0].outcome.kind(),
         clhip::model::OutcomeKind::Fail,
         "{}",
         text(&out)
     );
+    // `repro --from` refuses a planted run's results; this file stands for a run whose fail
+    // the workers do not see again, which is what the plant made it.
+    report.planted = None;
+    report
+        .command
+        .retain(|a| a != "--plant" && a != "flip-element");
+    std::fs::write(&json, serde_json::to_vec(&report).unwrap()).unwrap();
     let out_dir = dir.join("repro");
     let out = clhip(&[
         "repro",
@@ -1020,11 +1008,8 @@ fn shrinking_refuses_sizes_and_data_that_change_the_outcome() {
 }
 
 /// A reproducer on simple data, planted: the sync left out, the stale read is still seen.
-#[test]
 fn a_simple_data_reproducer_passes_and_its_planted_twin_fails() {
-    if clhip::runtimes::opencl::test_device().is_none() {
-        return;
-    }
+    support::opencl_device();
     let case = ReproCase::parse("pocl0+host/use-host-ptr/map/fft/n=1048576").unwrap();
     for (plant, want) in [(None, 0), (Some(clhip::ops::Plant::SkipSync), 1)] {
         let dir = scratch(&format!("simple-{}", plant.is_some()));
@@ -1041,7 +1026,6 @@ fn a_simple_data_reproducer_passes_and_its_planted_twin_fails() {
 
 /// The checks no host case runs here (a gemm, cholesky or placement reproducer needs a GPU
 /// peer), run on planted data: the reference's own result passes, one wrong element fails.
-#[test]
 fn the_gpu_ops_checks_pass_the_reference_and_catch_one_wrong_element() {
     let dir = scratch("checks");
     let mut source = String::new();
@@ -1131,7 +1115,6 @@ int main(void)
 /// An outcome's text in the header (a path like `/opt/rocm-*/lib`, a `*/`, a terminal escape,
 /// a bidi override, a trigraph, backticks) stays inside the program's comment and the README's
 /// block: the program still builds, warnings and trigraphs on.
-#[test]
 fn any_outcome_text_stays_inert_in_the_reproducer() {
     let dir = scratch("inert-header");
     let case = ReproCase::parse("pocl0+host/copy/finish/fft/n=64").unwrap();
@@ -1182,3 +1165,176 @@ fn any_outcome_text_stays_inert_in_the_reproducer() {
         &dir,
     );
 }
+
+/// ISSUE.md beside repro.c, in the fields of the vendor's form, filled from a results file (its
+/// fingerprint, the outcome's expected and observed values and bound) and the build: a PoCL
+/// case from a PoCL run (tests/fixtures), a CUDA case from the committed H200 run.
+fn issue_md_is_the_vendors_form_filled_in() {
+    let dir = scratch("issue");
+    for (name, from, case) in [
+        (
+            "issue_pocl",
+            "tests/fixtures/pocl-fft-run.json",
+            "pocl0+host/use-host-ptr/none/fft/n=8",
+        ),
+        (
+            "issue_cuda",
+            "reports/nvidia-h200-580.159.04-cuda13.0-house2-after-1368f97-full.json",
+            "nvidia0+cuda0/cl-svm-coarse/finish/gemm/n=33",
+        ),
+    ] {
+        let out = dir.join(name);
+        let req = clhip::repro::Request {
+            case: case.into(),
+            seed: None,
+            output: out.clone(),
+            from: Some(PathBuf::from(from)),
+            no_shrink: true,
+            plant: None,
+            timeout_s: 60.0,
+            rocm_path: None,
+            shrunk: None,
+        };
+        clhip::repro::make(&req, &mut |_| {}).unwrap();
+        let issue = std::fs::read_to_string(out.join("ISSUE.md")).unwrap();
+        let mut settings = insta::Settings::clone_current();
+        settings.set_snapshot_path("../snapshots");
+        settings.bind(|| insta::assert_snapshot!(name, issue));
+    }
+}
+
+/// `repro --all` over a PoCL run of every host path and sync (handoff at n=1, fft at n=8):
+/// a reproducer per kind of non-pass and a pass per path, each built and run by run-all.sh,
+/// which must find each one giving clhip's outcome (a negative control's pass against fail is
+/// a race, printed as one). Then the same run with a pass recorded as `unsupported`: run-all.sh
+/// must print the disagreement and exit 1.
+fn repro_all_over_a_pocl_run_builds_and_agrees() {
+    support::opencl_device();
+    let dir = scratch("all");
+    let cases = dir.join("cases.toml");
+    std::fs::write(
+        &cases,
+        "version = 1\n\
+         [[group]]\n\
+         paths = [\"cl-svm-coarse\", \"cl-svm-fine\", \"copy\", \"host-ptr+svm-memcpy\", \"host-ptr-unaligned+svm-memcpy\", \"sub-buffer+use-host-ptr\", \"use-host-ptr\"]\n\
+         syncs = [\"finish\", \"event\", \"map\", \"none\"]\n\
+         ops = [\"handoff\"]\nsizes = [1]\n\
+         [[group]]\n\
+         paths = [\"copy\", \"use-host-ptr\"]\n\
+         syncs = [\"finish\", \"map\", \"none\"]\n\
+         ops = [\"fft\"]\nsizes = [8]\n",
+    )
+    .unwrap();
+    let json = dir.join("run.json");
+    let out = clhip(&[
+        "run",
+        "pocl0+host/*",
+        "--cases",
+        cases.to_str().unwrap(),
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    assert!(json.exists(), "{}", text(&out));
+    let report = clhip::report::load_json(&json).unwrap();
+    let paths: std::collections::BTreeSet<String> = report
+        .results
+        .iter()
+        .map(|r| r.id.split('/').nth(1).unwrap().to_string())
+        .collect();
+    assert_eq!(paths.len(), 7, "{paths:?}");
+
+    let all = dir.join("all");
+    let out = clhip(&[
+        "repro",
+        "--all",
+        json.to_str().unwrap(),
+        "-o",
+        all.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let readme = std::fs::read_to_string(all.join("README.md")).unwrap();
+    assert!(!readme.contains("No reproducer"), "{readme}");
+    let ran = Command::new("sh")
+        .arg(all.join("run-all.sh"))
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&ran.stdout).into_owned();
+    assert!(ran.status.success(), "{}", text(&ran));
+    // A row for each reproducer: a pass per path, a row per kind of non-pass.
+    let rows: Vec<&str> = table.lines().skip(1).collect();
+    let chosen = clhip::repro::choose(&report.results);
+    assert_eq!(rows.len(), chosen.len(), "{table}");
+    for p in &paths {
+        assert!(
+            rows.iter()
+                .any(|r| r.starts_with("pass ") && r.ends_with(&format!("pass.pocl0+host.{p}"))),
+            "no pass of {p}:\n{table}"
+        );
+    }
+    assert!(
+        rows.iter()
+            .all(|r| r.contains(" agrees ") || r.contains(" race (negative control) ")),
+        "{table}"
+    );
+    for r in &rows {
+        assert!(
+            !r.contains("race") || r.contains(".none.") || r.contains("use-host-ptr"),
+            "a race outside a negative control: {r}"
+        );
+    }
+
+    // A pass recorded as `unsupported`: its reproducer passes, and run-all.sh says so.
+    let mut report = report;
+    let planted = report
+        .results
+        .iter_mut()
+        .find(|r| r.id == "pocl0+host/copy/finish/handoff/n=1")
+        .unwrap();
+    planted.outcome = clhip::model::Outcome::Unsupported {
+        reason: "as recorded elsewhere".into(),
+        error: None,
+    };
+    std::fs::write(&json, serde_json::to_string(&report).unwrap()).unwrap();
+    let all = dir.join("all-planted");
+    let out = clhip(&[
+        "repro",
+        "--all",
+        json.to_str().unwrap(),
+        "-o",
+        all.to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", text(&out));
+    let ran = Command::new("sh")
+        .arg(all.join("run-all.sh"))
+        .output()
+        .unwrap();
+    let table = String::from_utf8_lossy(&ran.stdout).into_owned();
+    assert_eq!(ran.status.code(), Some(1), "{}", text(&ran));
+    assert!(
+        table.lines().any(|l| l.starts_with("unsupported")
+            && l.contains("pass (exit 0)")
+            && l.contains("DISAGREES")
+            && l.ends_with("unsupported.pocl0+host.copy.finish.handoff")),
+        "{table}"
+    );
+}
+
+tests!(
+    the_c_generator_is_clhips_generator_bit_for_bit,
+    a_host_reproducer_passes_and_its_planted_twin_sees_the_stale_read,
+    every_host_case_builds_and_the_synced_ones_pass_on_pocl,
+    every_cuda_case_compiles_against_the_cuda_api,
+    shrinking_runs_the_smaller_sizes_through_clhips_workers,
+    bad_ids_uncovered_cases_and_other_plants_are_refused_by_name,
+    the_sync_under_test_is_the_one_the_plant_leaves_out,
+    the_cuda_kernels_a_reproducer_embeds_compile,
+    common_reproducers_are_short,
+    every_hip_case_compiles_with_hipcc,
+    workers_run_a_case_on_the_data_its_work_item_names,
+    shrinking_refuses_sizes_and_data_that_change_the_outcome,
+    a_simple_data_reproducer_passes_and_its_planted_twin_fails,
+    the_gpu_ops_checks_pass_the_reference_and_catch_one_wrong_element,
+    any_outcome_text_stays_inert_in_the_reproducer,
+    issue_md_is_the_vendors_form_filled_in,
+    repro_all_over_a_pocl_run_builds_and_agrees,
+);

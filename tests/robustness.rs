@@ -3,6 +3,9 @@
 //! mid-run, and results files that are incomplete or lie about themselves. Each test runs the
 //! real binary; those that need OpenCL run on PoCL on CI (and fail there if it is missing).
 
+#[macro_use]
+mod support;
+
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
@@ -29,10 +32,6 @@ fn scratch(name: &str) -> PathBuf {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
-}
-
-fn have_opencl() -> bool {
-    clhip::runtimes::opencl::test_device().is_some()
 }
 
 /// Starts `clhip ARGS --json JSON` (in its own process group with `own_group`, as a shell
@@ -80,11 +79,8 @@ fn wait_for_lines(path: &Path, lines: usize, within: Duration) {
     }
 }
 
-#[test]
 fn ctrl_c_halfway_keeps_finished_cases_marks_the_run_interrupted_and_exits_130() {
-    if !have_opencl() {
-        return;
-    }
+    support::opencl_device();
     let dir = scratch("sigint");
     let json = dir.join("r.json");
     std::fs::write(&json, "an older complete file").unwrap();
@@ -132,11 +128,8 @@ fn ctrl_c_halfway_keeps_finished_cases_marks_the_run_interrupted_and_exits_130()
     );
 }
 
-#[test]
 fn a_runner_that_dies_leaves_its_finished_cases_in_the_journal() {
-    if !have_opencl() {
-        return;
-    }
+    support::opencl_device();
     let dir = scratch("sigkill");
     let json = dir.join("r.json");
     let mut child = Command::new(exe())
@@ -169,7 +162,6 @@ fn a_runner_that_dies_leaves_its_finished_cases_in_the_journal() {
     );
 }
 
-#[test]
 fn ctrl_z_stops_the_workers_too_and_stopped_time_counts_against_no_case() {
     let dir = scratch("sigtstp");
     let json = dir.join("r.json");
@@ -212,7 +204,6 @@ fn children(pid: u32) -> Vec<i32> {
     out
 }
 
-#[test]
 fn a_plain_sigstop_of_the_whole_process_tree_counts_against_no_case() {
     use nix::sys::signal::{Signal, killpg};
     use nix::unistd::Pid;
@@ -261,11 +252,8 @@ fn a_plain_sigstop_of_the_whole_process_tree_counts_against_no_case() {
     assert_eq!(status.code(), Some(0));
 }
 
-#[test]
 fn bench_runner_times_a_jobs_value_given_twice_once_and_says_so() {
-    if !have_opencl() {
-        return;
-    }
+    support::opencl_device();
     let o = clhip(&[
         "bench",
         "runner",
@@ -287,7 +275,6 @@ fn bench_runner_times_a_jobs_value_given_twice_once_and_says_so() {
     assert_eq!(settings.len(), 1, "{}", text(&o.stdout));
 }
 
-#[test]
 fn nonsense_flags_are_refused_before_any_work() {
     for args in [
         &["run", "--timeout", "-1"][..],
@@ -314,7 +301,6 @@ fn nonsense_flags_are_refused_before_any_work() {
     }
 }
 
-#[test]
 fn bad_output_paths_are_refused_before_the_first_case_and_destroy_nothing() {
     let dir = scratch("outputs");
     let cases = dir.join("cases.toml");
@@ -358,7 +344,6 @@ fn bad_output_paths_are_refused_before_the_first_case_and_destroy_nothing() {
     assert!(!same.exists());
 }
 
-#[test]
 fn json_onto_a_device_node_or_a_link_keeps_the_node_and_the_link() {
     let dir = scratch("special");
     let o = clhip(&["run", "--mock-cases", "pass", "--json", "/dev/null"]);
@@ -391,11 +376,8 @@ fn json_onto_a_device_node_or_a_link_keeps_the_node_and_the_link() {
     assert_eq!(load(&real).unwrap().report.results.len(), 1);
 }
 
-#[test]
 fn a_run_of_nothing_fails_unless_asked_for() {
-    if !have_opencl() {
-        return;
-    }
+    support::opencl_device();
     let dir = scratch("empty");
     let cases = dir.join("gemm-only.toml");
     // gemm needs a BLAS on the peer: nothing on a machine whose only pair is OpenCL + host.
@@ -461,7 +443,6 @@ fn with_broken_stdout(args: &[&str], full: bool) -> Output {
     }
 }
 
-#[test]
 fn no_subcommand_panics_on_a_closed_or_full_stdout_and_results_survive() {
     let dir = scratch("streams");
     let json = dir.join("r.json");
@@ -518,7 +499,6 @@ fn no_subcommand_panics_on_a_closed_or_full_stdout_and_results_survive() {
     assert_eq!(load(&json).unwrap().report.results.len(), 2);
 }
 
-#[test]
 fn a_results_file_whose_summary_lies_is_shown_as_inconsistent() {
     let dir = scratch("lying");
     let json = dir.join("r.json");
@@ -569,7 +549,6 @@ fn a_results_file_whose_summary_lies_is_shown_as_inconsistent() {
     );
 }
 
-#[test]
 fn replacing_the_binary_mid_run_does_not_stop_the_run() {
     let dir = scratch("replace");
     let copy = dir.join("clhip");
@@ -605,11 +584,8 @@ fn replacing_the_binary_mid_run_does_not_stop_the_run() {
     );
 }
 
-#[test]
 fn a_buffer_larger_than_the_device_can_allocate_is_refused_without_a_worker() {
-    if !have_opencl() {
-        return;
-    }
+    support::opencl_device();
     let probe: clhip::probe::Probe =
         serde_json::from_slice(&clhip(&["probe", "--json"]).stdout).unwrap();
     let Some(max) = probe
@@ -622,7 +598,7 @@ fn a_buffer_larger_than_the_device_can_allocate_is_refused_without_a_worker() {
             _ => None,
         })
     else {
-        return;
+        support::ignore("CLHIP_REQUIRE_OPENCL", "no pocl0 with a max_alloc_bytes");
     };
     // One element more than fits in the largest allocation, if the harness's own limits allow
     // such a size at all.
@@ -634,7 +610,9 @@ fn a_buffer_larger_than_the_device_can_allocate_is_refused_without_a_worker() {
     )
     .is_err()
     {
-        return;
+        support::not_applicable(format!(
+            "pocl0's largest allocation ({max} bytes) is past the harness's own size limits"
+        ));
     }
     let dir = scratch("too-big");
     let cases = dir.join("big.toml");
@@ -666,11 +644,8 @@ fn a_buffer_larger_than_the_device_can_allocate_is_refused_without_a_worker() {
     );
 }
 
-#[test]
 fn baseline_entries_that_match_no_case_are_warned_and_counted() {
-    if !have_opencl() {
-        return;
-    }
+    support::opencl_device();
     let dir = scratch("stale");
     let baseline = dir.join("b.csv");
     std::fs::write(
@@ -697,11 +672,8 @@ fn baseline_entries_that_match_no_case_are_warned_and_counted() {
     assert_eq!(load(&json).unwrap().report.stale_baseline.len(), 2);
 }
 
-#[test]
 fn merged_partition_shards_equal_the_unpartitioned_run() {
-    if !have_opencl() {
-        return;
-    }
+    support::opencl_device();
     let dir = scratch("partition");
     let filter = "pocl0+host/*/handoff/*";
     let whole = dir.join("whole.json");
@@ -784,7 +756,6 @@ fn merged_partition_shards_equal_the_unpartitioned_run() {
     );
 }
 
-#[test]
 fn a_hangup_ends_the_run_as_ctrl_c_does_with_the_results_written() {
     let dir = scratch("sighup");
     let json = dir.join("r.json");
@@ -803,7 +774,6 @@ fn a_hangup_ends_the_run_as_ctrl_c_does_with_the_results_written() {
     assert_eq!(r.results.len() + r.not_run.len(), 6);
 }
 
-#[test]
 fn diff_of_two_runs_exits_1_on_a_lost_capability_and_0_without_change() {
     let dir = scratch("diff");
     let old = dir.join("old.json");
@@ -847,7 +817,6 @@ fn diff_of_two_runs_exits_1_on_a_lost_capability_and_0_without_change() {
 /// A GPU memory fault that only the kernel logged (the API left a call waiting on work the
 /// fault stopped) ends its case shortly after the log line, as a `fault` naming the log line
 /// and the call; the run goes on. A fault line of another process ends nothing.
-#[test]
 fn a_fault_only_the_kernel_logged_ends_its_hung_case_as_that_fault_and_another_s_does_not() {
     let dir = scratch("kernel-fault");
     let log = dir.join("kmsg");
@@ -926,3 +895,24 @@ fn a_fault_only_the_kernel_logged_ends_its_hung_case_as_that_fault_and_another_s
         r.results[0]
     );
 }
+
+tests!(
+    ctrl_c_halfway_keeps_finished_cases_marks_the_run_interrupted_and_exits_130,
+    a_runner_that_dies_leaves_its_finished_cases_in_the_journal,
+    ctrl_z_stops_the_workers_too_and_stopped_time_counts_against_no_case,
+    a_plain_sigstop_of_the_whole_process_tree_counts_against_no_case,
+    bench_runner_times_a_jobs_value_given_twice_once_and_says_so,
+    nonsense_flags_are_refused_before_any_work,
+    bad_output_paths_are_refused_before_the_first_case_and_destroy_nothing,
+    json_onto_a_device_node_or_a_link_keeps_the_node_and_the_link,
+    a_run_of_nothing_fails_unless_asked_for,
+    no_subcommand_panics_on_a_closed_or_full_stdout_and_results_survive,
+    a_results_file_whose_summary_lies_is_shown_as_inconsistent,
+    replacing_the_binary_mid_run_does_not_stop_the_run,
+    a_buffer_larger_than_the_device_can_allocate_is_refused_without_a_worker,
+    baseline_entries_that_match_no_case_are_warned_and_counted,
+    merged_partition_shards_equal_the_unpartitioned_run,
+    a_hangup_ends_the_run_as_ctrl_c_does_with_the_results_written,
+    diff_of_two_runs_exits_1_on_a_lost_capability_and_0_without_change,
+    a_fault_only_the_kernel_logged_ends_its_hung_case_as_that_fault_and_another_s_does_not
+);

@@ -14,8 +14,11 @@
 //! - HIP loaded where another install's HSA runtime is already mapped (what another install's
 //!   ROCm OpenCL brings) is refused as a mixed install; over its own HSA runtime it is not.
 //!
-//! Without a C compiler the tests skip, unless CLHIP_REQUIRE_HIP=1 (CI); the worker test also
+//! Without a C compiler the tests are reported ignored, unless CLHIP_REQUIRE_HIP=1 (CI); the worker test also
 //! needs an OpenCL device (CLHIP_REQUIRE_OPENCL=1 makes its absence a failure).
+
+#[macro_use]
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -36,13 +39,10 @@ fn required(var: &str) -> bool {
     std::env::var(var).is_ok_and(|v| v == "1")
 }
 
-fn have_cc() -> bool {
-    let ok = Command::new("cc").arg("--version").output().is_ok();
-    assert!(
-        ok || !required("CLHIP_REQUIRE_HIP"),
-        "CLHIP_REQUIRE_HIP=1 but no cc"
-    );
-    ok
+/// The stubs are built with `cc`: without it the test is ignored (failed under
+/// CLHIP_REQUIRE_HIP=1).
+fn need_cc() {
+    support::need_tool("cc", "CLHIP_REQUIRE_HIP");
 }
 
 fn scratch(name: &str) -> PathBuf {
@@ -116,12 +116,8 @@ fn probe(roots: &[&Path]) -> Probe {
 const NO_DEVICE: &str =
     "unsupported: no HIP device (hipGetDeviceCount returned hipErrorNoDevice (100))";
 
-#[test]
 fn each_install_is_probed_apart_labelled_by_version_with_its_own_reason() {
-    if !have_cc() {
-        eprintln!("skipped: no cc");
-        return;
-    }
+    need_cc();
     let tmp = scratch("probe");
     let old = stub_install(
         &tmp.join("rocm-6.3.2"),
@@ -260,12 +256,8 @@ fn each_install_is_probed_apart_labelled_by_version_with_its_own_reason() {
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
-#[test]
 fn each_install_s_cases_run_in_workers_that_load_that_install() {
-    if !have_cc() {
-        eprintln!("skipped: no cc");
-        return;
-    }
+    need_cc();
     let tmp = scratch("workers");
     let old = stub_install(
         &tmp.join("rocm-6.3.2"),
@@ -281,12 +273,7 @@ fn each_install_s_cases_run_in_workers_that_load_that_install() {
     );
     let p = probe(&[&old, &new]);
     let Some(cl) = p.platforms.iter().flat_map(|pl| &pl.devices).next() else {
-        assert!(
-            !required("CLHIP_REQUIRE_OPENCL"),
-            "CLHIP_REQUIRE_OPENCL=1 but no OpenCL device"
-        );
-        eprintln!("skipped: no OpenCL device");
-        return;
+        support::ignore("CLHIP_REQUIRE_OPENCL", "no OpenCL device");
     };
     // The pairs a GPU would make: no stub claims a device, and the OpenCL device here has no
     // UUID or PCI bus id to pair by, so the pairs are made as pairing would make them.
@@ -353,16 +340,16 @@ fn each_install_s_cases_run_in_workers_that_load_that_install() {
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
-#[test]
 fn hip_over_another_install_s_hsa_runtime_is_a_mixed_install() {
-    if !Path::new(DEBIAN_HIP).exists() || !Path::new(DEBIAN_HSA).exists() || !have_cc() {
-        assert!(
-            !required("CLHIP_REQUIRE_HIP"),
-            "CLHIP_REQUIRE_HIP=1 but no {DEBIAN_HIP}"
-        );
-        eprintln!("skipped: needs {DEBIAN_HIP}, {DEBIAN_HSA} and cc");
-        return;
+    for lib in [DEBIAN_HIP, DEBIAN_HSA] {
+        if !Path::new(lib).exists() {
+            support::ignore(
+                "CLHIP_REQUIRE_HIP",
+                format!("no {lib} (Debian: libamdhip64-5)"),
+            );
+        }
     }
+    need_cc();
     let tmp = scratch("hsa");
     // Root A: Debian's HIP beside an HSA runtime of its own that nothing loads. The loader
     // gives HIP Debian's HSA runtime, as it gives a second install's HIP the HSA runtime its
@@ -415,3 +402,9 @@ fn hip_over_another_install_s_hsa_runtime_is_a_mixed_install() {
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+tests!(
+    each_install_is_probed_apart_labelled_by_version_with_its_own_reason,
+    each_install_s_cases_run_in_workers_that_load_that_install,
+    hip_over_another_install_s_hsa_runtime_is_a_mixed_install
+);

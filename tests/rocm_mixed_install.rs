@@ -11,8 +11,11 @@
 //! - root C holds a rocBLAS that needs the very soname HIP has (libamdhip64.so.5): it loads.
 //!
 //! One test function: the mixed state is process-wide, and a test binary of its own is a
-//! process of its own. Without Debian's libamdhip64 or a C compiler the test skips, unless
-//! CLHIP_REQUIRE_HIP=1 (CI).
+//! process of its own. Without Debian's libamdhip64 or a C compiler the test is reported
+//! ignored, unless CLHIP_REQUIRE_HIP=1 (CI).
+
+#[macro_use]
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -73,18 +76,14 @@ fn unsupported_reason(r: Result<impl Sized, CaseError>, what: &str) -> String {
     }
 }
 
-#[test]
 fn a_rocm_library_that_would_bring_a_second_libamdhip64_is_refused_and_not_loaded() {
-    let required = std::env::var("CLHIP_REQUIRE_HIP").is_ok_and(|v| v == "1");
-    let have_cc = Command::new("cc").arg("--version").output().is_ok();
-    if !Path::new(DEBIAN_HIP).exists() || !have_cc {
-        assert!(
-            !required,
-            "CLHIP_REQUIRE_HIP=1 but no {DEBIAN_HIP} or no cc"
+    if !Path::new(DEBIAN_HIP).exists() {
+        support::ignore(
+            "CLHIP_REQUIRE_HIP",
+            format!("no {DEBIAN_HIP} (Debian: libamdhip64-5)"),
         );
-        eprintln!("skipped: needs {DEBIAN_HIP} and cc");
-        return;
     }
+    support::need_tool("cc", "CLHIP_REQUIRE_HIP");
     let tmp: PathBuf =
         std::env::temp_dir().join(format!("clhip-mixed-install-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&tmp);
@@ -250,3 +249,5 @@ fn a_rocm_library_that_would_bring_a_second_libamdhip64_is_refused_and_not_loade
     }
     let _ = std::fs::remove_dir_all(&tmp);
 }
+
+tests!(a_rocm_library_that_would_bring_a_second_libamdhip64_is_refused_and_not_loaded);

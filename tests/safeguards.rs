@@ -8,6 +8,9 @@
 //! The planted cases run the real binary and workers on the first OpenCL device (PoCL on CI);
 //! the exit-status tests run mock workers and need no device.
 
+#[macro_use]
+mod support;
+
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -64,13 +67,10 @@ fn clhip_run(dir: &Path, args: &[&str], limit: Duration) -> (i32, RunReport, Str
 const ALL_PATHS: &str = r#""copy", "cl-svm-coarse", "cl-svm-fine", "use-host-ptr""#;
 const SYNCED: &str = r#""finish", "event", "map""#;
 
-/// Runs one group of cases (`paths` x `syncs` x `op` at `n`) with `plant`; `None` without
-/// OpenCL (a failure instead under CLHIP_REQUIRE_OPENCL=1).
-fn run_planted(op: &str, n: usize, plant: &str) -> Option<(i32, RunReport)> {
-    if clhip::runtimes::opencl::test_device().is_none() {
-        eprintln!("ignored: no OpenCL device (CLHIP_REQUIRE_OPENCL=1 makes this a failure)");
-        return None;
-    }
+/// Runs one group of cases (`paths` x `syncs` x `op` at `n`) with `plant`; without OpenCL the
+/// test is ignored (failed under CLHIP_REQUIRE_OPENCL=1).
+fn run_planted(op: &str, n: usize, plant: &str) -> (i32, RunReport) {
+    support::opencl_device();
     let dir = scratch(&format!("{plant}-{op}-{n}"));
     let cases = dir.join("cases.toml");
     std::fs::write(
@@ -92,7 +92,7 @@ fn run_planted(op: &str, n: usize, plant: &str) -> Option<(i32, RunReport)> {
             "{plant}: no {path} case ran"
         );
     }
-    Some((code, report))
+    (code, report)
 }
 
 fn mismatch<'a>(id: &str, o: &'a Outcome) -> &'a Mismatch {
@@ -116,12 +116,9 @@ fn assert_fails_the_run(code: i32, report: &RunReport) {
 /// OpenCL's pattern check kernel is left out, every other kernel runs: no mismatch is counted
 /// and no index is set, so only the ran-marker (still the host's 0) can tell that nothing was
 /// checked. The peer's own check of OpenCL's rewrite still passes: the marker alone decides.
-#[test]
 fn a_check_kernel_that_never_ran_fails_its_case_at_the_ran_marker() {
     let n = 4096;
-    let Some((code, report)) = run_planted("handoff", n, "skip-check-kernel") else {
-        return;
-    };
+    let (code, report) = run_planted("handoff", n, "skip-check-kernel");
     assert_fails_the_run(code, &report);
     for r in &report.results {
         let m = mismatch(&r.id, &r.outcome);
@@ -140,12 +137,9 @@ fn a_check_kernel_that_never_ran_fails_its_case_at_the_ran_marker() {
 /// identical earlier case's, and neither side doing anything: only the poison fill stands
 /// between the case and a pass on leftover data. Over the four paths, OpenCL's fill (SVM) and
 /// the peer's (the copy path's staging memory) each decide alone somewhere.
-#[test]
 fn memory_holding_an_earlier_correct_result_fails_on_its_poison() {
     let n = 4096;
-    let Some((code, report)) = run_planted("fft", n, "stale-correct") else {
-        return;
-    };
+    let (code, report) = run_planted("fft", n, "stale-correct");
     assert_fails_the_run(code, &report);
     for r in &report.results {
         let m = mismatch(&r.id, &r.outcome);
@@ -157,12 +151,9 @@ fn memory_holding_an_earlier_correct_result_fails_on_its_poison() {
 
 /// One word flipped after the peer's last rewrite: the peer's own check has passed by then, so
 /// OpenCL's last check alone sees it, and must name the index and the word it saw there.
-#[test]
 fn one_word_corrupted_after_the_peer_s_last_rewrite_fails_at_that_word() {
     let n = 4096;
-    let Some((code, report)) = run_planted("handoff", n, "flip-after-peer") else {
-        return;
-    };
+    let (code, report) = run_planted("handoff", n, "flip-after-peer");
     assert_fails_the_run(code, &report);
     let index = 2 * clhip::ops::Plant::flip_index(n);
     for r in &report.results {
@@ -214,9 +205,7 @@ fn overrun_buffer(id: &str, side: &str) -> &'static str {
 /// from its start) and the bytes found against the guard word.
 fn assert_overrun_caught(plant: &str, side: &str) {
     let n = 4096;
-    let Some((code, report)) = run_planted("handoff", n, plant) else {
-        return;
-    };
+    let (code, report) = run_planted("handoff", n, plant);
     assert_fails_the_run(code, &report);
     let view = 8 * n;
     for r in &report.results {
@@ -248,12 +237,10 @@ fn assert_overrun_caught(plant: &str, side: &str) {
     }
 }
 
-#[test]
 fn a_one_element_overrun_by_an_opencl_kernel_fails_at_the_guard_after_the_buffer() {
     assert_overrun_caught("cl-overrun", "opencl");
 }
 
-#[test]
 fn a_one_element_overrun_by_the_peer_fails_at_the_guard_after_its_memory() {
     assert_overrun_caught("peer-overrun", "peer");
 }
@@ -262,12 +249,9 @@ fn a_one_element_overrun_by_the_peer_fails_at_the_guard_after_its_memory() {
 /// buffer: the data checks pass, and the read-back buffer's guard, checked at the case's end,
 /// must fail it. What it found there is the shared memory's own guard word (another low
 /// byte), copied along: each allocation's word tells where an overrun came from.
-#[test]
 fn a_one_element_overrun_into_a_plain_buffer_fails_at_its_guard() {
     let n = 1024;
-    let Some((code, report)) = run_planted("pipeline", n, "readback-overrun") else {
-        return;
-    };
+    let (code, report) = run_planted("pipeline", n, "readback-overrun");
     assert_fails_the_run(code, &report);
     for r in &report.results {
         let m = mismatch(&r.id, &r.outcome);
@@ -292,11 +276,8 @@ fn a_one_element_overrun_into_a_plain_buffer_fails_at_its_guard() {
 // ---- reuse ----
 
 /// A clean driver passes every reuse case: 2,000 crossings of one buffer, each checked.
-#[test]
 fn every_reuse_case_passes_on_a_clean_driver() {
-    let Some((code, report)) = run_planted("reuse", 4097, "none") else {
-        return;
-    };
+    let (code, report) = run_planted("reuse", 4097, "none");
     assert_eq!(code, 0, "{:?}", report.summary);
     for r in &report.results {
         // A negative control (USE_HOST_PTR after finish, no map) may catch a stale read.
@@ -323,12 +304,9 @@ fn every_reuse_case_passes_on_a_clean_driver() {
 
 /// Crossing 500 handed over with no sync, OpenCL's write for it still held back when the peer
 /// looks: the case fails there, at that crossing and no other, whatever the path.
-#[test]
 fn a_reuse_crossing_handed_over_without_its_sync_fails_at_that_crossing() {
     let n = 4097;
-    let Some((code, report)) = run_planted("reuse", n, "skip-one-sync") else {
-        return;
-    };
+    let (code, report) = run_planted("reuse", n, "skip-one-sync");
     assert_fails_the_run(code, &report);
     for r in &report.results {
         let m = mismatch(&r.id, &r.outcome);
@@ -353,7 +331,6 @@ fn a_reuse_crossing_handed_over_without_its_sync_fails_at_that_crossing() {
 /// A worker that dies by SIGKILL no interrupt of the run's sent (the OOM killer's way) costs its
 /// case, as a `crash` named SIGKILL; the run goes on with the next case. Once mid-batch, once as
 /// the first case of the fresh worker that follows.
-#[test]
 fn a_worker_killed_by_sigkill_is_a_crash_and_the_run_goes_on() {
     let dir = scratch("sigkill");
     let mocks = "pass,sigkill,sigkill,pass";
@@ -526,33 +503,27 @@ fn assert_exit_statuses(name: &str, actions: &[&str], kind: OutcomeKind) {
     }
 }
 
-#[test]
 fn a_harness_error_fails_the_run_whatever_the_baseline_says() {
     assert_exit_statuses("error", &["panic"], OutcomeKind::Error);
 }
 
-#[test]
 fn a_timeout_fails_the_run_unless_a_baseline_lists_it() {
     assert_exit_statuses("timeout", &["hang"], OutcomeKind::Timeout);
 }
 
-#[test]
 fn a_crash_fails_the_run_unless_a_baseline_lists_it() {
     assert_exit_statuses("crash", &["segfault", "sigkill"], OutcomeKind::Crash);
 }
 
-#[test]
 fn a_fault_fails_the_run_unless_a_baseline_lists_it() {
     assert_exit_statuses("fault", &["fault"], OutcomeKind::Fault);
 }
 
-#[test]
 fn wrong_data_fails_the_run_unless_a_baseline_lists_it() {
     assert_exit_statuses("fail", &["fail"], OutcomeKind::Fail);
 }
 
 /// The control of the five above: the same runs with only passes exit 0 every way.
-#[test]
 fn passes_exit_zero_with_and_without_a_baseline() {
     for baseline in [None, Some("mock/other/9,fail\n")] {
         let j = judged("pass", "pass", baseline);
@@ -566,3 +537,21 @@ fn passes_exit_zero_with_and_without_a_baseline() {
         assert_eq!(j.code, 0, "{}", j.stderr);
     }
 }
+
+tests!(
+    a_check_kernel_that_never_ran_fails_its_case_at_the_ran_marker,
+    memory_holding_an_earlier_correct_result_fails_on_its_poison,
+    one_word_corrupted_after_the_peer_s_last_rewrite_fails_at_that_word,
+    a_worker_killed_by_sigkill_is_a_crash_and_the_run_goes_on,
+    a_harness_error_fails_the_run_whatever_the_baseline_says,
+    a_timeout_fails_the_run_unless_a_baseline_lists_it,
+    a_crash_fails_the_run_unless_a_baseline_lists_it,
+    a_fault_fails_the_run_unless_a_baseline_lists_it,
+    wrong_data_fails_the_run_unless_a_baseline_lists_it,
+    passes_exit_zero_with_and_without_a_baseline,
+    a_one_element_overrun_by_an_opencl_kernel_fails_at_the_guard_after_the_buffer,
+    a_one_element_overrun_by_the_peer_fails_at_the_guard_after_its_memory,
+    a_one_element_overrun_into_a_plain_buffer_fails_at_its_guard,
+    every_reuse_case_passes_on_a_clean_driver,
+    a_reuse_crossing_handed_over_without_its_sync_fails_at_that_crossing,
+);

@@ -376,3 +376,151 @@ fn a_diff_against_an_interrupted_run_says_not_run_and_exits_1() {
     );
     assert!(text(&o.stderr).contains("incomplete: interrupted"));
 }
+
+/// `(suite name, tests, time)` of each `<testsuite>` of a JUnit file, and its `<testcase>` count.
+fn junit_suites(xml: &str) -> (Vec<(String, usize, f64)>, usize) {
+    let mut reader = quick_xml::Reader::from_str(xml);
+    let (mut suites, mut cases) = (Vec::new(), 0);
+    loop {
+        match reader.read_event().expect("well-formed JUnit") {
+            quick_xml::events::Event::Start(e) | quick_xml::events::Event::Empty(e) => {
+                let attr = |name: &str| {
+                    e.attributes()
+                        .filter_map(Result::ok)
+                        .find(|a| a.key.as_ref() == name.as_bytes())
+                        .map(|a| String::from_utf8_lossy(&a.value).into_owned())
+                };
+                match e.name().as_ref() {
+                    b"testsuite" => suites.push((
+                        attr("name").unwrap_or_default(),
+                        attr("tests").and_then(|t| t.parse().ok()).unwrap_or(0),
+                        attr("time").and_then(|t| t.parse().ok()).unwrap_or(-1.0),
+                    )),
+                    b"testcase" => cases += 1,
+                    _ => {}
+                }
+            }
+            quick_xml::events::Event::Eof => return (suites, cases),
+            _ => {}
+        }
+    }
+}
+
+#[test]
+fn report_and_merge_write_junit_from_results_files_with_each_suite_s_time() {
+    let dir = scratch("junit");
+    // A whole run's own JUnit, and the same from its results file afterwards: the same XML.
+    let whole = dir.join("whole.json");
+    let run_xml = dir.join("run.xml");
+    run(&whole, &["--junit", s(&run_xml)]);
+    let report_xml = dir.join("report.xml");
+    let o = clhip(&["report", s(&whole), "--junit", s(&report_xml)]);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    // The matrix still goes to standard output.
+    assert!(text(&o.stdout).contains("passed"), "{}", text(&o.stdout));
+    let from_run = std::fs::read_to_string(&run_xml).unwrap();
+    assert_eq!(std::fs::read_to_string(&report_xml).unwrap(), from_run);
+    let (suites, cases) = junit_suites(&from_run);
+    assert_eq!(cases, PLAN, "{from_run}");
+    let report = load(&whole).unwrap().report;
+    let case_time: f64 = report.results.iter().map(|r| r.duration_s).sum();
+    assert_eq!(suites.len(), 1, "{from_run}");
+    assert_eq!(suites[0].1, PLAN);
+    assert!(
+        (suites[0].2 - case_time).abs() < 1e-3,
+        "suite time {} for cases taking {case_time} s: {from_run}",
+        suites[0].2
+    );
+
+    // A sharded run's JUnit comes from the merge, with every shard's cases.
+    let parts = shards(&dir);
+    let paths: Vec<&Path> = parts.iter().map(PathBuf::as_path).collect();
+    let merged_xml = dir.join("merged.xml");
+    let merged_json = dir.join("merged.json");
+    let mut args = vec!["merge"];
+    args.extend(paths.iter().map(|p| s(p)));
+    args.extend(["-o", s(&merged_json), "--junit", s(&merged_xml)]);
+    let o = clhip(&args);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    let xml = std::fs::read_to_string(&merged_xml).unwrap();
+    let (suites, cases) = junit_suites(&xml);
+    assert_eq!(cases, PLAN, "{xml}");
+    let merged = load(&merged_json).unwrap().report;
+    let case_time: f64 = merged.results.iter().map(|r| r.duration_s).sum();
+    assert_eq!(suites.len(), 1, "{xml}");
+    assert!((suites[0].2 - case_time).abs() < 1e-3, "{xml}");
+
+    // --junit is an output like any other: never one of the inputs.
+    let o = clhip(&[
+        "merge",
+        s(paths[0]),
+        "-o",
+        s(&dir.join("m.json")),
+        "--junit",
+        s(paths[0]),
+    ]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+    assert!(text(&o.stderr).contains("--junit"), "{}", text(&o.stderr));
+}
+
+#[test]
+fn diff_compares_seeds_case_sets_and_flags_first_and_a_filtered_run_s_absent_cases_are_not_in_it() {
+    let dir = scratch("diff-setup");
+    let (all, filtered) = (dir.join("all.json"), dir.join("filtered.json"));
+    run(&all, &[]);
+    run(&filtered, &["--seed", "7", "-j", "2", "mock/pass/1*"]);
+    // Mock runs take every mock action whatever the filters; the file is made what a filtered
+    // run of real cases writes: only the cases its filters select.
+    let mut r = load(&filtered).unwrap().report;
+    r.results
+        .retain(|c| clhip::filter::matches_filter("mock/pass/1*", &c.id));
+    r.summary = Summary::of(&r.results);
+    let sel = r.selection.as_mut().unwrap();
+    sel.planned = r.results.len();
+    sel.plan = clhip::report::Selection::plan_hash(r.results.iter().map(|c| c.id.as_str()));
+    write(&r, &filtered);
+    let o = clhip(&["diff", s(&all), s(&filtered)]);
+    let out = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}{out}", text(&o.stderr));
+    let default_seed = load(&all).unwrap().report.seed;
+    assert!(
+        out.starts_with(&format!("setup:\n  seed: {default_seed} -> 7\n")),
+        "{out}"
+    );
+    assert!(
+        out.contains("  case filters: all -> mock/pass/1*\n"),
+        "{out}"
+    );
+    assert!(out.contains("  -j: - -> 2\n"), "{out}");
+    // Setup, then the fingerprint, then the counts, then the cases.
+    let at = |what: &str| out.find(what).unwrap_or_else(|| panic!("{what}: {out}"));
+    assert!(at("setup:") < at("fingerprint:"));
+    assert!(at("fingerprint:") < at("0 regressions"));
+    let absent = PLAN - 3; // mock/pass/1, 10 and 11 are in both
+    assert!(
+        out.contains(&format!(
+            "0 removed, {absent} not in the new run's selection"
+        )),
+        "{out}"
+    );
+    assert_eq!(out.matches("not in this run ").count(), absent, "{out}");
+    assert!(!out.contains("removed     "), "{out}");
+    // --only: the cases of one movement; the counts stay.
+    let o = clhip(&["diff", s(&all), s(&filtered), "--only", "regressions"]);
+    let only = text(&o.stdout);
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o.stderr));
+    assert!(!only.contains("not in this run "), "{only}");
+    assert!(
+        only.contains(&format!("{absent} not in the new run's selection")),
+        "{only}"
+    );
+    let o = clhip(&["diff", s(&all), s(&filtered), "--only", "not-in-this-run"]);
+    assert_eq!(text(&o.stdout).matches("not in this run ").count(), absent);
+    let o = clhip(&["diff", s(&all), s(&filtered), "--only", "regression"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        text(&o.stderr).contains("expected regressions, fixes"),
+        "{}",
+        text(&o.stderr)
+    );
+}

@@ -20,6 +20,9 @@ pub struct BenchReport {
     /// [`SCHEMA`]; a reader refuses any other.
     pub schema: String,
     pub clhip_version: String,
+    /// The commit the clhip that measured was built from; `None` in files from before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<crate::build_id::BuildId>,
     /// RFC 3339, UTC.
     pub started_at: String,
     pub wall_s: f64,
@@ -348,6 +351,7 @@ pub(crate) fn sample_report() -> BenchReport {
     BenchReport {
         schema: SCHEMA.into(),
         clhip_version: "0.1.0".into(),
+        build: None,
         started_at: "2026-01-01T00:00:00Z".into(),
         wall_s: 10.0,
         command: vec!["clhip".into(), "bench".into(), "interop".into()],

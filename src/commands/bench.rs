@@ -51,6 +51,8 @@ pub struct RunnerArgs {
     /// Per-case time limit in seconds.
     #[arg(long, default_value_t = 120.0, value_parser = parse_timeout)]
     timeout: f64,
+    /// A ROCm install (a directory) to load HIP from; repeat it for several installs side by
+    /// side, as `run` does.
     #[arg(long, value_parser = existing_dir)]
     rocm_path: Vec<PathBuf>,
     /// Write the start throughput here (JSON, `clhip-start-rate/1`), for `run --start-rate`.

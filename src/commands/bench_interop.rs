@@ -41,6 +41,8 @@ pub struct InteropArgs {
     /// Time limit per target (one child process) in seconds.
     #[arg(long, default_value_t = 600.0, value_parser = parse_timeout)]
     timeout: f64,
+    /// A ROCm install (a directory) to load HIP from (default: $ROCM_PATH, /opt/rocm,
+    /// /opt/rocm-*, the loader path).
     #[arg(long, value_parser = existing_dir)]
     rocm_path: Option<PathBuf>,
     /// Only the pairs of these GPUs, as `run --devices`.
@@ -187,6 +189,7 @@ pub fn interop(args: InteropArgs) -> anyhow::Result<ExitCode> {
     let report = results::BenchReport {
         schema: results::SCHEMA.to_string(),
         clhip_version: env!("CARGO_PKG_VERSION").to_string(),
+        build: Some(clhip::build_id::BuildId::this()),
         started_at: report::rfc3339_utc(started),
         wall_s: clock.elapsed().as_secs_f64(),
         command: std::env::args().collect(),

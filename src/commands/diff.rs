@@ -10,8 +10,11 @@ use super::outputs::{checked_output, emit};
 
 #[derive(clap::Args)]
 pub struct DiffArgs {
+    /// The earlier run's results file.
     old: PathBuf,
+    /// The later run's results file, compared against OLD.
     new: PathBuf,
+    /// As Markdown tables, for reports/.
     #[arg(long)]
     markdown: bool,
     /// As one self-contained HTML page.
@@ -20,6 +23,11 @@ pub struct DiffArgs {
     /// Write the rendering to this file instead of standard output.
     #[arg(long, short = 'o')]
     output: Option<PathBuf>,
+    /// Show only the cases that moved this way: regressions, fixes, changed, new, removed,
+    /// not-run, not-in-this-run, races, or footprint (the footprint regressions) (the counts
+    /// stay those of every case).
+    #[arg(long, value_name = "MOVEMENT", value_parser = report::Only::parse)]
+    only: Option<report::Only>,
 }
 
 pub fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
@@ -29,7 +37,8 @@ pub fn diff(args: DiffArgs) -> anyhow::Result<ExitCode> {
     for p in a.problems.iter().chain(&b.problems) {
         note(&format!("clhip: {p}"));
     }
-    let d = report::diff(&a.report, &b.report);
+    let mut d = report::diff(&a.report, &b.report);
+    d.shown = args.only;
     let text = if args.html {
         report::render_diff_html(
             &d,

@@ -106,9 +106,24 @@ pub fn list(mut args: ListArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// A saved `clhip probe --json`.
+/// A saved `clhip probe --json`: of this schema, or of none (written before the tag).
 fn load_probe(file: &Path) -> anyhow::Result<Probe> {
     let text = clhip::input::read_text("a probe file", file, clhip::input::PROBE_LIMIT)?;
+    #[derive(serde::Deserialize)]
+    struct Tag {
+        schema: Option<String>,
+    }
+    if let Ok(Tag {
+        schema: Some(schema),
+    }) = serde_json::from_str(&text)
+        && schema != clhip::probe::PROBE_SCHEMA
+    {
+        anyhow::bail!(
+            "{}: schema `{schema}`, but this clhip reads `{}` probe files",
+            file.display(),
+            clhip::probe::PROBE_SCHEMA
+        );
+    }
     serde_json::from_str(&text).map_err(|e| {
         anyhow::anyhow!(
             "{}:{}:{}: not a `clhip probe --json` file: {e}",

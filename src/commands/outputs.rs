@@ -92,7 +92,23 @@ impl Outputs {
         let json = match json {
             Some(p) => output::check("--json", p)?,
             None => {
-                output::check_with("--json", Path::new(DEFAULT_JSON), output::Parent::MayCreate)?
+                let dir = Path::new(DEFAULT_JSON).parent().unwrap_or(Path::new("."));
+                let existed = dir.exists();
+                let t = output::check_with(
+                    "--json",
+                    Path::new(DEFAULT_JSON),
+                    output::Parent::MayCreate,
+                )?;
+                // A directory made unasked in the working directory is said, not left to be
+                // found.
+                if !existed && dir.is_dir() {
+                    note(&format!(
+                        "clhip: made ./{}/ for the results ({DEFAULT_JSON}); --json names another \
+                         place",
+                        dir.display()
+                    ));
+                }
+                t
             }
         };
         let junit = output::check_given("--junit", junit)?;

@@ -13,6 +13,8 @@ use super::{existing_dir, note};
 
 #[derive(clap::Args)]
 pub struct ProbeArgs {
+    /// Print the probe as JSON (schema `clhip-probe/1`, the form `list --probe` reads), with
+    /// the fingerprint lines that expectation files match.
     #[arg(long)]
     json: bool,
     /// A ROCm install to load HIP from, searched alone (default: $ROCM_PATH, /opt/rocm,
@@ -28,9 +30,9 @@ pub fn probe(args: ProbeArgs) -> anyhow::Result<ExitCode> {
     let exe = std::env::current_exe().context("locating the clhip binary")?;
     let p = probe::probe_isolating_vendors(&exe, &args.rocm_path);
     let text = if args.json {
-        format!("{}\n", serde_json::to_string_pretty(&p)?)
+        format!("{}\n", serde_json::to_string_pretty(&p.to_json())?)
     } else {
-        clhip::escape::terminal_text(&p.render())
+        clhip::escape::terminal_text(&p.render_with_fingerprint())
     };
     write_quietly_on_closed_pipe(&mut out, &text)?;
     Ok(probe_exit(&p))

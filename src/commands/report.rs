@@ -13,7 +13,9 @@ use super::outputs::{checked_output, emit};
 
 #[derive(clap::Args)]
 pub struct ReportArgs {
+    /// A results file (`run --json`, `merge -o`, or a journal of a run cut short).
     file: PathBuf,
+    /// As Markdown, for reports/: what the run ran on, the matrix as tables, every non-pass.
     #[arg(long)]
     markdown: bool,
     /// The matrix as one self-contained HTML page: colour per outcome, and per cell the
@@ -35,6 +37,10 @@ pub struct ReportArgs {
     /// per non-pass, applying to this run's driver and GPU versions.
     #[arg(long, conflicts_with_all = ["markdown", "baseline"])]
     expectations: bool,
+    /// Also write the run as JUnit XML to this file (as `run --junit` does): a suite per
+    /// pair, with its time.
+    #[arg(long, value_name = "FILE")]
+    junit: Option<PathBuf>,
 }
 
 /// Exit 1 when the file is not a whole, consistent run: it is shown, and said to be so.
@@ -43,6 +49,16 @@ pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
     let mut inputs: Vec<(&str, &PathBuf)> = vec![("results", file)];
     inputs.extend(args.figure.iter().map(|f| ("figure", f)));
     let target = checked_output(args.output.as_deref(), &inputs)?;
+    let junit = clhip::output::check_given("--junit", args.junit.as_deref())?;
+    if let Some(j) = &junit {
+        let outs: Vec<(&str, &clhip::output::Target)> = target
+            .iter()
+            .map(|t| ("-o", t))
+            .chain([("--junit", j)])
+            .collect();
+        let inputs: Vec<(&str, &Path)> = inputs.iter().map(|(w, p)| (*w, p.as_path())).collect();
+        clhip::output::refuse_collisions(&outs, &inputs)?;
+    }
     let loaded = report::load(file)?;
     let r = &loaded.report;
     let mut figures = Vec::new();
@@ -74,6 +90,9 @@ pub fn report(args: ReportArgs) -> anyhow::Result<ExitCode> {
         )
     };
     emit(&text, target.as_ref())?;
+    if let Some(j) = &junit {
+        report::write_junit(r, j)?;
+    }
     for id in &r.stale_baseline {
         note(&format!(
             "clhip: baseline entry `{id}` matched no case of that run"

@@ -5,7 +5,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::time::{Instant, SystemTime};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::{Context, bail};
 
@@ -39,7 +39,9 @@ pub struct RunArgs {
     /// Globs (`*` wildcard) or substrings of case ids; a filter matching nothing is an error
     /// (a warning with --allow-empty).
     filters: Vec<String>,
-    /// Seed of the cases' data [default: 24301, or the seed of --rerun-failed's run].
+    /// The seed every case's data are drawn from: the same seed gives the same data, so a
+    /// case rerun (or reproduced) sees what it saw here [default: 24301, or the seed of
+    /// --rerun-failed's run].
     #[arg(long)]
     seed: Option<u64>,
     /// Configuration file of named profiles [default: clhip.toml in the working directory, if
@@ -113,6 +115,10 @@ pub struct RunArgs {
     /// with a column per install.
     #[arg(long, value_parser = existing_dir)]
     rocm_path: Vec<PathBuf>,
+    /// Without a terminal (a CI log), print a status line every SECONDS: cases done of the
+    /// total, counts by outcome, ETA (0: none). On a terminal the progress bar says it.
+    #[arg(long, value_name = "SECONDS", default_value_t = 30)]
+    heartbeat: u64,
     /// Exit 0 when nothing is left to run on this machine: filters and --devices that match
     /// nothing are warned about instead of refused, as is a machine with no pair at all (a
     /// nightly job that ran nothing otherwise fails). One job then serves runners with and
@@ -676,6 +682,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         Vec::new(),
     );
     head.selection = Some(selection.clone());
+    head.planted = planted(&args);
     let mut journal = match &resumed {
         Some(_) => {
             let mut j = Journal::reopen(&outputs.json)?;
@@ -709,7 +716,9 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
             args.seed()
         ));
     }
-    let mut console = ConsoleReporter::new(items.len() + decided.len()).with_sources(sources);
+    let mut console = ConsoleReporter::new(items.len() + decided.len())
+        .with_sources(sources)
+        .with_heartbeat(Some(Duration::from_secs(args.heartbeat)));
     let mut journal_error = None;
     let mut on_event = |e: &runner::Event| {
         console.on_event(e);
@@ -777,6 +786,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     report.stale_baseline.extend(stale_expectations);
     report.broken_vendors = broken_vendors;
     report.selection = Some(selection);
+    report.planted = planted(&args);
     report.consistency = clhip::consistency::check(&report.results, &plan::gpu_identities(&probe));
     for line in report.consistency.lines() {
         note(&format!("clhip: {line}"));
@@ -812,6 +822,16 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
     Ok(exit_status(report))
 }
 
+/// The run's plant, for its results: `none` is the control run of a plant, no plant at all.
+fn planted(args: &RunArgs) -> Option<clhip::report::Planted> {
+    let plant = args.plant.filter(|p| *p != clhip::ops::Plant::None)?;
+    let name = serde_json::to_value(plant).ok()?.as_str()?.to_string();
+    Some(clhip::report::Planted {
+        plant: name,
+        only: args.plant_only.clone(),
+    })
+}
+
 /// The run when every OpenCL vendor broke in the probe: nothing run, each vendor named, the
 /// results file written saying so; exit 1.
 fn every_vendor_broke(
@@ -834,6 +854,7 @@ fn every_vendor_broke(
         Vec::new(),
     );
     report.broken_vendors = probe.broken_vendors();
+    report.planted = planted(args);
     report.status = RunStatus::NothingRun {
         why: "every OpenCL vendor broke in the probe".into(),
     };

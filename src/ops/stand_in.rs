@@ -366,15 +366,14 @@ impl DeviceRuntime for StandIn {
 // ---- the registered paths on OpenCL with the stand-in as their peer ----
 
 use crate::model::{Case, Op, Pair, PathKind, SyncMode};
-use crate::runtimes::opencl::{ClSession, test_device};
+use crate::runtimes::opencl::{ClSession, unit_test_device};
 
 use super::{Plant, handoff};
 
 /// A handoff case of `path` under `sync` between the first OpenCL device and the stand-in,
-/// with the session to run it in; `None` without OpenCL (a failure under
-/// CLHIP_REQUIRE_OPENCL=1).
-fn registered_case(path: PathKind, sync: SyncMode, n: usize) -> Option<(ClSession, Case)> {
-    let dev = test_device()?;
+/// with the session to run it in.
+fn registered_case(path: PathKind, sync: SyncMode, n: usize) -> (ClSession, Case) {
+    let dev = unit_test_device();
     let case = Case {
         pair: Pair {
             opencl: dev.r.clone(),
@@ -389,7 +388,7 @@ fn registered_case(path: PathKind, sync: SyncMode, n: usize) -> Option<(ClSessio
         n,
     };
     let session = ClSession::open(dev).unwrap_or_else(|e| panic!("OpenCL session: {e:?}"));
-    Some((session, case))
+    (session, case)
 }
 
 const REGISTERED: [PathKind; 2] = [
@@ -402,12 +401,14 @@ const REGISTERED: [PathKind; 2] = [
 /// device pointer (another address of the same pages). The range starts on a page, or 8 bytes
 /// past one, and is unregistered when the case is done.
 #[test]
+#[cfg_attr(
+    not(clhip_test_opencl),
+    ignore = "needs an OpenCL ICD; none was found when this was built"
+)]
 fn registered_memory_crosses_both_ways_under_map() {
     for path in REGISTERED {
         for n in [1, 4097] {
-            let Some((mut s, case)) = registered_case(path, SyncMode::Map, n) else {
-                return;
-            };
+            let (mut s, case) = registered_case(path, SyncMode::Map, n);
             let mut peer = StandIn::default();
             let seen = handoff::handoff(&mut s, &mut peer, &case, 0x5EED, None);
             assert_eq!(
@@ -437,11 +438,13 @@ fn registered_memory_crosses_both_ways_under_map() {
 /// The peer-noop plant: the peer skips its kernels on the registered memory. OpenCL then reads
 /// the poison where the peer's pattern should be, and the case fails at that crossing.
 #[test]
+#[cfg_attr(
+    not(clhip_test_opencl),
+    ignore = "needs an OpenCL ICD; none was found when this was built"
+)]
 fn a_peer_that_skips_its_kernels_on_registered_memory_fails() {
     for path in REGISTERED {
-        let Some((mut s, case)) = registered_case(path, SyncMode::Map, 4097) else {
-            return;
-        };
+        let (mut s, case) = registered_case(path, SyncMode::Map, 4097);
         let mut peer = StandIn::default();
         match handoff::handoff(&mut s, &mut peer, &case, 0x5EED, Some(Plant::PeerNoop)) {
             Err(CaseError::Mismatch(m)) => {

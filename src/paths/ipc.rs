@@ -12,6 +12,7 @@ use crate::runtimes::opencl::{ClEvent, ClMem, ClSession};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
+use super::c::{self, CMem, CWriter};
 use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
 use super::{AcrossGpus, Handover, Made, Memory, Owner, Path, device_peer};
 
@@ -84,8 +85,53 @@ impl Path for IpcDevicePtr {
         })
     }
 
+    fn c_reproducible(&self) -> bool {
+        true
+    }
+
     fn c_cl_is_svm(&self) -> bool {
         true
+    }
+
+    fn c_create(&self, c: &mut dyn CWriter, m: &CMem) {
+        let (v, bytes) = (m.v, m.bytes());
+        if c::device_dialect(c, m.path).is_none() {
+            return;
+        }
+        c.uses("ipc");
+        c.declare(format!("void *{v}_svm;"));
+        c.comment(
+            "another process (this program, run again as the exporter) allocates the memory and \
+             sends its IPC handle; this one opens it and passes it to OpenCL kernels through \
+             clSetKernelArgSVMPointer",
+        );
+        c.line(&format!(
+            "{v}_peer = ipc_open({bytes});\n{v}_svm = (void *)(uintptr_t){v}_peer;"
+        ));
+        c::poison(c, m, false, true);
+    }
+
+    fn c_release(&self, c: &mut dyn CWriter, m: &CMem) -> String {
+        if c::device_dialect(c, m.path).is_none() {
+            return String::new();
+        }
+        format!("ipc_close({}_peer);", m.v)
+    }
+
+    fn c_to_peer(
+        &self,
+        c: &mut dyn CWriter,
+        m: &mut CMem,
+        sync: SyncMode,
+        last: Option<&str>,
+        _access: Access,
+    ) {
+        c::shared_address_to_peer(c, m, sync, last);
+    }
+
+    fn c_to_cl(&self, c: &mut dyn CWriter, m: &mut CMem, sync: SyncMode) -> Option<String> {
+        c::shared_address_to_cl(c, m, sync);
+        None
     }
 }
 

@@ -167,13 +167,9 @@ fn the_rooms_with_c_are_the_reproducers_paths() {
         ClSvmCoarseMemcpy,
         ClSvmFineMemcpy,
         ClGpuVa,
-    ];
-    let without_c = [
-        VmmFdClImport,
-        ClDmabufHipImport,
         IpcDevicePtrAsClArg,
-        VkMemoryImport,
     ];
+    let without_c = [VmmFdClImport, ClDmabufHipImport, VkMemoryImport];
     for (api, with_c) in [
         (Api::Host, &host[..]),
         (Api::Cuda, &device),

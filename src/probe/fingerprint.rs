@@ -84,3 +84,42 @@ impl Probe {
         })
     }
 }
+
+/// The `schema` tag of `clhip probe --json`; a reader refuses a file with another one. Files
+/// from before the tag have none, and are read as this one.
+pub const PROBE_SCHEMA: &str = "clhip-probe/1";
+
+/// `clhip probe --json`: the probe, with its schema tag and the fingerprint lines that
+/// expectation files' `[applies] fingerprint` globs are matched against.
+#[derive(serde::Serialize)]
+pub struct ProbeJson<'a> {
+    pub schema: &'static str,
+    pub fingerprint_lines: Vec<String>,
+    #[serde(flatten)]
+    pub probe: &'a Probe,
+}
+
+impl Probe {
+    /// The probe as `clhip probe --json` writes it.
+    pub fn to_json(&self) -> ProbeJson<'_> {
+        ProbeJson {
+            schema: PROBE_SCHEMA,
+            fingerprint_lines: self.fingerprint().lines(),
+            probe: self,
+        }
+    }
+
+    /// The probe's text with its fingerprint lines after it, as `clhip probe` prints it.
+    pub fn render_with_fingerprint(&self) -> String {
+        let mut out = self.render();
+        out.push_str(
+            "\nFingerprint lines (what an expectation file's `[applies] fingerprint` globs match):\n",
+        );
+        for line in self.fingerprint().lines() {
+            out.push_str("  ");
+            out.push_str(&line);
+            out.push('\n');
+        }
+        out
+    }
+}

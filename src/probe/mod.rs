@@ -24,6 +24,7 @@ mod vendors;
 
 use std::path::{Path, PathBuf};
 
+pub use self::fingerprint::{PROBE_SCHEMA, ProbeJson};
 pub use self::installs::{
     INSTALL_CHILD_SUBCOMMAND, ROCM_OPENCL, install_child_main, install_labels, install_version,
 };

@@ -5,8 +5,11 @@
 //! (a fault that now crashes) is a change. A negative control's pass <-> stale read is a race
 //! by design and counts as neither. A harness error on the new side is a regression: the new
 //! run cannot vouch for the case. A case the new run planned but did not get to (interrupted)
-//! is `not run`, not removed. The fingerprints' differences come first. Whether either file is
-//! a whole run is [`super::judge`]'s to say, as for `report`.
+//! is `not run`, not removed; one the new run did not select (its filters, devices or
+//! partition leave it out) is `not in this run`. What the runs were asked to do comes first:
+//! their seeds, case sets and flags, then the fingerprints' differences, the counts, and the
+//! regressions, before everything else that moved. Whether either file is a whole run is
+//! [`super::judge`]'s to say, as for `report`.
 //!
 //! Footprints are a regression of their own kind: a case whose crossing took more host or
 //! device memory in the new run than [`crate::footprint::grew`] allows over the old is listed
@@ -35,6 +38,9 @@ pub enum Movement {
     Removed,
     /// In the old run, and planned in the new one but never run there (it was interrupted).
     NotRun,
+    /// In the old run, and outside what the new run selected (its filters, devices or
+    /// partition): a filtered run says nothing about it.
+    NotInThisRun,
     /// A negative control that flipped between pass and caught: not evidence of anything.
     Race,
 }
@@ -48,8 +54,30 @@ impl Movement {
             Movement::New => "new",
             Movement::Removed => "removed",
             Movement::NotRun => "not run",
+            Movement::NotInThisRun => "not in this run",
             Movement::Race => "race (negative control)",
         }
+    }
+
+    /// The `--only` spelling of a movement: `regressions`, `fixes`, `changed`, `new`,
+    /// `removed`, `not-run`, `not-in-this-run`, `races`.
+    pub fn parse_plural(s: &str) -> Result<Movement, String> {
+        Ok(match s {
+            "regressions" => Movement::Regression,
+            "fixes" => Movement::Fix,
+            "changed" => Movement::Change,
+            "new" => Movement::New,
+            "removed" => Movement::Removed,
+            "not-run" => Movement::NotRun,
+            "not-in-this-run" => Movement::NotInThisRun,
+            "races" => Movement::Race,
+            other => {
+                return Err(format!(
+                    "`{other}`: expected regressions, fixes, changed, new, removed, not-run, \
+                     not-in-this-run or races"
+                ));
+            }
+        })
     }
 }
 
@@ -72,9 +100,23 @@ pub struct Growth<'a> {
     pub new: u64,
 }
 
+/// Something the two runs were asked to do differently: `what` (seed, filters, a flag), as
+/// each side had it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetupDifference {
+    pub what: String,
+    pub old: String,
+    pub new: String,
+}
+
 /// The differences between two runs.
 #[derive(Debug)]
 pub struct RunDiff<'a> {
+    /// How the runs were set up differently (seeds, case sets, flags, builds): what the
+    /// differences below may come from.
+    pub setup: Vec<SetupDifference>,
+    /// The one movement to show (`diff --only`); `None` shows all. Counts are of all.
+    pub shown: Option<Only>,
     /// Fingerprint lines only the old run has, and only the new one.
     pub fingerprint_old: Vec<String>,
     pub fingerprint_new: Vec<String>,
@@ -88,7 +130,7 @@ pub struct RunDiff<'a> {
     pub footprints_not_isolated: bool,
 }
 
-impl RunDiff<'_> {
+impl<'a> RunDiff<'a> {
     /// Outcome regressions; footprint regressions are [`RunDiff::footprint_regressions`].
     pub fn regressions(&self) -> usize {
         self.count(Movement::Regression)
@@ -106,6 +148,170 @@ impl RunDiff<'_> {
     pub fn count(&self, m: Movement) -> usize {
         self.moved.iter().filter(|c| c.movement == m).count()
     }
+
+    /// The moved cases to show: all, or those of `shown`.
+    pub fn shown_moves(&self) -> impl Iterator<Item = &Moved<'a>> {
+        self.moved
+            .iter()
+            .filter(|m| self.shown.is_none_or(|s| s == Only::Moved(m.movement)))
+    }
+
+    /// The footprint regressions to show: all, unless `--only` asked for a movement.
+    pub fn shown_footprint(&self) -> &[Growth<'a>] {
+        match self.shown {
+            None | Some(Only::Footprint) => &self.footprint,
+            Some(Only::Moved(_)) => &[],
+        }
+    }
+}
+
+/// What `diff --only` shows: the cases of one movement, or the footprint regressions (a
+/// regression of their own kind, beside the outcome's movements).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Only {
+    Moved(Movement),
+    Footprint,
+}
+
+impl Only {
+    /// A movement's `--only` spelling ([`Movement::parse_plural`]), or `footprint`.
+    pub fn parse(s: &str) -> Result<Only, String> {
+        if s == "footprint" {
+            return Ok(Only::Footprint);
+        }
+        Movement::parse_plural(s).map(Only::Moved).map_err(|_| {
+            format!(
+                "`{s}`: expected regressions, fixes, changed, new, removed, not-run, \
+                 not-in-this-run, races or footprint"
+            )
+        })
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Only::Moved(m) => m.name(),
+            Only::Footprint => "footprint",
+        }
+    }
+}
+
+/// Whether `new`'s selection takes in the case `id`: its filters match it, and it falls in a
+/// shard `new` holds. `None` where `new` does not record its selection, or selected by devices
+/// the old run did not, which this cannot tell from the id.
+fn selects(old: &RunReport, new: &RunReport, id: &str) -> Option<bool> {
+    let sel = new.selection.as_ref()?;
+    let old_devices = old.selection.as_ref().map(|s| &s.devices);
+    if !sel.devices.is_empty() && old_devices != Some(&sel.devices) {
+        return None;
+    }
+    let filtered = sel.filters.is_empty()
+        || sel
+            .filters
+            .iter()
+            .any(|f| crate::filter::matches_filter(f, id));
+    Some(filtered && sel.held().iter().any(|p| p.contains(id)))
+}
+
+/// How the runs were set up differently: seed, build, plant, case set, flags.
+fn setup(old: &RunReport, new: &RunReport) -> Vec<SetupDifference> {
+    let mut out = Vec::new();
+    let mut differ = |what: &str, a: String, b: String| {
+        if a != b {
+            out.push(SetupDifference {
+                what: what.to_string(),
+                old: a,
+                new: b,
+            });
+        }
+    };
+    differ("seed", old.seed.to_string(), new.seed.to_string());
+    differ("clhip", old.clhip_build(), new.clhip_build());
+    let plant = |r: &RunReport| r.plant().map_or("none".into(), |p| p.describe());
+    differ("plant", plant(old), plant(new));
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "all".to_string()
+        } else {
+            v.join(" ")
+        }
+    };
+    match (&old.selection, &new.selection) {
+        (Some(a), Some(b)) => {
+            differ("case filters", list(&a.filters), list(&b.filters));
+            differ("devices", list(&a.devices), list(&b.devices));
+            differ("case matrix", a.matrix.clone(), b.matrix.clone());
+            let shards = |s: &super::json::Selection| {
+                let held: Vec<String> = s.held().iter().map(|p| p.to_string()).collect();
+                held.join(" ")
+            };
+            differ("shards", shards(a), shards(b));
+            differ(
+                "cases planned",
+                a.planned.to_string(),
+                b.planned.to_string(),
+            );
+        }
+        (a, b) => {
+            let recorded = |s: &Option<super::json::Selection>| {
+                if s.is_some() {
+                    "recorded"
+                } else {
+                    "not recorded"
+                }
+                .to_string()
+            };
+            differ("case selection", recorded(a), recorded(b));
+        }
+    }
+    let (a, b) = (run_flags(old), run_flags(new));
+    let names: std::collections::BTreeSet<&String> = a.keys().chain(b.keys()).collect();
+    for name in names {
+        let value = |f: &BTreeMap<String, String>| f.get(name).cloned().unwrap_or("-".into());
+        differ(name, value(&a), value(&b));
+    }
+    out
+}
+
+/// The flags of a run's recorded command, with their values (`""` for a switch), less those
+/// that only name where its outputs went, those compared on their own (the seed, the plant),
+/// and its case filters.
+fn run_flags(r: &RunReport) -> BTreeMap<String, String> {
+    const LEFT_OUT: &[&str] = &[
+        "--json",
+        "--junit",
+        "--markdown",
+        "--html",
+        "-o",
+        "--output",
+        "--seed",
+        "--plant",
+        "--plant-only",
+    ];
+    let filters: &[String] = r.selection.as_ref().map_or(&[], |s| &s.filters);
+    let args: Vec<&String> = r.command.iter().skip(1).collect();
+    let mut flags = BTreeMap::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = args[i];
+        i += 1;
+        if !arg.starts_with('-') {
+            continue;
+        }
+        let (name, value) = match arg.split_once('=') {
+            Some((n, v)) => (n.to_string(), v.to_string()),
+            None => match args.get(i) {
+                Some(v) if !v.starts_with('-') && !filters.contains(v) => {
+                    i += 1;
+                    (arg.clone(), (*v).clone())
+                }
+                _ => (arg.clone(), String::new()),
+            },
+        };
+        if !LEFT_OUT.contains(&name.as_str()) {
+            flags.insert(name, value);
+        }
+    }
+    flags
 }
 
 /// The runs' differences, case by case, in the new run's order (removed cases last).
@@ -146,6 +352,8 @@ pub fn diff<'a>(old: &'a RunReport, new: &'a RunReport) -> RunDiff<'a> {
                 id: &o.id,
                 movement: if not_run.contains(o.id.as_str()) {
                     Movement::NotRun
+                } else if selects(old, new, &o.id) == Some(false) {
+                    Movement::NotInThisRun
                 } else {
                     Movement::Removed
                 },
@@ -155,6 +363,8 @@ pub fn diff<'a>(old: &'a RunReport, new: &'a RunReport) -> RunDiff<'a> {
         }
     }
     RunDiff {
+        setup: setup(old, new),
+        shown: None,
         fingerprint_old: old_lines
             .iter()
             .filter(|l| !new_lines.contains(l))
@@ -252,8 +462,12 @@ pub(super) fn summary_line(d: &RunDiff) -> String {
     } else {
         String::new()
     };
+    let not_selected = match d.count(Movement::NotInThisRun) {
+        0 => String::new(),
+        n => format!(", {n} not in the new run's selection"),
+    };
     format!(
-        "{} regressions, {} fixes, {} changed, {} new, {} removed{not_run}, {} negative-control races{footprint}",
+        "{} regressions, {} fixes, {} changed, {} new, {} removed{not_run}{not_selected}, {} negative-control races{footprint}",
         d.count(Movement::Regression),
         d.count(Movement::Fix),
         d.count(Movement::Change),
@@ -275,11 +489,24 @@ pub(super) fn growth_text(g: &Growth) -> String {
     format!("{} {} -> {}", g.memory.name(), show(g.old), show(g.new))
 }
 
-/// For a terminal: the fingerprint diff, then the moved cases grouped by path, worst first.
-/// Every string from the two files is shown on its own line with its control characters as
-/// text.
+/// For a terminal: how the runs were set up differently, the fingerprint diff, the counts, the
+/// regressions, then the other moved cases grouped by path, worst first. Every string from the
+/// two files is shown on its own line with its control characters as text.
 pub fn render_diff(d: &RunDiff) -> String {
-    let mut out = String::from("fingerprint:\n");
+    let mut out = String::from("setup:\n");
+    if d.setup.is_empty() {
+        out.push_str("  the same (seed, build, plant, cases selected and flags)\n");
+    }
+    for s in &d.setup {
+        let _ = writeln!(
+            out,
+            "  {}: {} -> {}",
+            terminal_line(&s.what),
+            terminal_line(&s.old),
+            terminal_line(&s.new)
+        );
+    }
+    out.push_str("fingerprint:\n");
     if d.fingerprint_old.is_empty() && d.fingerprint_new.is_empty() {
         out.push_str("  the same\n");
     }
@@ -289,33 +516,44 @@ pub fn render_diff(d: &RunDiff) -> String {
     for l in &d.fingerprint_new {
         let _ = writeln!(out, "  + {}", terminal_line(l));
     }
-    for (path, moved) in grouped(d) {
-        let _ = writeln!(out, "\n{}", terminal_line(&path));
-        for m in moved {
-            let (ok, or) = side(m.old);
-            let (nk, nr) = side(m.new);
-            let mark = if m.movement == Movement::Regression {
-                "!"
-            } else {
-                " "
-            };
-            let _ = writeln!(
-                out,
-                "{mark} {:<11} {}: {ok} -> {nk}",
-                m.movement.name(),
-                terminal_line(m.id)
-            );
-            if !or.is_empty() {
-                let _ = writeln!(out, "      was: {}", terminal_line(&or));
-            }
-            if !nr.is_empty() {
-                let _ = writeln!(out, "      now: {}", terminal_line(&nr));
-            }
+    let _ = writeln!(out, "\n{}", summary_line(d));
+    if let Some(only) = d.shown {
+        let _ = writeln!(out, "showing only: {}", only.name());
+    }
+    let write_move = |out: &mut String, m: &Moved| {
+        let (ok, or) = side(m.old);
+        let (nk, nr) = side(m.new);
+        let mark = if m.movement == Movement::Regression {
+            "!"
+        } else {
+            " "
+        };
+        let _ = writeln!(
+            out,
+            "{mark} {:<11} {}: {ok} -> {nk}",
+            m.movement.name(),
+            terminal_line(m.id)
+        );
+        if !or.is_empty() {
+            let _ = writeln!(out, "      was: {}", terminal_line(&or));
+        }
+        if !nr.is_empty() {
+            let _ = writeln!(out, "      now: {}", terminal_line(&nr));
+        }
+    };
+    let regressions: Vec<&Moved> = d
+        .shown_moves()
+        .filter(|m| m.movement == Movement::Regression)
+        .collect();
+    if !regressions.is_empty() {
+        out.push_str("\nregressions\n");
+        for m in regressions {
+            write_move(&mut out, m);
         }
     }
-    if !d.footprint.is_empty() {
+    if !d.shown_footprint().is_empty() {
         let _ = writeln!(out, "\n{}", footprint_heading());
-        for g in &d.footprint {
+        for g in d.shown_footprint() {
             let _ = writeln!(
                 out,
                 "! footprint   {}: {}",
@@ -324,14 +562,40 @@ pub fn render_diff(d: &RunDiff) -> String {
             );
         }
     }
-    let _ = writeln!(out, "\n{}", summary_line(d));
+    for (path, moved) in grouped(d) {
+        let moved: Vec<&&Moved> = moved
+            .iter()
+            .filter(|m| m.movement != Movement::Regression)
+            .collect();
+        if moved.is_empty() {
+            continue;
+        }
+        let _ = writeln!(out, "\n{}", terminal_line(&path));
+        for m in moved {
+            write_move(&mut out, m);
+        }
+    }
     // Each piece from the files is escaped where it is put in; this catches any that is not.
     terminal_text(&out)
 }
 
 /// For reports/: the same as Markdown tables.
 pub fn render_diff_markdown(d: &RunDiff) -> String {
-    let mut out = String::from("# clhip diff\n\n## Fingerprint\n\n");
+    let mut out = String::from("# clhip diff\n\n## Setup\n\n");
+    if d.setup.is_empty() {
+        out.push_str("The same on both sides: seed, build, plant, cases selected and flags.\n");
+    } else {
+        let rows: Vec<Vec<Md>> = d
+            .setup
+            .iter()
+            .map(|s| vec![Md::text(&s.what), Md::text(&s.old), Md::text(&s.new)])
+            .collect();
+        out.push_str(&md_table(
+            &[Md::text(""), Md::text("old"), Md::text("new")],
+            &rows,
+        ));
+    }
+    out.push_str("\n## Fingerprint\n\n");
     if d.fingerprint_old.is_empty() && d.fingerprint_new.is_empty() {
         out.push_str("The same on both sides.\n");
     } else {
@@ -348,33 +612,22 @@ pub fn render_diff_markdown(d: &RunDiff) -> String {
         out.push_str(&md_table(&[Md::text("run"), Md::text("line")], &rows));
     }
     let _ = writeln!(out, "\n{}.", summary_line(d));
-    for (path, moved) in grouped(d) {
-        let _ = writeln!(out, "\n## {}\n", code(&path));
-        let rows: Vec<Vec<Md>> = moved
-            .iter()
-            .map(|m| {
-                let (ok, or) = side(m.old);
-                let (nk, nr) = side(m.new);
-                vec![
-                    Md::text(if m.movement == Movement::Regression {
-                        "!"
-                    } else {
-                        ""
-                    }),
-                    Md::text(m.movement.name()),
-                    code(m.id),
-                    Md::text(&with_reason(&ok, &or)),
-                    Md::text(&with_reason(&nk, &nr)),
-                ]
-            })
-            .collect();
-        let header = ["", "movement", "case", "old", "new"].map(Md::text);
-        out.push_str(&md_table(&header, &rows));
+    if let Some(only) = d.shown {
+        let _ = writeln!(out, "\nShowing only: {}.", only.name());
     }
-    if !d.footprint.is_empty() {
+    // Regressions first, under a heading of their own, then footprint regressions; then the
+    // rest by path.
+    let regressions: Vec<&Moved> = d
+        .shown_moves()
+        .filter(|m| m.movement == Movement::Regression)
+        .collect();
+    if !regressions.is_empty() {
+        md_moves(&mut out, &Md::text("Regressions"), &regressions);
+    }
+    if !d.shown_footprint().is_empty() {
         let _ = writeln!(out, "\n## Footprint\n\n{}.\n", footprint_heading());
         let rows: Vec<Vec<Md>> = d
-            .footprint
+            .shown_footprint()
             .iter()
             .map(|g| {
                 vec![
@@ -389,7 +642,41 @@ pub fn render_diff_markdown(d: &RunDiff) -> String {
         let header = ["", "case", "memory", "old", "new"].map(Md::text);
         out.push_str(&md_table(&header, &rows));
     }
+    for (path, moved) in grouped(d) {
+        let rest: Vec<&Moved> = moved
+            .into_iter()
+            .filter(|m| m.movement != Movement::Regression)
+            .collect();
+        if !rest.is_empty() {
+            md_moves(&mut out, &code(&path), &rest);
+        }
+    }
     out
+}
+
+/// A section of moved cases under `heading`, as a table.
+fn md_moves(out: &mut String, heading: &Md, moved: &[&Moved]) {
+    let _ = writeln!(out, "\n## {heading}\n");
+    let rows: Vec<Vec<Md>> = moved
+        .iter()
+        .map(|m| {
+            let (ok, or) = side(m.old);
+            let (nk, nr) = side(m.new);
+            vec![
+                Md::text(if m.movement == Movement::Regression {
+                    "!"
+                } else {
+                    ""
+                }),
+                Md::text(m.movement.name()),
+                code(m.id),
+                Md::text(&with_reason(&ok, &or)),
+                Md::text(&with_reason(&nk, &nr)),
+            ]
+        })
+        .collect();
+    let header = ["", "movement", "case", "old", "new"].map(Md::text);
+    out.push_str(&md_table(&header, &rows));
 }
 
 /// `fail: reason`, or the outcome alone when there is no reason (a pass without a note).
@@ -403,7 +690,7 @@ fn with_reason(kind: &str, reason: &str) -> String {
 
 pub(super) fn grouped<'d, 'a>(d: &'d RunDiff<'a>) -> BTreeMap<String, Vec<&'d Moved<'a>>> {
     let mut by_path: BTreeMap<String, Vec<&Moved>> = BTreeMap::new();
-    for m in &d.moved {
+    for m in d.shown_moves() {
         by_path.entry(group(m)).or_default().push(m);
     }
     for moved in by_path.values_mut() {
@@ -413,326 +700,4 @@ pub(super) fn grouped<'d, 'a>(d: &'d RunDiff<'a>) -> BTreeMap<String, Vec<&'d Mo
 }
 
 #[cfg(test)]
-mod tests {
-    use super::super::tests::{pair, result, sample_report, under};
-    use super::*;
-    use crate::model::{Api, ApiError, Op, Outcome, PathKind, Peer, SyncMode};
-
-    fn fault() -> Outcome {
-        Outcome::Fault {
-            error: ApiError {
-                api: Api::Cuda,
-                call: "cuStreamSynchronize".into(),
-                code: 700,
-                name: "CUDA_ERROR_ILLEGAL_ADDRESS".into(),
-                detail: String::new(),
-            },
-        }
-    }
-
-    fn run(results: Vec<CaseResult>) -> RunReport {
-        let mut r = sample_report();
-        r.results = results;
-        r
-    }
-
-    #[test]
-    fn regressions_fixes_lost_capabilities_and_corruption_are_told_apart() {
-        let p = pair(
-            "nvidia0",
-            Peer {
-                api: Api::Cuda,
-                ordinal: 0,
-            },
-        );
-        let c = |path, op, outcome| result(&p, path, SyncMode::Finish, op, 64, outcome);
-        let old = run(vec![
-            c(PathKind::Copy, Op::Handoff, Outcome::pass()),
-            c(PathKind::ClSvmCoarse, Op::Handoff, fault()),
-            c(PathKind::ClSvmFine, Op::Handoff, Outcome::pass()),
-            c(PathKind::DeviceUseHostPtr, Op::Handoff, fault()),
-            c(PathKind::ManagedUseHostPtr, Op::Handoff, Outcome::pass()),
-        ]);
-        let mut new = run(vec![
-            // A pass that is now refused: a capability that disappeared.
-            c(PathKind::Copy, Op::Handoff, Outcome::unsupported("gone")),
-            // A fault that is now wrong data: silent corruption, worse.
-            c(
-                PathKind::ClSvmCoarse,
-                Op::Handoff,
-                super::super::tests::mismatch("x"),
-            ),
-            c(PathKind::ClSvmFine, Op::Handoff, Outcome::pass()),
-            // A fault that now passes.
-            c(PathKind::DeviceUseHostPtr, Op::Handoff, Outcome::pass()),
-            c(PathKind::PinnedUseHostPtr, Op::Handoff, Outcome::pass()),
-        ]);
-        new.fingerprint.os_kernel = "Linux 9.9".into();
-        let d = diff(&old, &new);
-        let by_id = |path: PathKind| {
-            d.moved
-                .iter()
-                .find(|m| {
-                    m.new
-                        .or(m.old)
-                        .and_then(|r| r.work.case())
-                        .is_some_and(|c| c.path == path)
-                })
-                .map(|m| m.movement)
-        };
-        assert_eq!(by_id(PathKind::Copy), Some(Movement::Regression));
-        assert_eq!(by_id(PathKind::ClSvmCoarse), Some(Movement::Regression));
-        assert_eq!(by_id(PathKind::ClSvmFine), None);
-        assert_eq!(by_id(PathKind::DeviceUseHostPtr), Some(Movement::Fix));
-        assert_eq!(by_id(PathKind::PinnedUseHostPtr), Some(Movement::New));
-        assert_eq!(by_id(PathKind::ManagedUseHostPtr), Some(Movement::Removed));
-        assert_eq!(d.regressions(), 2);
-        assert_eq!(d.fingerprint_new, ["os kernel: Linux 9.9"]);
-        let text = render_diff(&d);
-        assert!(
-            text.contains(
-                "! regression  nvidia0+cuda0/copy/finish/handoff/n=64: pass -> unsupported"
-            ),
-            "{text}"
-        );
-        assert!(text.contains("  + os kernel: Linux 9.9"), "{text}");
-        let md = render_diff_markdown(&d);
-        assert!(md.contains("| ! | regression |"), "{md}");
-        assert!(md.contains("2 regressions, 1 fixes"), "{md}");
-    }
-
-    #[test]
-    fn a_variants_case_is_diffed_apart_from_its_plain_twin() {
-        let p = pair(
-            "rocm0",
-            Peer {
-                api: Api::Hip,
-                ordinal: 0,
-            },
-        );
-        let c = |outcome| {
-            result(
-                &p,
-                PathKind::Copy,
-                SyncMode::Finish,
-                Op::Handoff,
-                4097,
-                outcome,
-            )
-        };
-        let sdma = [("HSA_ENABLE_SDMA", "0")];
-        let old = run(vec![c(Outcome::pass()), under(c(Outcome::pass()), &sdma)]);
-        let new = run(vec![c(Outcome::pass()), under(c(fault()), &sdma)]);
-        let d = diff(&old, &new);
-        assert_eq!(d.regressions(), 1);
-        assert_eq!(
-            d.moved[0].id,
-            "rocm0+hip0/copy/finish/handoff/n=4097/env:HSA_ENABLE_SDMA=0"
-        );
-        let text = render_diff(&d);
-        assert!(
-            text.contains(
-                "! regression  rocm0+hip0/copy/finish/handoff/n=4097/env:HSA_ENABLE_SDMA=0: pass -> fault"
-            ),
-            "{text}"
-        );
-        // A variant the new run no longer has is removed, not matched to the plain case.
-        let plain_only = run(vec![c(Outcome::pass())]);
-        let d = diff(&old, &plain_only);
-        assert_eq!(d.count(Movement::Removed), 1);
-        assert_eq!(d.regressions(), 0);
-    }
-
-    fn measured(mut r: CaseResult, host: (u64, u64), device: Option<(u64, u64)>) -> CaseResult {
-        r.footprint = Some(crate::footprint::Footprint {
-            host_before: host.0,
-            host_peak: Some(host.0 + host.1),
-            device_before: device.map(|d| d.0),
-            device_after_setup: device.map(|d| d.0 + d.1),
-        });
-        r
-    }
-
-    #[test]
-    fn memory_grown_past_the_rule_is_a_footprint_regression_of_its_own() {
-        const MIB: u64 = 1 << 20;
-        let p = pair(
-            "nvidia0",
-            Peer {
-                api: Api::Cuda,
-                ordinal: 0,
-            },
-        );
-        let c = |path| result(&p, path, SyncMode::Finish, Op::Fft, 4096, Outcome::pass());
-        let old = run(vec![
-            measured(
-                c(PathKind::Copy),
-                (500 * MIB, 2 * MIB),
-                Some((400 * MIB, MIB)),
-            ),
-            measured(
-                c(PathKind::ClSvmCoarse),
-                (900 * MIB, 2 * MIB),
-                Some((400 * MIB, 32 * MIB)),
-            ),
-            measured(c(PathKind::ClSvmFine), (500 * MIB, 4 * MIB), None),
-            c(PathKind::DeviceUseHostPtr),
-        ]);
-        let mut old = old;
-        old.footprint_isolated = true;
-        let new = run(vec![
-            // Host: 2 MiB -> 66 MiB, past both; the worker's history (host_before) moved too,
-            // which is not the case's.
-            measured(
-                c(PathKind::Copy),
-                (700 * MIB, 66 * MIB),
-                Some((400 * MIB, MIB)),
-            ),
-            // Device: a staging copy per buffer, 32 -> 64 MiB.
-            measured(
-                c(PathKind::ClSvmCoarse),
-                (900 * MIB, 2 * MIB),
-                Some((400 * MIB, 64 * MIB)),
-            ),
-            // Doubled, but by 4 MiB: noise.
-            measured(c(PathKind::ClSvmFine), (500 * MIB, 8 * MIB), None),
-            // Not measured in the old run: nothing to compare.
-            measured(c(PathKind::DeviceUseHostPtr), (500 * MIB, 900 * MIB), None),
-        ]);
-        // Batched runs (a case's footprint not its own) are not compared, and say so.
-        let d = diff(&old, &new);
-        assert!(
-            d.footprint.is_empty() && !d.fails(),
-            "batched: not compared"
-        );
-        assert!(
-            summary_line(&d).ends_with(
-                ", footprints not compared (a run compares them with --cases-per-worker 1 -j 1)"
-            ),
-            "{}",
-            summary_line(&d)
-        );
-        let mut new = new;
-        new.footprint_isolated = true;
-        let d = diff(&old, &new);
-        assert_eq!(d.regressions(), 0, "no outcome moved");
-        let flagged: Vec<(&str, Memory)> = d.footprint.iter().map(|g| (g.id, g.memory)).collect();
-        assert_eq!(
-            flagged,
-            [
-                ("nvidia0+cuda0/copy/finish/fft/n=4096", Memory::Host),
-                (
-                    "nvidia0+cuda0/cl-svm-coarse/finish/fft/n=4096",
-                    Memory::Device
-                ),
-            ]
-        );
-        assert!(d.fails(), "a footprint regression fails the diff");
-        let text = render_diff(&d);
-        assert!(
-            text.contains(
-                "! footprint   nvidia0+cuda0/copy/finish/fft/n=4096: host 2.0 MiB -> 66.0 MiB"
-            ),
-            "{text}"
-        );
-        assert!(
-            text.contains("flagged when new > 1.5 x old and new - old > 16 MiB"),
-            "{text}"
-        );
-        assert!(text.contains(", 2 footprint regressions"), "{text}");
-        let md = render_diff_markdown(&d);
-        assert!(
-            md.contains("| ! | `nvidia0+cuda0/cl-svm-coarse/finish/fft/n=4096` | device | 32.0 MiB | 64.0 MiB |"),
-            "{md}"
-        );
-        // The same runs the other way round: memory that shrank is no regression.
-        let back = diff(&new, &old);
-        assert!(back.footprint.is_empty() && !back.fails());
-        assert!(summary_line(&back).ends_with(", 0 footprint regressions"));
-    }
-
-    #[test]
-    fn runs_without_footprints_keep_the_usual_summary() {
-        let p = pair("pocl0", Peer::HOST);
-        let c = || {
-            result(
-                &p,
-                PathKind::Copy,
-                SyncMode::Finish,
-                Op::Fft,
-                64,
-                Outcome::pass(),
-            )
-        };
-        let (old, new) = (run(vec![c()]), run(vec![c()]));
-        let d = diff(&old, &new);
-        assert!(!d.footprints_compared && !d.fails());
-        assert!(
-            !summary_line(&d).contains("footprint"),
-            "{}",
-            summary_line(&d)
-        );
-    }
-
-    #[test]
-    fn a_negative_controls_race_is_not_a_regression() {
-        let p = pair("pocl0", Peer::HOST);
-        let c = |outcome| result(&p, PathKind::Copy, SyncMode::None, Op::Fft, 64, outcome);
-        let old = run(vec![c(Outcome::pass())]);
-        let new = run(vec![c(super::super::tests::mismatch("stale"))]);
-        let d = diff(&old, &new);
-        assert_eq!(d.moved[0].movement, Movement::Race);
-        assert_eq!(d.regressions(), 0);
-    }
-
-    #[test]
-    fn the_terminal_diff_shows_control_characters_as_text() {
-        let p = pair("pocl0", Peer::HOST);
-        let c = |outcome| result(&p, PathKind::Copy, SyncMode::Finish, Op::Fft, 64, outcome);
-        let old = run(vec![c(Outcome::pass())]);
-        let mut new = run(vec![c(Outcome::unsupported("gone\x1b[2J\nnext\u{202e}"))]);
-        new.fingerprint.os_kernel = "Linux\x1b]8;;https://x.example/\x07".into();
-        let text = render_diff(&diff(&old, &new));
-        let raw: Vec<char> = text
-            .chars()
-            .filter(|&c| crate::escape::is_control(c) && c != '\n')
-            .collect();
-        assert_eq!(raw, Vec::<char>::new(), "{text}");
-        assert!(text.contains(r"now: gone\x1b[2J / next\u{202e}"), "{text}");
-        assert!(
-            text.contains(r"  + os kernel: Linux\x1b]8;;https://x.example/\x07"),
-            "{text}"
-        );
-    }
-
-    #[test]
-    fn a_case_the_new_run_did_not_get_to_is_not_run_not_removed() {
-        let p = pair("pocl0", Peer::HOST);
-        let c = |n| {
-            result(
-                &p,
-                PathKind::Copy,
-                SyncMode::Finish,
-                Op::Handoff,
-                n,
-                Outcome::pass(),
-            )
-        };
-        let old = run(vec![c(64), c(128), c(256)]);
-        let mut new = run(vec![c(64)]);
-        new.not_run = vec![c(128).id];
-        new.status = super::super::RunStatus::Interrupted;
-        let d = diff(&old, &new);
-        let by_size = |n: usize| d.moved.iter().find(|m| m.id == c(n).id).map(|m| m.movement);
-        assert_eq!(by_size(128), Some(Movement::NotRun));
-        assert_eq!(by_size(256), Some(Movement::Removed));
-        assert_eq!(
-            summary_line(&d),
-            "0 regressions, 0 fixes, 0 changed, 0 new, 1 removed, 1 not run in the new run, 0 negative-control races"
-        );
-        assert!(
-            render_diff(&d)
-                .contains("  not run     pocl0+host/copy/finish/handoff/n=128: pass -> -")
-        );
-    }
-}
+mod tests;

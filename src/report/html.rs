@@ -17,15 +17,13 @@ use crate::model::{BIT_EXACT, Expectation, FailReason, Outcome, Verdict, is_nega
 use crate::model::{Op, PathKind, SyncMode};
 use crate::results::CaseResult;
 
-use super::diff::{Movement, RunDiff, footprint_heading, grouped, summary_line};
 use super::figure::Figure;
 use super::json::{RunReport, RunStatus, closing_line};
 use super::markdown::{fingerprint_rows, is_measurement, shell_words};
 use super::matrix::{
     Agreement, Cell, Grouped, InstallComparison, PairTable, compare_installs, expectation_label,
-    group, is_problem, label, mark, rerun_notes, severity,
+    group, group_of, is_problem, label, mark, one_line, rerun_notes, severity,
 };
-use crate::footprint::show;
 
 /// What each label means, in legend order; its colour is the `o-LABEL` class.
 const LEGEND: [(&str, &str); 11] = [
@@ -79,6 +77,10 @@ table.kv td { padding: 1px 0; }
 .o-error { --c: #424242; --e: #212121; color: #fff; }
 .o-none { --c: #fff; --e: #bbb; }
 td.cell, .swatch, .chip { background: var(--c); }
+td.cell.expected { background: repeating-linear-gradient(135deg, var(--c) 0 6px, #fff 6px 12px); }
+nav.pairs ul, section.look ul { margin: 0.2rem 0; }
+section.look { border: 2px solid #b71c1c; padding: 0.2rem 0.8rem; margin: 0.8rem 0; }
+section.look.clear { border-color: #2e7d32; }
 .swatch, .chip { display: inline-block; padding: 0 0.4em; border: 1px solid var(--e); border-radius: 3px; white-space: nowrap; }
 .swatch { min-width: 4.5em; text-align: center; }
 ul.legend { list-style: none; padding: 0; margin: 0; columns: 2 32em; }
@@ -144,15 +146,18 @@ pub fn render_html_with_figures(
             report.not_run.len()
         ),
     };
-    let run = [
+    let mut run = vec![
         ("started".to_string(), report.started_at.clone()),
-        ("clhip".into(), report.clhip_version.clone()),
+        ("clhip".into(), report.clhip_build()),
         ("seed".into(), report.seed.to_string()),
         ("wall".into(), format!("{:.1} s", report.wall_s)),
         ("command".into(), shell_words(&report.command)),
         ("status".into(), status),
         ("result".into(), closing_line(&report.summary)),
     ];
+    if let Some(p) = report.plant() {
+        run.insert(2, ("planted".into(), p.describe()));
+    }
     // The Markdown report's rows: (component, value).
     let fingerprint: Vec<(String, String)> = fingerprint_rows(&report.fingerprint)
         .into_iter()
@@ -168,10 +173,17 @@ pub fn render_html_with_figures(
         .iter()
         .map(|(pair, table)| PairMatrix::of(pair, table, &mut next_note))
         .collect();
+    let look: Vec<&CaseResult> = report
+        .results
+        .iter()
+        .filter(|r| r.unexpected() || r.verdict() == Verdict::UnexpectedPass)
+        .collect();
     let body = html! {
         header {
             "\n" h1 { "clhip results" } "\n"
             (kv_table(&run))
+            (needs_a_look(&look))
+            (pair_index(&matrices, &look))
             @if !problems.is_empty() {
                 div.problems {
                     p { "This file is not a complete, consistent record of a run:" } "\n"
@@ -193,7 +205,72 @@ pub fn render_html_with_figures(
         }
         (tail_sections(report))
     };
-    page(&format!("clhip results, {}", report.started_at), body)
+    page(&results_title(report, &matrices), body)
+}
+
+/// The page's title, which a browser's tab and history show: the pairs, the result, when.
+fn results_title(report: &RunReport, matrices: &[PairMatrix<'_>]) -> String {
+    let mut pairs: Vec<&str> = matrices.iter().map(|m| m.pair).take(3).collect();
+    let more = matrices.len().saturating_sub(pairs.len());
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    if pairs.is_empty() {
+        pairs.push("no pair");
+    }
+    format!(
+        "clhip: {}{more}: {} ({})",
+        pairs.join(", "),
+        closing_line(&report.summary),
+        report.started_at
+    )
+}
+
+/// The results that need a look, at the top of the page: each unexpected outcome and each
+/// known non-pass that now passes, with its reason, linked to its pair's matrix.
+fn needs_a_look(look: &[&CaseResult]) -> Markup {
+    html! {
+        @if look.is_empty() {
+            section.look.clear #look { p { "Nothing needs a look: every outcome is as expected." } }
+        } @else {
+            section.look #look {
+                "\n" p { strong { (look.len()) " need a look" } " (they decide the exit code):" } "\n"
+                ul {
+                    @for r in look {
+                        li {
+                            a href={ "#pair-" (shown(&group_of(&r.work))) } { code { (shown(&r.id)) } }
+                            ": " span.chip.{ "o-" (r.outcome.kind().name()) } { (r.outcome.kind().name()) }
+                            " " span.reason { (shown(&one_line(&r.outcome.reason()))) }
+                        }
+                        "\n"
+                    }
+                }
+            }
+        }
+        "\n"
+    }
+}
+
+/// Links to each pair's matrix, with its number of cases and of those that need a look.
+fn pair_index(matrices: &[PairMatrix<'_>], look: &[&CaseResult]) -> Markup {
+    html! {
+        @if matrices.len() > 1 {
+            nav.pairs #pairs {
+                "Pairs: "
+                @for (i, m) in matrices.iter().enumerate() {
+                    @if i > 0 { " · " }
+                    @let flagged = look.iter().filter(|r| group_of(&r.work) == m.pair).count();
+                    a href={ "#pair-" (shown(m.pair)) } { (shown(m.pair)) }
+                    " (" (m.cases()) " cases"
+                    @if flagged > 0 { ", " (flagged) " need a look" }
+                    ")"
+                }
+            }
+            "\n"
+        }
+    }
 }
 
 /// The mock results, which have no matrix: one row each.
@@ -316,6 +393,17 @@ struct PairMatrix<'t> {
     rows: Vec<MatrixRow<'t>>,
 }
 
+impl PairMatrix<'_> {
+    /// The pair's cases: every size of every cell.
+    fn cases(&self) -> usize {
+        self.rows
+            .iter()
+            .flat_map(|r| r.cells.iter().flatten())
+            .map(|c| c.cell.total)
+            .sum()
+    }
+}
+
 struct MatrixRow<'t> {
     path: PathKind,
     sync: SyncMode,
@@ -427,12 +515,20 @@ fn pair_section(m: &PairMatrix<'_>) -> Markup {
     }
 }
 
+/// Whether a cell's worst outcome is a problem its expectation knows (a baseline's fault): it
+/// is drawn striped, apart from a new one. A negative control's caught stale read has a colour
+/// of its own.
+fn expected_problem(cell: &Cell) -> bool {
+    cell.worst.is_some_and(is_problem) && !cell.unexpected && cell.worst_label != "caught"
+}
+
 /// A cell: its worst outcome and counts, the reference to its note, its sizes by outcome; the
 /// note's text as the hover text.
 fn matrix_cell(c: &MatrixCell<'_>) -> Markup {
     let cell = &c.cell;
     html! {
         td.cell.{ "o-" (cell.worst_label) }.unexpected[cell.unexpected].unexpected-pass[cell.unexpected_pass]
+            .expected[expected_problem(cell)]
             data-cell=(shown(&c.key))
             title=(shown(&cell_title(&c.place, cell, &c.entries))) {
             div.worst {
@@ -727,147 +823,6 @@ fn tail_sections(report: &RunReport) -> Markup {
     }
 }
 
-/// `clhip diff OLD NEW --html`: the runs compared, the fingerprints' differences on top, then
-/// every case that moved, grouped by path, worst movement first, with both sides' reasons.
-/// `old` and `new` name the two files.
-pub fn render_diff_html(d: &RunDiff, old: (&str, &RunReport), new: (&str, &RunReport)) -> String {
-    let side = |(name, r): (&str, &RunReport)| {
-        format!(
-            "{name}: started {}, clhip {}, seed {}, {} results; {}",
-            r.started_at,
-            r.clhip_version,
-            r.seed,
-            r.results.len(),
-            closing_line(&r.summary)
-        )
-    };
-    let runs = [
-        ("old".to_string(), side(old)),
-        ("new".into(), side(new)),
-        ("moved".into(), summary_line(d)),
-    ];
-    let fingerprint_lines = [
-        ("fp-old", "old", &d.fingerprint_old),
-        ("fp-new", "new", &d.fingerprint_new),
-    ];
-    let body = html! {
-        header { "\n" h1 { "clhip diff" } "\n" (kv_table(&runs)) }
-        "\n\n"
-        section #fingerprint {
-            "\n" h2 { "Fingerprint" } "\n"
-            @if d.fingerprint_old.is_empty() && d.fingerprint_new.is_empty() {
-                p { "The same on both sides." } "\n"
-            } @else {
-                table.list {
-                    "\n" thead { tr { th { "run" } th { "line" } } } "\n"
-                    tbody {
-                        "\n"
-                        @for (class, run, lines) in fingerprint_lines {
-                            @for l in lines {
-                                tr class=(class) { td { (run) } td.reason { (shown(l)) } } "\n"
-                            }
-                        }
-                    }
-                    "\n"
-                }
-                "\n"
-            }
-        }
-        "\n\n"
-        section #legend {
-            "\n" h2 { "Legend" } "\n"
-            p {
-                "Severity order: pass < skip < unsupported < fault, crash, timeout < fail. A move \
-                up is a " b { "regression" } " (red edge, " code { "!" } "), pass -> unsupported \
-                (a capability gone) and fault -> fail (a refusal become silent corruption) \
-                included; a move down is a " b { "fix" } " (green edge); a move within a level \
-                is a change. A negative control flipping between pass and a caught stale read is \
-                a race, not a finding."
-            }
-            "\n"
-            ul.legend {
-                "\n"
-                @for (l, meaning) in LEGEND {
-                    li { span.swatch.{ "o-" (l) } { (l) } " " (meaning) } "\n"
-                }
-            }
-            "\n"
-        }
-        "\n\n"
-        @for (path, moved) in grouped(d) {
-            section.path {
-                "\n" h2 { code { (shown(&path)) } } "\n"
-                table.list.diff {
-                    "\n"
-                    thead { tr { th {} th { "movement" } th { "case" } th { "old" } th { "new" } } }
-                    "\n"
-                    tbody {
-                        "\n"
-                        @for m in moved {
-                            tr class=(movement_class(m.movement)) data-case=(shown(m.id)) {
-                                td { @if m.movement == Movement::Regression { "!" } }
-                                td { (m.movement.name()) }
-                                td { code { (shown(m.id)) } }
-                                @for r in [m.old, m.new] {
-                                    td.reason {
-                                        @match r {
-                                            None => { "-" }
-                                            Some(r) => {
-                                                span.chip.{ "o-" (label(r)) } { (label(r)) }
-                                                " " (shown(&r.outcome.reason()))
-                                            }
-                                        }
-                                    }
-                                }
-                            }
-                            "\n"
-                        }
-                    }
-                    "\n"
-                }
-                "\n"
-            }
-            "\n\n"
-        }
-        @if !d.footprint.is_empty() {
-            section #footprint {
-                "\n" h2 { "Footprint" } "\n"
-                p { (footprint_heading()) "." } "\n"
-                table.list.diff {
-                    "\n"
-                    thead { tr { th {} th { "case" } th { "memory" } th { "old" } th { "new" } } }
-                    "\n"
-                    tbody {
-                        "\n"
-                        @for g in &d.footprint {
-                            tr.mv-regression data-case=(shown(g.id)) {
-                                td { "!" }
-                                td { code { (shown(g.id)) } }
-                                td { (g.memory.name()) }
-                                td { (show(g.old)) }
-                                td { (show(g.new)) }
-                            }
-                            "\n"
-                        }
-                    }
-                    "\n"
-                }
-                "\n"
-            }
-            "\n\n"
-        }
-    };
-    page("clhip diff", body)
-}
-
-fn movement_class(m: Movement) -> &'static str {
-    match m {
-        Movement::Regression => "mv-regression",
-        Movement::Fix => "mv-fix",
-        _ => "mv-other",
-    }
-}
-
 /// The whole page: its head with the stylesheet, and `body`.
 fn page(title: &str, body: Markup) -> String {
     html! {
@@ -908,6 +863,9 @@ fn kv_table(rows: &[(String, String)]) -> Markup {
 fn shown(s: &str) -> String {
     crate::escape::html_template_text(s)
 }
+
+mod diff;
+pub use diff::render_diff_html;
 
 #[cfg(test)]
 mod tests;

@@ -21,6 +21,14 @@ pub struct RunReport {
     /// [`SCHEMA`]; a reader refuses any other.
     pub schema: String,
     pub clhip_version: String,
+    /// The commit the clhip that wrote this was built from; `None` in files written before
+    /// clhip recorded it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub build: Option<crate::build_id::BuildId>,
+    /// The error planted in the run's cases (`run --plant`), if any: its outcomes are then the
+    /// plant's, not the driver's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub planted: Option<Planted>,
     /// RFC 3339, UTC.
     pub started_at: String,
     pub wall_s: f64,
@@ -67,6 +75,25 @@ pub struct RunReport {
     /// process on the GPU). `diff` compares footprints only between two such runs.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub footprint_isolated: bool,
+}
+
+/// A run's plant: what it planted, and in which cases (every case where `only` is empty).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Planted {
+    pub plant: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub only: Vec<String>,
+}
+
+impl Planted {
+    /// `flip-element`, or `flip-element in cases matching a, b`.
+    pub fn describe(&self) -> String {
+        if self.only.is_empty() {
+            self.plant.clone()
+        } else {
+            format!("{} in cases matching {}", self.plant, self.only.join(", "))
+        }
+    }
 }
 
 /// What of the case matrix a run set out to run: what tells the shards of one run from
@@ -168,6 +195,38 @@ impl RunStatus {
 }
 
 impl RunReport {
+    /// `0.1.0 (commit 0123456789ab, dirty)`; a file from before builds were recorded says so.
+    pub fn clhip_build(&self) -> String {
+        match &self.build {
+            Some(b) => format!("{} ({})", self.clhip_version, b.describe()),
+            None => format!("{} (commit not recorded)", self.clhip_version),
+        }
+    }
+
+    /// The run's plant: as recorded, or, in a file from before plants were recorded, as its
+    /// command gave it (`--plant X`, `--plant-only A,B`).
+    pub fn plant(&self) -> Option<Planted> {
+        if self.planted.is_some() {
+            return self.planted.clone();
+        }
+        let value = |flag: &str| {
+            let mut args = self.command.iter();
+            let mut found = None;
+            while let Some(a) = args.next() {
+                if a == flag {
+                    found = args.next().cloned();
+                } else if let Some(v) = a.strip_prefix(flag).and_then(|v| v.strip_prefix('=')) {
+                    found = Some(v.to_string());
+                }
+            }
+            found
+        };
+        let plant = value("--plant").filter(|p| p != "none")?;
+        let only = value("--plant-only")
+            .map_or(Vec::new(), |o| o.split(',').map(str::to_string).collect());
+        Some(Planted { plant, only })
+    }
+
     pub fn new(
         seed: u64,
         command: Vec<String>,
@@ -179,6 +238,8 @@ impl RunReport {
         RunReport {
             schema: SCHEMA.to_string(),
             clhip_version: env!("CARGO_PKG_VERSION").to_string(),
+            build: Some(crate::build_id::BuildId::this()),
+            planted: None,
             started_at: rfc3339_utc(started),
             wall_s,
             seed,

@@ -1,4 +1,5 @@
-//! JUnit XML for CI: one test suite per pair, one test case per case.
+//! JUnit XML for CI: one test suite per pair, one test case per case. Written by `run --junit`,
+//! and from any results file by `report --junit` and `merge --junit`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -23,12 +24,13 @@ pub fn write_junit(report: &RunReport, target: &crate::output::Target) -> anyhow
 }
 
 pub(super) fn junit_report(report: &RunReport) -> quick_junit::Report {
-    let mut suites: BTreeMap<String, TestSuite> = BTreeMap::new();
+    let mut suites: BTreeMap<String, (TestSuite, f64)> = BTreeMap::new();
     for r in &report.results {
         let suite_name = group_of(&r.work);
-        let suite = suites
+        let (suite, suite_s) = suites
             .entry(suite_name.clone())
-            .or_insert_with(|| TestSuite::new(suite_name.clone()));
+            .or_insert_with(|| (TestSuite::new(suite_name.clone()), 0.0));
+        *suite_s += r.duration_s.max(0.0);
         let mut case = TestCase::new(r.id.clone(), junit_status(r));
         case.set_classname(suite_name);
         if let Ok(time) = Duration::try_from_secs_f64(r.duration_s) {
@@ -52,7 +54,14 @@ pub(super) fn junit_report(report: &RunReport) -> quick_junit::Report {
     if let Ok(time) = Duration::try_from_secs_f64(report.wall_s) {
         junit.set_time(time);
     }
-    junit.add_test_suites(suites.into_values());
+    // A suite's time is its cases' time: the pairs' cases run side by side, so no wall clock
+    // is a pair's own.
+    junit.add_test_suites(suites.into_values().map(|(mut suite, s)| {
+        if let Ok(time) = Duration::try_from_secs_f64(s) {
+            suite.set_time(time);
+        }
+        suite
+    }));
     junit
 }
 

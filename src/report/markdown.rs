@@ -3,7 +3,7 @@
 
 use std::fmt::{self, Write as _};
 
-use crate::escape::{markdown_code, markdown_fence, markdown_text};
+use crate::escape::{markdown_code, markdown_text};
 use crate::fingerprint::Fingerprint;
 use crate::model::{Op, OutcomeKind};
 use crate::results::CaseResult;
@@ -11,7 +11,7 @@ use crate::results::CaseResult;
 use super::json::{RunReport, closing_line};
 use super::matrix::{
     Agreement, InstallComparison, accepted_note, caught_line, compare_installs, history, label,
-    mark, non_pass, render_tables, sync_label,
+    mark, non_pass, sync_label,
 };
 
 /// A piece of Markdown, made only from escaped text ([`Md::text`]), code spans ([`Md::code`])
@@ -43,32 +43,62 @@ impl fmt::Display for Md {
     }
 }
 
+/// The matrix as Markdown tables, a pair each (rows path and sync, a column per op, each cell
+/// its worst outcome and count over its sizes, as the terminal's), then the mocks'.
+fn matrix_tables(results: &[CaseResult]) -> String {
+    let super::matrix::Grouped { pairs, mocks } = super::matrix::group(results);
+    let mut out = String::new();
+    for (pair, table) in &pairs {
+        let grid = super::matrix::pair_grid(table);
+        let row = |r: &Vec<String>| r.iter().map(|c| Md::text(c)).collect::<Vec<Md>>();
+        out.push_str(&format!("\n### {}\n\n", code(pair)));
+        out.push_str(&md_table(
+            &row(&grid[0]),
+            &grid[1..].iter().map(row).collect::<Vec<_>>(),
+        ));
+        let notes = super::matrix::pair_notes(table);
+        if !notes.is_empty() {
+            out.push('\n');
+            for note in notes {
+                out.push_str(&format!("{}  \n", Md::markup(note)));
+            }
+        }
+    }
+    if !mocks.is_empty() {
+        out.push_str("\n### mock\n\n");
+        let rows: Vec<Vec<Md>> = super::matrix::mock_grid(&mocks)
+            .iter()
+            .map(|r| r.iter().map(|c| Md::text(c)).collect())
+            .collect();
+        out.push_str(&md_table(&[Md::text("case"), Md::text("outcome")], &rows));
+    }
+    out
+}
+
 /// A run for committing to `reports/`: what it ran on, the matrices, and every non-pass.
 pub fn render_markdown(report: &RunReport) -> String {
     let mut out = String::from("# clhip results\n\n");
     let t = |s: &str| Md::text(s);
-    out.push_str(&md_table(
-        &[Md::markup(""), Md::markup("")],
-        &[
-            vec![t("started"), t(&report.started_at)],
-            vec![t("clhip"), t(&report.clhip_version)],
-            vec![t("seed"), t(&report.seed.to_string())],
-            vec![t("wall"), t(&format!("{:.1} s", report.wall_s))],
-            vec![t("command"), code(&shell_words(&report.command))],
-            vec![t("result"), t(&closing_line(&report.summary))],
-        ],
-    ));
+    let mut rows = vec![
+        vec![t("started"), t(&report.started_at)],
+        vec![t("clhip"), t(&report.clhip_build())],
+        vec![t("seed"), t(&report.seed.to_string())],
+        vec![t("wall"), t(&format!("{:.1} s", report.wall_s))],
+        vec![t("command"), code(&shell_words(&report.command))],
+        vec![t("result"), t(&closing_line(&report.summary))],
+    ];
+    if let Some(p) = report.plant() {
+        rows.insert(2, vec![t("planted"), t(&p.describe())]);
+    }
+    out.push_str(&md_table(&[Md::markup(""), Md::markup("")], &rows));
     out.push_str("\n## Fingerprint\n\n");
     let rows: Vec<Vec<Md>> = fingerprint_rows(&report.fingerprint)
         .iter()
         .map(|row| row.iter().map(|cell| t(cell)).collect())
         .collect();
     out.push_str(&md_table(&[t("component"), t("value")], &rows));
-    out.push_str("\n## Matrix\n\n");
-    out.push_str(&markdown_fence(
-        "text",
-        render_tables(&report.results).trim_end(),
-    ));
+    out.push_str("\n## Matrix\n");
+    out.push_str(&matrix_tables(&report.results));
     let comparisons = compare_installs(&report.results);
     if !comparisons.is_empty() {
         out.push_str(
@@ -301,10 +331,12 @@ pub(super) fn fingerprint_rows(f: &Fingerprint) -> Vec<Vec<String>> {
                 d.driver_version,
                 d.pci_bus_id
                     .as_ref()
+                    .filter(|p| !p.is_empty())
                     .map(|p| format!("; PCI {p}"))
                     .unwrap_or_default(),
                 d.uuid
                     .as_ref()
+                    .filter(|u| !u.is_empty())
                     .map(|u| format!("; UUID {u}"))
                     .unwrap_or_default(),
             ),
@@ -315,14 +347,22 @@ pub(super) fn fingerprint_rows(f: &Fingerprint) -> Vec<Vec<String>> {
         let details: Vec<&str> = details.into_iter().flatten().map(String::as_str).collect();
         rows.push(vec![format!("runtime {}", r.api), details.join("; ")]);
         for d in &r.devices {
+            // A field the device has not (the host's PCI bus id) is left out, not shown empty.
+            let labelled = |label: &str, v: &str| {
+                if v.is_empty() {
+                    String::new()
+                } else {
+                    format!("{label} {v}")
+                }
+            };
             rows.push(vec![
                 format!("{}{}", r.api, d.ordinal),
                 [
                     d.name.as_str(),
                     d.arch.as_str(),
-                    &format!("PCI {}", d.pci_bus_id),
-                    &format!("UUID {}", d.uuid),
-                    &format!("driver {}", d.driver_version),
+                    &labelled("PCI", &d.pci_bus_id),
+                    &labelled("UUID", &d.uuid),
+                    &labelled("driver", &d.driver_version),
                     &d.blas,
                     &d.solver,
                     &d.compiler,
@@ -379,6 +419,43 @@ pub(super) fn shell_words(argv: &[String]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_field_a_device_has_not_is_left_out_not_shown_empty() {
+        use crate::fingerprint::{DeviceInfo, RuntimeFingerprint};
+        let host = DeviceInfo {
+            ordinal: 0,
+            name: "cpu".into(),
+            ..Default::default()
+        };
+        let f = Fingerprint {
+            runtimes: vec![RuntimeFingerprint {
+                api: "host".into(),
+                status: "loaded".into(),
+                devices: vec![host.clone()],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let rows = fingerprint_rows(&f);
+        assert_eq!(rows[1], ["host0", "cpu"], "{rows:?}");
+        let gpu = DeviceInfo {
+            pci_bus_id: "0000:c1:00.0".into(),
+            uuid: "GPU-1".into(),
+            ..host
+        };
+        let f = Fingerprint {
+            runtimes: vec![RuntimeFingerprint {
+                devices: vec![gpu],
+                ..f.runtimes[0].clone()
+            }],
+            ..f
+        };
+        assert_eq!(
+            fingerprint_rows(&f)[1][1],
+            "cpu; PCI 0000:c1:00.0; UUID GPU-1"
+        );
+    }
 
     #[test]
     fn shell_words_quote_only_what_needs_it() {
@@ -457,8 +534,8 @@ mod tests {
             row.contains(r"&lt;script&gt;alert(1)&lt;/script&gt; \| !\[x\](https://x.example/i.png) \`code\` / \| a \| b \| / \x1b\[2J\u{202e}"),
             "{row}"
         );
-        // The matrix's text block is not closed by a label's backticks.
+        // The matrix's tables: the hostile pair's name is code in its heading, not markup.
         let block = &md[md.find("## Matrix").expect("the matrix")..];
-        assert!(block.starts_with("## Matrix\n\n````text\n"), "{block}");
+        assert!(block.contains("\n### ````evil`|```0+host````\n"), "{block}");
     }
 }

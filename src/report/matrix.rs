@@ -212,7 +212,8 @@ pub(super) fn render_tables(results: &[CaseResult]) -> String {
     out
 }
 
-fn render_pair(pair: &str, table: &PairTable) -> String {
+/// One pair's matrix as rows of cells, its header first: path, sync, then a column per op.
+pub(super) fn pair_grid(table: &PairTable) -> Vec<Vec<String>> {
     let ops = table.ops();
     let mut grid = vec![
         ["path", "sync"]
@@ -229,21 +230,47 @@ fn render_pair(pair: &str, table: &PairTable) -> String {
         );
         grid.push(row);
     }
+    grid
+}
 
-    let mut out = format!("{}\n", terminal_line(pair));
-    out.push_str(&align(&grid, "  "));
+/// What the marks of one pair's matrix mean, for those it has.
+pub(super) fn pair_notes(table: &PairTable) -> Vec<&'static str> {
+    let mut notes = Vec::new();
     if table.has_negative_control() {
-        out.push_str(
-            "  * negative control (a required sync left out): `caught` means the check saw the stale read\n",
+        notes.push(
+            "* negative control (a required sync left out): `caught` means the check saw the stale read",
         );
     }
     if table.cells().any(|c| c.unexpected) {
-        out.push_str("  ! an outcome in the cell is unexpected\n");
+        notes.push("! an outcome in the cell is unexpected");
     }
     if table.cells().any(|c| c.unexpected_pass) {
-        out.push_str("  ? a known non-pass in the cell now passes: update the baseline\n");
+        notes.push("? a known non-pass in the cell now passes: update the baseline");
+    }
+    notes
+}
+
+fn render_pair(pair: &str, table: &PairTable) -> String {
+    let mut out = format!("{}\n", terminal_line(pair));
+    out.push_str(&align(&pair_grid(table), "  "));
+    for note in pair_notes(table) {
+        out.push_str(&format!("  {note}\n"));
     }
     out
+}
+
+/// The mock results, one row each: the id and its label.
+pub(super) fn mock_grid(mocks: &[&CaseResult]) -> Vec<Vec<String>> {
+    mocks
+        .iter()
+        .map(|r| {
+            let mark = match mark(r) {
+                "" => String::new(),
+                m => format!(" {m}"),
+            };
+            vec![r.id.clone(), format!("{}{mark}", label(r))]
+        })
+        .collect()
 }
 
 fn render_mocks(mocks: &[&CaseResult]) -> String {

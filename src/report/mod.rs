@@ -13,12 +13,12 @@ mod markdown;
 mod matrix;
 
 pub use console::ConsoleReporter;
-pub use diff::{Movement, RunDiff, diff, render_diff, render_diff_markdown};
+pub use diff::{Movement, Only, RunDiff, diff, render_diff, render_diff_markdown};
 pub use figure::Figure;
 pub use html::{render_diff_html, render_html, render_html_with_figures};
 pub use json::{
-    Loaded, RunReport, RunStatus, SCHEMA, Selection, Summary, closing_line, journal_head, judge,
-    load, load_json, load_text, rfc3339_utc, write_json,
+    Loaded, Planted, RunReport, RunStatus, SCHEMA, Selection, Summary, closing_line, journal_head,
+    judge, load, load_json, load_text, rfc3339_utc, write_json,
 };
 pub use junit::write_junit;
 pub use markdown::render_markdown;

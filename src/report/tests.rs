@@ -228,6 +228,11 @@ pub(super) fn sample_report() -> RunReport {
     RunReport {
         schema: SCHEMA.into(),
         clhip_version: "0.1.0".into(),
+        build: Some(crate::build_id::BuildId {
+            commit: "b0acdee5f00dfeedc0ffee0123456789abcdef01".into(),
+            dirty: Some(false),
+        }),
+        planted: None,
         started_at: "2026-03-21T13:50:07Z".into(),
         wall_s: 75.5,
         seed: 7,
@@ -384,6 +389,78 @@ pub(super) fn sample_diff_runs() -> (RunReport, RunReport) {
     new.started_at = "2026-03-22T09:12:44Z".into();
     new.summary = Summary::of(&new.results);
     (old, new)
+}
+
+/// The part of `page` from `start` to the end of its element `tag`.
+fn element<'p>(page: &'p str, start: &str, tag: &str) -> &'p str {
+    let at = page.find(start).unwrap_or_else(|| panic!("no {start}"));
+    let end = page[at..].find(&format!("</{tag}>")).unwrap();
+    &page[at..at + end]
+}
+
+#[test]
+fn the_html_page_is_titled_by_its_run_lists_what_needs_a_look_first_and_indexes_its_pairs() {
+    let mut report = sample_report();
+    // One known fault: its cell is marked expected, not unexpected.
+    let known = report
+        .results
+        .iter_mut()
+        .find(|r| r.outcome.kind() == OutcomeKind::Fault && r.work.case().is_some())
+        .expect("a fault in the sample");
+    known.expectation = Expectation::Known(OutcomeKind::Fault);
+    let known_id = known.id.clone();
+    report.summary = Summary::of(&report.results);
+    let page = render_html(&report, &[]);
+    assert!(
+        page.contains(&format!(
+            "<title>clhip: pocl0+host, rocm0+hip0: {} ({})</title>",
+            closing_line(&report.summary)
+                .replace('&', "&amp;")
+                .replace('<', "&lt;"),
+            report.started_at
+        )),
+        "{}",
+        element(&page, "<title>", "title")
+    );
+    // Needs a look: exactly the unexpected outcomes and unexpected passes, before any matrix.
+    let look = element(&page, "<section class=\"look\"", "section");
+    let wanted: Vec<&str> = report
+        .results
+        .iter()
+        .filter(|r| r.unexpected() || r.verdict() == crate::model::Verdict::UnexpectedPass)
+        .map(|r| r.id.as_str())
+        .collect();
+    assert!(!wanted.is_empty());
+    assert_eq!(look.matches("<li>").count(), wanted.len(), "{look}");
+    for id in &wanted {
+        assert!(look.contains(&format!("<code>{id}</code>")), "{id}: {look}");
+    }
+    assert!(!look.contains(&known_id), "{look}");
+    assert!(page.find("class=\"look\"").unwrap() < page.find("class=\"pair\"").unwrap());
+    // The index links every pair's section.
+    let index = element(&page, "<nav class=\"pairs\"", "nav");
+    for pair in ["pocl0+host", "rocm0+hip0"] {
+        assert!(index.contains(&format!("href=\"#pair-{pair}\"")), "{index}");
+        assert!(page.contains(&format!("id=\"pair-{pair}\"")), "{pair}");
+    }
+    // The known fault's cell is drawn as expected; a new one's is not.
+    let cell = |id: &str| {
+        let case = report.results.iter().find(|r| r.id == id).unwrap();
+        let c = case.work.case().unwrap();
+        let key = format!("{}/{}/{}/{}", c.pair.id(), c.path, c.sync, c.op);
+        let at = page.find(&format!("data-cell=\"{key}\"")).unwrap();
+        let open = page[..at].rfind("<td").unwrap();
+        page[open..at].to_string()
+    };
+    assert!(cell(&known_id).contains(" expected"), "{}", cell(&known_id));
+    assert!(
+        !cell(&known_id).contains("unexpected"),
+        "{}",
+        cell(&known_id)
+    );
+    for id in wanted.iter().filter(|id| !id.starts_with("mock/")) {
+        assert!(!cell(id).contains(" expected"), "{id}: {}", cell(id));
+    }
 }
 
 #[test]

@@ -69,6 +69,7 @@ pub(super) fn target(api: &DeviceApi, case: &ReproCase, b: &Body) -> Target {
         ),
         (blas, "blas"),
         (b.solver, "solver"),
+        (b.common.contains(&"ipc"), "ipc"),
     ] {
         if used {
             peer.push_str(section(t, name));

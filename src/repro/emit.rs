@@ -473,7 +473,9 @@ pub(super) fn body(
     let text = collapse_repeated_syncs(&g.out.text);
     let mut text = text;
     let decls = drop_unused(&mut text, &g.decls);
-    let mut main = String::from("int main(void)\n{\n");
+    // A device peer's verdict goes through finish(), which asks for a pending fault first.
+    let head = ["int main(void)", "static int run_case(void)"][usize::from(dialect.is_some())];
+    let mut main = format!("{head}\n{{\n");
     for d in merge_declarations(&decls) {
         main.push_str(&format!("    {d}\n"));
     }
@@ -486,6 +488,14 @@ pub(super) fn body(
     }
     main.push_str(&text);
     main.push_str("}\n");
+    if dialect.is_some() {
+        // The IPC path's exporter is this program run again, which must not run the case.
+        let exporter = ["", "    ipc_exporter();\n"][usize::from(b.common.contains(&"ipc"))];
+        main.push_str(&format!(
+            "\n/* The case's verdict, or a fault where one is pending on the device after it. */\n\
+             int main(void)\n{{\n{exporter}    finish(run_case());\n}}\n",
+        ));
+    }
     b.main = main;
     Ok(b)
 }

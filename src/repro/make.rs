@@ -60,6 +60,8 @@ pub struct AlreadyShrunk {
 pub struct Made {
     pub case: ReproCase,
     pub data: DataKind,
+    /// The outcome clhip saw for the case as written, with its reason.
+    pub seen: Option<(OutcomeKind, String)>,
 }
 
 /// Makes the reproducer `req` asks for and writes it; `say` takes each line of progress.
@@ -80,6 +82,17 @@ pub fn make(req: &Request, say: &mut dyn FnMut(&str)) -> anyhow::Result<Made> {
         .as_deref()
         .map(|f| report::load(f).map(|l| (f, l.report)))
         .transpose()?;
+    if let Some((f, r)) = &from
+        && let Some(p) = r.plant()
+    {
+        bail!(
+            "{} is the results of a planted run (--plant {}): its outcomes are the plant's, not \
+             the driver's, and a reproducer of them would pass; run the case without a plant, \
+             or leave out --from",
+            f.display(),
+            p.describe()
+        );
+    }
     let seed = match (&from, req.seed) {
         (Some((f, r)), Some(s)) if r.seed != s => bail!(
             "--seed {s}, but {} was run with seed {}: its outcome is for that seed's data",
@@ -140,12 +153,16 @@ pub fn make(req: &Request, say: &mut dyn FnMut(&str)) -> anyhow::Result<Made> {
         }
         (case, DataKind::Seeded)
     };
+    if let Some(o) = &seen {
+        header.facts = super::issue_facts(o);
+    }
     header.seen = seen.map(|o| (o.kind(), o.reason()));
     let reproducer = super::generate(&emit_case, emit_data, &header, req.plant)?;
     reproducer.write_to(&out_dir)?;
     Ok(Made {
         case: emit_case,
         data: emit_data,
+        seen: header.seen,
     })
 }
 

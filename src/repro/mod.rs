@@ -15,11 +15,13 @@
 //! trimmed to what a case launches), `make` (the command from request to files: the outcome
 //! learned, the shrink through the workers, the writing). The C text lives in `templates/`.
 
+mod all;
 mod cuda;
 mod device;
 mod emit;
 mod hip;
 mod host;
+mod issue;
 mod kernels;
 mod make;
 mod shrink;
@@ -34,6 +36,7 @@ use crate::model::{Api, EnvVariant, Op, OutcomeKind, PathKind, Peer, SyncMode};
 use crate::ops::{Plant, data_seed};
 use crate::paths::PathFacts;
 
+pub use all::{AllRequest, Chosen, Written, choose, make_all};
 pub use make::{AlreadyShrunk, Made, Request, make};
 pub use shrink::{RunCases, Shrunk, SimplerData, candidates, has_data, shrink, simplify_data};
 
@@ -246,9 +249,12 @@ pub fn check_covered(case: &ReproCase) -> anyhow::Result<()> {
     let names = |xs: Vec<&str>| xs.join(", ");
     if !paths.contains(&case.path) {
         bail!(
-            "{case}: the reproducer generator does not cover path {} on {} pairs yet (it covers {})",
+            "{case}: the reproducer generator does not cover path {} on {} pairs yet{} (it covers {})",
             case.path,
             case.peer.api.name(),
+            not_written_why(case.path.name())
+                .map(|why| format!(": {why}"))
+                .unwrap_or_default(),
             names(paths.iter().map(|p| p.name()).collect())
         );
     }
@@ -262,11 +268,45 @@ pub fn check_covered(case: &ReproCase) -> anyhow::Result<()> {
     }
     if matches!(case.sync, SyncMode::AcquireRelease | SyncMode::Semaphore) {
         bail!(
-            "{case}: the reproducer generator does not cover sync {} yet",
-            case.sync
+            "{case}: the reproducer generator does not cover sync {} yet{}",
+            case.sync,
+            not_written_why(case.sync.name())
+                .map(|why| format!(": {why}"))
+                .unwrap_or_default()
         );
     }
     Ok(())
+}
+
+/// What a reproducer of a path or sync the generator does not cover would need, which it has
+/// no C for yet (docs/repro.md, "What is covered", lists them).
+pub fn not_written_why(path_or_sync: &str) -> Option<&'static str> {
+    Some(match path_or_sync {
+        "vmm-fd+cl-import" => {
+            "it needs the VMM export (cuMemCreate / hipMemCreate with a POSIX-fd handle, \
+             cuMemExportToShareableHandle, cuMemMap and cuMemSetAccess) and OpenCL's import of the \
+             fd (cl_khr_external_memory_opaque_fd), handed over by acquire and release"
+        }
+        "cl-dmabuf+hip-import" => {
+            "it needs ROCr's export of OpenCL's SVM as a dma-buf \
+             (hsa_amd_portable_export_dmabuf, from the HSA runtime beside OpenCL) and HIP's \
+             import of the fd (hipImportExternalMemory)"
+        }
+        "vk-memory+import" => {
+            "it needs the Vulkan broker in C (a VkDevice on the GPU of the same UUID, exportable \
+             memory, its opaque fd imported by OpenCL and by the peer)"
+        }
+        "acquire-release" => {
+            "only the imported paths take it (clEnqueueAcquireExternalMemObjectsKHR and \
+             clEnqueueReleaseExternalMemObjectsKHR), and none of them is written yet"
+        }
+        "semaphore" => {
+            "it needs the Vulkan broker in C for its binary semaphores (exported as opaque fds, \
+             imported by OpenCL through cl_khr_external_semaphore and by the peer through \
+             cuImportExternalSemaphore / hipImportExternalSemaphore)"
+        }
+        _ => return None,
+    })
 }
 
 /// What the header says beside the case: what clhip saw, where from, and what was shrunk.
@@ -286,7 +326,11 @@ pub struct Header {
     pub fingerprint: Vec<String>,
     /// Where the fingerprint comes from.
     pub fingerprint_from: String,
+    /// What clhip expected and observed, and the bound, for ISSUE.md ([`issue_facts`]).
+    pub facts: Vec<(String, String)>,
 }
+
+pub use issue::facts as issue_facts;
 
 /// A reproducer: its C source and the files beside it.
 #[derive(Debug, Clone)]
@@ -294,10 +338,12 @@ pub struct Reproducer {
     pub source: String,
     pub build_sh: String,
     pub readme: String,
+    /// The bug report in the vendor's issue form's fields.
+    pub issue: String,
 }
 
 /// The files a reproducer is, in its directory.
-pub const FILES: [&str; 3] = ["repro.c", "build.sh", "README.md"];
+pub const FILES: [&str; 4] = ["repro.c", "build.sh", "README.md", "ISSUE.md"];
 
 impl Reproducer {
     /// Writes `repro.c`, `build.sh` (executable) and `README.md` into `dir` (made if missing,
@@ -312,6 +358,7 @@ impl Reproducer {
             (FILES[0], self.source.as_bytes(), 0o666),
             (FILES[1], self.build_sh.as_bytes(), 0o777),
             (FILES[2], self.readme.as_bytes(), 0o666),
+            (FILES[3], self.issue.as_bytes(), 0o666),
         ])
     }
 }
@@ -346,15 +393,17 @@ pub fn generate(
         c_comment(&format!("{text}Driver fingerprint: README.md\n"))
     );
     let readme = format!(
-        "# Reproducer: {}\n\n{}\nBuild with `./build.sh`, run `{}./repro`.\n",
+        "# Reproducer: {}\n\n{}\nBuild with `./build.sh`, run `{}./repro`. ISSUE.md is the bug report, in the fields of the vendor's issue form.\n",
         crate::escape::markdown_text(&case.to_string()),
         crate::escape::markdown_fence("", &format!("{text}{}", fingerprint_text(header))),
         run_prefix(case),
     );
+    let issue = issue::issue(case, header, &build_sh);
     Ok(Reproducer {
         source,
         build_sh,
         readme,
+        issue,
     })
 }
 

@@ -516,7 +516,7 @@ static void *svm_alloc(int fine, size_t bytes)
     if (!(caps & (fine ? CL_DEVICE_SVM_FINE_GRAIN_BUFFER : CL_DEVICE_SVM_COARSE_GRAIN_BUFFER))) {
         printf("UNSUPPORTED: the device lacks %s buffer SVM (capabilities 0x%llx)\n",
                fine ? "fine-grain" : "coarse-grain", (unsigned long long)caps);
-        exit(2);
+        finish(2);
     }
     void *p = CALL(clSVMAlloc(context, CL_MEM_READ_WRITE | (fine ? CL_MEM_SVM_FINE_GRAIN_BUFFER : 0), bytes, 0));
     if (!p) {
@@ -533,7 +533,7 @@ static void check_mapped(void *mapped, uint64_t host)
     if (mapped != (void *)(uintptr_t)host) {
         printf("FAIL: clEnqueueMapBuffer mapped %p, not the USE_HOST_PTR address %p\n", mapped,
                (void *)(uintptr_t)host);
-        exit(1);
+        finish(1);
     }
 }
 /*@ cl_pattern @*/
@@ -574,7 +574,7 @@ static void check_written(const char *what, cl_mem result, const uint32_t want[4
     read_words(result, r);
     if (memcmp(r, want, 16) != 0)
         printf("FAIL: %s, read back after clEnqueueWriteBuffer: {0x%08x, 0x%08x, 0x%08x, 0x%08x}, not the "
-               "words written\n", what, r[0], r[1], r[2], r[3]), exit(1);
+               "words written\n", what, r[0], r[1], r[2], r[3]), finish(1);
 }
 
 /* The verdict of OpenCL's check from its result words, read after the case's steps. */

@@ -8,9 +8,30 @@
 #include <rocblas/rocblas.h>
 #include <rocsolver/rocsolver.h>
 /*@ check @*/
+static int is_fault(hipError_t e) { return e == hipErrorIllegalAddress || e == hipErrorLaunchFailure; }
+
+/* Ends the program with code, or with 3 (clhip: fault) where a device fault is pending on the
+   device: clhip asks hipDeviceSynchronize after every case (ops::execute), because a library's
+   error (rocBLAS's) or a refusal can hide the sticky fault that caused it. */
+static void finish(int code)
+{
+    hipError_t pending;
+    if (code == 3)
+        exit(3);
+    call_scope = "pending-fault";
+    said("hipDeviceSynchronize()");
+    pending = hipDeviceSynchronize();
+    call_scope = NULL;
+    if (!is_fault(pending))
+        exit(code);
+    printf("FAULT: a device fault is pending: hipDeviceSynchronize() returned %s (%d) after the %s above\n",
+           hipGetErrorName(pending), (int)pending, code == 0 ? "pass" : code == 1 ? "wrong data" : "error");
+    exit(3);
+}
+
 /* Every API call goes through CHECK: an error ends the program naming the call, the error and
    its code, exit 3 for a device memory fault as clhip's ApiError::is_device_fault names one
-   (clhip: fault), else 2 (clhip: unsupported).
+   (clhip: fault), else 2 (clhip: unsupported) unless finish() finds a fault pending.
    ROCm ends a GPU page fault itself: it prints "Memory access fault by GPU node-N ... on
    address ..." and aborts (SIGABRT), which clhip reports as a fault too. */
 static void check(enum api api, long long code, const char *call, int line)
@@ -24,9 +45,9 @@ static void check(enum api api, long long code, const char *call, int line)
         name = hipGetErrorName((hipError_t)code);
     /*@@ more names @@*/
     int fault = api == CL ? code == CL_OUT_OF_RESOURCES || code == CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST
-                          : api == HIP && (code == hipErrorIllegalAddress || code == hipErrorLaunchFailure);
+                          : api == HIP && is_fault((hipError_t)code);
     printf("%s: line %d: %s returned %s (%lld)\n", fault ? "FAULT" : "ERROR", line, call, name, code);
-    exit(fault ? 3 : 2);
+    finish(fault ? 3 : 2);
 }
 #define CHECK(api, call) (said(#call), check(api, (long long)(call), #call, __LINE__))
 /*@ peer @*/
@@ -126,7 +147,7 @@ static void peer_check_pattern(uint64_t p, uint32_t seed, uint64_t seen[3])
     peer_download(out, result, sizeof result);
     if (result[2] != words) {
         printf("FAIL: the peer's check kernel did not run (ran-marker %llu)\n", result[2]);
-        exit(1);
+        finish(1);
     }
     if (result[0]) { /* the word itself, read where it lies */
         call_scope = "mismatch";
@@ -181,5 +202,101 @@ static int peer_cpotrf(uint64_t a)
                                     (rocblas_int *)scratch));
     peer_download((uintptr_t)scratch, &info, 4);
     return info;
+}
+/*@ ipc @*/
+#include <errno.h>
+#include <sys/wait.h>
+#include <unistd.h>
+/* The IPC path's exporter (clhip's is `clhip __ipc-export`): hipIpcOpenMemHandle refuses a
+   handle from its own process, so this program runs itself again as the exporter, which
+   allocates, writes the handle to a pipe and holds the memory until the other pipe closes. */
+static void ipc_exporter(void)
+{
+    const char *asked = getenv("CLHIP_REPRO_EXPORT");
+    unsigned long long bytes;
+    int handle_fd, hold_fd;
+    char end;
+    hipIpcMemHandle_t h;
+    void *exported;
+    if (!asked)
+        return;
+    if (sscanf(asked, "%llu %d %d", &bytes, &handle_fd, &hold_fd) != 3) {
+        printf("ERROR: CLHIP_REPRO_EXPORT=%s is not `<bytes> <handle fd> <hold fd>`\n", asked);
+        exit(2);
+    }
+    CHECK(HIP, hipSetDevice(PEER_ORDINAL));
+    CHECK(HIP, hipMalloc(&exported, (size_t)bytes));
+    CHECK(HIP, hipIpcGetMemHandle(&h, exported));
+    if (write(handle_fd, &h, sizeof h) != (ssize_t)sizeof h)
+        exit(2);
+    while (read(hold_fd, &end, 1) > 0)
+        ;
+    CHECK(HIP, hipFree(exported));
+    exit(0);
+}
+
+extern char **environ;
+static struct { uint64_t p; pid_t pid; int hold_fd; } exporters[8];
+
+static void exporter_ended(int status, const char *when)
+{
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+    printf("%s: the exporter (this program run again) %s with %s %d\n", code == 3 ? "FAULT" : "ERROR", when,
+           WIFSIGNALED(status) ? "signal" : "exit", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    finish(code >= 1 && code <= 3 ? code : 2);
+}
+
+/* Another process's allocation of `bytes`, opened here through its IPC handle. */
+static uint64_t ipc_open(size_t bytes)
+{
+    int handle_pipe[2], hold_pipe[2], status = 0, slot = 0, n = 0;
+    static char *argv[] = {(char *)"repro", NULL};
+    char asked[96], *env[512];
+    hipIpcMemHandle_t h;
+    void *opened;
+    while (exporters[slot].pid)
+        slot++;
+    if (pipe(handle_pipe) || pipe(hold_pipe)) {
+        printf("ERROR: pipe: %s\n", strerror(errno));
+        exit(2);
+    }
+    /* Its environment made before the fork: the child of a process with threads (the
+       drivers') may only exec. It prints no calls; the case's are this process's. */
+    snprintf(asked, sizeof asked, "CLHIP_REPRO_EXPORT=%zu %d %d", bytes, handle_pipe[1], hold_pipe[0]);
+    env[n++] = asked;
+    for (char **e = environ; *e && n < 511; e++)
+        if (strncmp(*e, "CLHIP_PRINT_CALLS=", 18) != 0 && strncmp(*e, "CLHIP_REPRO_EXPORT=", 19) != 0)
+            env[n++] = *e;
+    env[n] = NULL;
+    fflush(stdout);
+    if ((exporters[slot].pid = fork()) == 0) {
+        close(handle_pipe[0]), close(hold_pipe[1]);
+        execve("/proc/self/exe", argv, env);
+        _exit(2);
+    }
+    close(handle_pipe[1]), close(hold_pipe[0]);
+    exporters[slot].hold_fd = hold_pipe[1];
+    if (read(handle_pipe[0], &h, sizeof h) != (ssize_t)sizeof h) {
+        waitpid(exporters[slot].pid, &status, 0);
+        exporter_ended(status, "ended before it sent its handle");
+    }
+    close(handle_pipe[0]);
+    CHECK(HIP, hipIpcOpenMemHandle(&opened, h, hipIpcMemLazyEnablePeerAccess));
+    exporters[slot].p = (uintptr_t)opened;
+    return exporters[slot].p;
+}
+
+/* Closes the opened allocation; the exporter, its pipe closed, frees it and exits. */
+static void ipc_close(uint64_t p)
+{
+    int slot = 0, status = 0;
+    while (exporters[slot].p != p)
+        slot++;
+    CHECK(HIP, hipIpcCloseMemHandle((void *)(uintptr_t)p));
+    close(exporters[slot].hold_fd);
+    waitpid(exporters[slot].pid, &status, 0);
+    exporters[slot].p = 0, exporters[slot].pid = 0;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        exporter_ended(status, "ended");
 }
 /*@ end @*/

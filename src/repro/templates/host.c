@@ -11,6 +11,9 @@ static void check(enum api api, long long code, const char *call, int line)
     printf("%s: line %d: %s returned %s (%lld)\n", fault ? "FAULT" : "ERROR", line, call, cl_error_name(code), code);
     exit(fault ? 3 : 2);
 }
+
+/* The end of the program: the host has no device to ask for a pending fault. */
+static void finish(int code) { exit(code); }
 #define CHECK(api, call) (said(#call), check(api, (long long)(call), #call, __LINE__))
 /*@ host_peer @*/
 /* The host as the peer (runtimes/host.rs); its loops read and write through volatile, so a

@@ -394,14 +394,16 @@ mod tests {
     use super::*;
     use crate::generate::pattern;
     use crate::runtimes::PeerRuntime;
-    use crate::runtimes::cuda::tests::{bits, gpu_or_skip};
+    use crate::runtimes::cuda::tests::{bits, gpu};
     use crate::runtimes::device::{AllocKind, DeviceRuntime};
 
     #[test]
+    #[cfg_attr(
+        not(clhip_test_cuda),
+        ignore = "needs libcuda; none was found when this was built"
+    )]
     fn device_allocs_of_every_kind_round_trip() {
-        let Some(mut p) = gpu_or_skip("device_allocs_of_every_kind_round_trip") else {
-            return;
-        };
+        let mut p = gpu("device_allocs_of_every_kind_round_trip");
         let data = crate::generate::complex_vec(11, 4099);
         // Every kind is tried and reported before the verdict: one refusal must not hide the
         // others' results.
@@ -453,10 +455,12 @@ mod tests {
     /// 64 bytes that this same process cannot open (the driver refuses; no crash), and a bad
     /// semaphore fd refused.
     #[test]
+    #[cfg_attr(
+        not(clhip_test_cuda),
+        ignore = "needs libcuda; none was found when this was built"
+    )]
     fn device_ipc_handle_and_refusals() {
-        let Some(mut p) = gpu_or_skip("device_ipc_handle_and_refusals") else {
-            return;
-        };
+        let mut p = gpu("device_ipc_handle_and_refusals");
         assert_eq!(p.export_handle(), ExportHandle::OpaqueFd);
         assert_eq!(p.reopen_args(), ["--api", "cuda", "--ordinal", "0"]);
         match p.import_cl_memory(0x1000, 4096, 512) {
@@ -511,11 +515,12 @@ mod tests {
     /// past a page boundary: the device's writes through cuMemHostGetDevicePointer's pointer
     /// are the host's memory, bit for bit, and the host memory outlives its unregistration.
     #[test]
+    #[cfg_attr(
+        not(clhip_test_cuda),
+        ignore = "needs libcuda; none was found when this was built"
+    )]
     fn registered_host_memory_is_the_devices_through_its_pointer() {
-        let Some(mut p) = gpu_or_skip("registered_host_memory_is_the_devices_through_its_pointer")
-        else {
-            return;
-        };
+        let mut p = gpu("registered_host_memory_is_the_devices_through_its_pointer");
         let len = 4097;
         for offset in [0, 1] {
             let host = p.alloc_host(len + 1).unwrap();
@@ -540,10 +545,12 @@ mod tests {
 
     /// cuMemcpy device -> device, device -> pinned host and back: the data arrives bit for bit.
     #[test]
+    #[cfg_attr(
+        not(clhip_test_cuda),
+        ignore = "needs libcuda; none was found when this was built"
+    )]
     fn device_memcpy_round_trips() {
-        let Some(mut p) = gpu_or_skip("device_memcpy_round_trips") else {
-            return;
-        };
+        let mut p = gpu("device_memcpy_round_trips");
         let data = crate::generate::complex_vec(17, 65_537);
         let bytes = data.len() * size_of::<Complex32>();
         let a = p.alloc(AllocKind::Device, data.len()).unwrap();
@@ -571,12 +578,14 @@ mod tests {
     /// (SIGSEGV) rather than returning an error. In a child process; the parent only insists
     /// that the copy did not claim success.
     #[test]
+    #[cfg_attr(
+        not(clhip_test_cuda),
+        ignore = "needs libcuda; none was found when this was built"
+    )]
     fn device_memcpy_from_an_unknown_address_never_succeeds() {
         const TEST: &str = "device_memcpy_from_an_unknown_address_never_succeeds";
         if std::env::var_os("CLHIP_CUDA_MEMCPY_CHILD").is_some() {
-            let Some(mut p) = gpu_or_skip(TEST) else {
-                return;
-            };
+            let mut p = gpu(TEST);
             let a = p.alloc(AllocKind::Device, 64).unwrap();
             eprintln!("copying from 0x8");
             let r = p.memcpy(a.ptr.addr, 0x8, 512);
@@ -584,9 +593,7 @@ mod tests {
             assert!(r.is_err(), "cuMemcpy from 0x8 claimed success");
             return;
         }
-        if gpu_or_skip(TEST).is_none() {
-            return;
-        }
+        gpu(TEST);
         let (status, text) = crate::runtimes::run_test_in_child(
             &format!("runtimes::cuda::memory::tests::{TEST}"),
             "CLHIP_CUDA_MEMCPY_CHILD",

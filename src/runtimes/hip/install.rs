@@ -261,10 +261,9 @@ mod tests {
     fn reads_the_dynamic_section_of_a_system_library() {
         // libc exists wherever the tests run; its soname is libc.so.6 on glibc systems.
         let libc = mapped_files("libc.so");
-        let Some(libc) = libc.first() else {
-            eprintln!("no libc mapped under that name: skipped");
-            return;
-        };
+        let libc = libc
+            .first()
+            .expect("glibc's libc.so.6 is mapped into every test process");
         let d = read_dynamic(Path::new(libc)).expect("libc is ELF64");
         assert_eq!(d.soname.as_deref(), Some("libc.so.6"), "{d:?}");
         assert!(d.needed.iter().any(|n| n.starts_with("ld-linux")), "{d:?}");

@@ -82,6 +82,16 @@ pub fn enumerate() -> Result<Vec<ClDevice>, ApiError> {
     Ok(out)
 }
 
+/// For the unit tests marked to need OpenCL (`clhip_test_opencl`, set by build.rs where an ICD
+/// is installed): the first OpenCL device. An installed ICD that lists no device fails the test;
+/// it is no reason to skip it.
+#[cfg(test)]
+pub(crate) fn unit_test_device() -> ClDevice {
+    test_device().unwrap_or_else(|| {
+        panic!("an OpenCL ICD was found when this was built, but no OpenCL device answers")
+    })
+}
+
 /// For tests: the first OpenCL device, or `None` when no ICD answers. Under
 /// `CLHIP_REQUIRE_OPENCL=1` (CI) a missing OpenCL is a test failure, not a skip, so a green run
 /// cannot hide a missing install step.
@@ -99,7 +109,7 @@ pub fn test_device() -> Option<ClDevice> {
         Ok(d) => Some(d.clone()),
         Err(why) => {
             assert!(!required, "CLHIP_REQUIRE_OPENCL=1 but {why}");
-            eprintln!("skipping: {why}");
+            eprintln!("no OpenCL device for this test: {why}");
             None
         }
     }

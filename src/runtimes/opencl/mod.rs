@@ -25,6 +25,8 @@ mod vendors;
 pub use cl3::device as cl_device;
 pub use opencl3::types;
 
+#[cfg(test)]
+pub(crate) use devices::unit_test_device;
 pub use devices::{ClDevice, enumerate, family, test_device};
 pub use error::{ClResultExt, cl_error, import_refusal, refused_although_advertised};
 pub use extensions::{ExternalMemFn, ExternalMemoryFns};
