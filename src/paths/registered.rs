@@ -8,22 +8,21 @@
 //! aligned, and CL_MEM_USE_HOST_PTR takes any pointer.
 
 use std::ffi::c_void;
-use std::ptr;
 
-use cl3::types::{CL_TRUE, cl_event};
+use cl3::types::cl_event;
 use num_complex::Complex32;
 
-use crate::model::{Api, ApiError, CaseError, PathKind, Phase, SyncMode};
+use crate::model::{Api, CaseError, PathKind, SyncMode};
 use crate::runtimes::device::DeviceAlloc;
-use crate::runtimes::opencl::{ClEvent, ClMem, ClResultExt, ClSession};
+use crate::runtimes::opencl::{ClEvent, ClMem, ClSession};
 use crate::runtimes::{PeerPtr, PeerRuntime};
-use crate::sync::{self, Access};
+use crate::sync::Access;
 
 use super::c::{self, CMem, CWriter};
-use super::{
-    Handover, Made, Memory, Owner, Path, device_peer, no_such_handover, release_buffer,
-    wrap_host_ptr,
+use super::use_host_ptr::{
+    c_host_ptr_to_cl, c_host_ptr_to_peer, host_ptr_to_cl, host_ptr_to_peer, map_at,
 };
+use super::{Handover, Made, Memory, Owner, Path, device_peer, release_buffer, wrap_host_ptr};
 
 declare_paths! {
     room: Registered;
@@ -183,46 +182,13 @@ impl Path for Registered {
         last: Option<&str>,
         access: Access,
     ) {
-        let v = m.v;
-        match sync {
-            SyncMode::None => {}
-            SyncMode::Map => {
-                c.declare(format!("void *{v}_map;"));
-                c.line(&format!(
-                    "CHECK(CL, ({v}_map = clEnqueueMapBuffer(queue, {v}_buf, CL_TRUE, {}, 0, {}, {}, NULL, &err), err));",
-                    c::map_flags(access),
-                    m.bytes(),
-                    c::waits(last)
-                ));
-                // The map gives back the registered host address, not the device pointer.
-                c.uses("map_check");
-                c.line(&format!("check_mapped({v}_map, (uintptr_t){v}_reg);"));
-                m.mapped = true;
-            }
-            SyncMode::Finish => c.line("CHECK(CL, clFinish(queue));"),
-            other => c::no_such_handover(c, m.path, other),
-        }
+        // The map gives back the registered host address, not the device pointer.
+        let want = format!("(uintptr_t){}_reg", m.v);
+        c_host_ptr_to_peer(c, m, sync, last, access, &want);
     }
 
     fn c_to_cl(&self, c: &mut dyn CWriter, m: &mut CMem, sync: SyncMode) -> Option<String> {
-        let v = m.v;
-        match sync {
-            SyncMode::None | SyncMode::Finish => None,
-            SyncMode::Map if m.mapped => {
-                let ev = c.event("unmapped");
-                c.declare(format!("cl_event {ev};"));
-                c.line(&format!(
-                    "CHECK(CL, clEnqueueUnmapMemObject(queue, {v}_buf, {v}_map, 0, NULL, &{ev}));"
-                ));
-                m.mapped = false;
-                Some(ev)
-            }
-            SyncMode::Map => None,
-            other => {
-                c::no_such_handover(c, m.path, other);
-                None
-            }
-        }
+        c_host_ptr_to_cl(c, m, sync)
     }
 }
 
@@ -285,40 +251,11 @@ impl Memory for RegisteredMemory {
         waits: &[cl_event],
         access: Access,
     ) -> Result<(), CaseError> {
-        match sync {
-            // Negative control: start nothing that would order the peer after OpenCL.
-            SyncMode::None => Ok(()),
-            SyncMode::Map => self.map(h, waits, access),
-            // Without map: the rule-breaking negative control finishes OpenCL's work and
-            // nothing more.
-            SyncMode::Finish => h.s.finish().running(),
-            other => Err(no_such_handover(h.path, other)),
-        }
+        host_ptr_to_peer(h, sync, |h| self.map(h, waits, access))
     }
 
     fn to_cl(&self, h: &mut Handover<'_>, sync: SyncMode) -> Result<Vec<ClEvent>, CaseError> {
-        match sync {
-            SyncMode::None | SyncMode::Finish => Ok(Vec::new()),
-            SyncMode::Map => {
-                let Some(mapped) = h.mapped.take() else {
-                    return Ok(Vec::new());
-                };
-                // SAFETY: `mapped` came from clEnqueueMapBuffer on this buffer.
-                let ev = unsafe {
-                    cl3::command_queue::enqueue_unmap_mem_object(
-                        h.s.queue.get(),
-                        self.buffer,
-                        mapped,
-                        0,
-                        ptr::null(),
-                    )
-                }
-                .call("clEnqueueUnmapMemObject")
-                .running()?;
-                Ok(vec![ClEvent(ev)])
-            }
-            other => Err(no_such_handover(h.path, other)),
-        }
+        host_ptr_to_cl(h, self.buffer, sync)
     }
 
     fn release(
@@ -348,39 +285,9 @@ impl RegisteredMemory {
         waits: &[cl_event],
         access: Access,
     ) -> Result<(), CaseError> {
-        let (n, w) = sync::raw_wait(waits);
-        let mut mapped: *mut c_void = ptr::null_mut();
-        // SAFETY: blocking map of the whole buffer; unmapped in to_cl or release. cl3 returns
-        // the mapped pointer through `mapped`.
-        let ev = unsafe {
-            cl3::command_queue::enqueue_map_buffer(
-                h.s.queue.get(),
-                self.buffer,
-                CL_TRUE,
-                access.map_flags(),
-                0,
-                h.bytes(),
-                &mut mapped,
-                n,
-                w,
-            )
-        }
-        .call("clEnqueueMapBuffer")
-        .running()?;
-        drop(ClEvent(ev));
-        *h.mapped = Some(mapped);
-        if mapped as usize != self.addr {
-            return Err(CaseError::Broken(ApiError {
-                api: Api::OpenCl,
-                call: "clEnqueueMapBuffer".into(),
-                code: 0,
-                name: "CL_SUCCESS".into(),
-                detail: format!(
-                    "mapped {:#x}, not the registered USE_HOST_PTR address {:#x}",
-                    mapped as usize, self.addr
-                ),
-            }));
-        }
-        Ok(())
+        let want = self.addr;
+        map_at(h, self.buffer, waits, access, want, |mapped| {
+            format!("mapped {mapped:#x}, not the registered USE_HOST_PTR address {want:#x}")
+        })
     }
 }

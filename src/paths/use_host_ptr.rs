@@ -228,66 +228,34 @@ impl Path for UseHostPtr {
         last: Option<&str>,
         access: Access,
     ) {
-        let v = m.v;
-        match sync {
-            SyncMode::None => {}
-            SyncMode::Map => {
-                c.declare(format!("void *{v}_map;"));
-                c.line(&format!(
-                    "CHECK(CL, ({v}_map = clEnqueueMapBuffer(queue, {v}_buf, CL_TRUE, {}, 0, {}, {}, NULL, &err), err));",
-                    c::map_flags(access),
-                    m.bytes(),
-                    c::waits(last)
-                ));
-                c.uses("map_check");
-                c.line(&format!("check_mapped({v}_map, {v}_peer);"));
-                m.mapped = true;
-            }
-            SyncMode::Finish => c.line("CHECK(CL, clFinish(queue));"),
-            other => c::no_such_handover(c, m.path, other),
-        }
+        let want = format!("{}_peer", m.v);
+        c_host_ptr_to_peer(c, m, sync, last, access, &want);
     }
 
     fn c_to_cl(&self, c: &mut dyn CWriter, m: &mut CMem, sync: SyncMode) -> Option<String> {
-        let v = m.v;
-        match sync {
-            SyncMode::None | SyncMode::Finish => None,
-            SyncMode::Map => {
-                if m.mapped {
-                    let ev = c.event("unmapped");
-                    c.declare(format!("cl_event {ev};"));
-                    c.line(&format!(
-                        "CHECK(CL, clEnqueueUnmapMemObject(queue, {v}_buf, {v}_map, 0, NULL, &{ev}));"
-                    ));
-                    m.mapped = false;
-                    Some(ev)
-                } else {
-                    None
-                }
-            }
-            other => {
-                c::no_such_handover(c, m.path, other);
-                None
-            }
-        }
+        c_host_ptr_to_cl(c, m, sync)
     }
 }
 
-/// Blocking map of the whole buffer for the peer, whose pointer must be the one it wraps.
-fn map_host_ptr(
+/// Blocking map of the whole of `buffer` (a CL_MEM_USE_HOST_PTR buffer, or a sub-buffer of
+/// one) for the peer, which must come back at `want`: OpenCL 1.2 §5.4.2, for USE_HOST_PTR the
+/// mapped pointer is derived from host_ptr. Anything else means the peer would be reading a
+/// copy it was never told about; `misplaced` says so from the pointer OpenCL gave.
+pub(super) fn map_at(
     h: &mut Handover<'_>,
     buffer: *mut c_void,
     waits: &[cl_event],
     access: Access,
+    want: usize,
+    misplaced: impl FnOnce(usize) -> String,
 ) -> Result<(), CaseError> {
-    let s = h.s;
     let (n, w) = sync::raw_wait(waits);
     let mut mapped: *mut c_void = ptr::null_mut();
     // SAFETY: blocking map of the whole buffer; unmapped in to_cl or release. cl3 returns the
     // mapped pointer through `mapped`.
     let ev = unsafe {
         cl3::command_queue::enqueue_map_buffer(
-            s.queue.get(),
+            h.s.queue.get(),
             buffer,
             CL_TRUE,
             access.map_flags(),
@@ -302,21 +270,118 @@ fn map_host_ptr(
     .running()?;
     drop(ClEvent(ev));
     *h.mapped = Some(mapped);
-    // OpenCL 1.2 §5.4.2: for USE_HOST_PTR the mapped pointer is derived from host_ptr. Anything
-    // else means the peer would be reading a copy it was never told about.
-    if mapped as usize != h.peer_ptr.addr {
+    if mapped as usize != want {
         return Err(CaseError::Broken(ApiError {
             api: Api::OpenCl,
             call: "clEnqueueMapBuffer".into(),
             code: 0,
             name: "CL_SUCCESS".into(),
-            detail: format!(
-                "mapped {:#x}, not the USE_HOST_PTR address {:#x}",
-                mapped as usize, h.peer_ptr.addr
-            ),
+            detail: misplaced(mapped as usize),
         }));
     }
     Ok(())
+}
+
+/// The handover to the peer of memory OpenCL hands over by map alone: `none` starts nothing
+/// that would order the peer after OpenCL (a negative control), `finish` finishes OpenCL's
+/// work and nothing more (the rule-breaking negative control), `map` maps (`map`).
+pub(super) fn host_ptr_to_peer(
+    h: &mut Handover<'_>,
+    sync: SyncMode,
+    map: impl FnOnce(&mut Handover<'_>) -> Result<(), CaseError>,
+) -> Result<(), CaseError> {
+    match sync {
+        SyncMode::None => Ok(()),
+        SyncMode::Map => map(h),
+        SyncMode::Finish => h.s.finish().running(),
+        other => Err(no_such_handover(h.path, other)),
+    }
+}
+
+/// The handover back to OpenCL: under `map`, the unmap of `buffer` where the peer's handover
+/// mapped it; nothing under `none` and `finish`.
+pub(super) fn host_ptr_to_cl(
+    h: &mut Handover<'_>,
+    buffer: *mut c_void,
+    sync: SyncMode,
+) -> Result<Vec<ClEvent>, CaseError> {
+    match sync {
+        SyncMode::None | SyncMode::Finish => Ok(Vec::new()),
+        SyncMode::Map => {
+            let Some(mapped) = h.mapped.take() else {
+                return Ok(Vec::new());
+            };
+            // SAFETY: `mapped` came from clEnqueueMapBuffer on this buffer.
+            let ev = unsafe {
+                cl3::command_queue::enqueue_unmap_mem_object(
+                    h.s.queue.get(),
+                    buffer,
+                    mapped,
+                    0,
+                    ptr::null(),
+                )
+            }
+            .call("clEnqueueUnmapMemObject")
+            .running()?;
+            Ok(vec![ClEvent(ev)])
+        }
+        other => Err(no_such_handover(h.path, other)),
+    }
+}
+
+/// [`host_ptr_to_peer`] in C: the map must give back `want` (a C expression of the address).
+pub(super) fn c_host_ptr_to_peer(
+    c: &mut dyn CWriter,
+    m: &mut CMem,
+    sync: SyncMode,
+    last: Option<&str>,
+    access: Access,
+    want: &str,
+) {
+    let v = m.v;
+    match sync {
+        SyncMode::None => {}
+        SyncMode::Map => {
+            c.declare(format!("void *{v}_map;"));
+            c.line(&format!(
+                "CHECK(CL, ({v}_map = clEnqueueMapBuffer(queue, {v}_buf, CL_TRUE, {}, 0, {}, {}, NULL, &err), err));",
+                c::map_flags(access),
+                m.bytes(),
+                c::waits(last)
+            ));
+            c.uses("map_check");
+            c.line(&format!("check_mapped({v}_map, {want});"));
+            m.mapped = true;
+        }
+        SyncMode::Finish => c.line("CHECK(CL, clFinish(queue));"),
+        other => c::no_such_handover(c, m.path, other),
+    }
+}
+
+/// [`host_ptr_to_cl`] in C.
+pub(super) fn c_host_ptr_to_cl(
+    c: &mut dyn CWriter,
+    m: &mut CMem,
+    sync: SyncMode,
+) -> Option<String> {
+    let v = m.v;
+    match sync {
+        SyncMode::None | SyncMode::Finish => None,
+        SyncMode::Map if m.mapped => {
+            let ev = c.event("unmapped");
+            c.declare(format!("cl_event {ev};"));
+            c.line(&format!(
+                "CHECK(CL, clEnqueueUnmapMemObject(queue, {v}_buf, {v}_map, 0, NULL, &{ev}));"
+            ));
+            m.mapped = false;
+            Some(ev)
+        }
+        SyncMode::Map => None,
+        other => {
+            c::no_such_handover(c, m.path, other);
+            None
+        }
+    }
 }
 
 impl Memory for UseHostPtrMemory {
@@ -344,41 +409,16 @@ impl Memory for UseHostPtrMemory {
         waits: &[cl_event],
         access: Access,
     ) -> Result<(), CaseError> {
-        match sync {
-            // Negative control: start nothing that would order the peer after OpenCL.
-            SyncMode::None => Ok(()),
-            SyncMode::Map => map_host_ptr(h, self.buffer, waits, access),
-            // Without map: the rule-breaking negative control finishes OpenCL's work and
-            // nothing more.
-            SyncMode::Finish => h.s.finish().running(),
-            other => Err(no_such_handover(h.path, other)),
-        }
+        host_ptr_to_peer(h, sync, |h| {
+            let want = h.peer_ptr.addr;
+            map_at(h, self.buffer, waits, access, want, |mapped| {
+                format!("mapped {mapped:#x}, not the USE_HOST_PTR address {want:#x}")
+            })
+        })
     }
 
     fn to_cl(&self, h: &mut Handover<'_>, sync: SyncMode) -> Result<Vec<ClEvent>, CaseError> {
-        match sync {
-            SyncMode::None | SyncMode::Finish => Ok(Vec::new()),
-            SyncMode::Map => {
-                let mut events = Vec::new();
-                if let Some(mapped) = h.mapped.take() {
-                    // SAFETY: `mapped` came from clEnqueueMapBuffer on this buffer.
-                    let ev = unsafe {
-                        cl3::command_queue::enqueue_unmap_mem_object(
-                            h.s.queue.get(),
-                            self.buffer,
-                            mapped,
-                            0,
-                            ptr::null(),
-                        )
-                    }
-                    .call("clEnqueueUnmapMemObject")
-                    .running()?;
-                    events.push(ClEvent(ev));
-                }
-                Ok(events)
-            }
-            other => Err(no_such_handover(h.path, other)),
-        }
+        host_ptr_to_cl(h, self.buffer, sync)
     }
 
     fn release(
