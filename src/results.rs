@@ -55,6 +55,14 @@ impl Planned {
             data: crate::generate::DataKind::Seeded,
         }
     }
+
+    /// The kind of pair a worker for this item opens, what its start costs: the pair's
+    /// [`crate::model::Pair::kind`] (`nvidia+cuda`), `mock` for the mock's items.
+    pub fn pair_kind(&self) -> String {
+        self.work
+            .case()
+            .map_or_else(|| "mock".into(), |c| c.pair.kind())
+    }
 }
 
 /// The verdict on one planned item.

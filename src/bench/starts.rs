@@ -45,19 +45,11 @@ pub struct KindRates {
     pub best: f64,
 }
 
-/// A pair's kind: its OpenCL vendor label and its peer (`nvidia0+cuda1` is `nvidia+cuda`).
-pub fn pair_kind(p: &Planned) -> String {
-    match p.work.case() {
-        Some(c) => c.pair.kind(),
-        None => "mock".into(),
-    }
-}
-
 /// The first case of each pair kind in `plan`, in order.
 pub fn kinds_of(plan: &[Planned]) -> Vec<(String, Planned)> {
     let mut kinds: Vec<(String, Planned)> = Vec::new();
     for p in plan {
-        let kind = pair_kind(p);
+        let kind = p.pair_kind();
         if !kinds.iter().any(|(k, _)| *k == kind) {
             kinds.push((kind, p.clone()));
         }

@@ -97,12 +97,7 @@ impl<'s, 'q> Session<'s, 'q> {
         let prepared = spare.is_some();
         let (worker, mut stdin, rx) = match spare {
             Some(s) => (s.worker, s.stdin, s.rx),
-            None => WorkerProcess::spawn(
-                opts,
-                &first.env,
-                None,
-                &super::worker_process::work_kind(&first),
-            )?,
+            None => WorkerProcess::spawn(opts, &first.env, None, &first.pair_kind())?,
         };
         // A worker that is already gone shows as one that could not start its first case.
         let stdin = write_item(&mut stdin, &first).ok().map(|()| stdin);

@@ -118,7 +118,7 @@ impl Spares<'_> {
         };
         // A spare that cannot start costs nothing: a worker is started when one is needed.
         if let Ok((worker, stdin, rx)) =
-            WorkerProcess::spawn(opts, &next.env, next.work.case(), &work_kind(&next))
+            WorkerProcess::spawn(opts, &next.env, next.work.case(), &next.pair_kind())
         {
             on_event(&Event::SpareStarted { pid: worker.pid() });
             self.spare = Some(Spare {
@@ -138,11 +138,4 @@ impl Spares<'_> {
             _ => None,
         }
     }
-}
-
-/// The pair kind a worker for `p` starts: what its start costs (`mock` for the mock's items).
-pub(super) fn work_kind(p: &Planned) -> String {
-    p.work
-        .case()
-        .map_or_else(|| "mock".into(), |c| c.pair.kind())
 }
