@@ -326,6 +326,32 @@ fn a_reuse_crossing_handed_over_without_its_sync_fails_at_that_crossing() {
     }
 }
 
+/// OpenCL does nothing (every kernel a marker): every read by the peer finds stale memory. The
+/// case fails at crossing 0 and stops once eight reads by the peer have failed, at the end of
+/// that round trip, saying so; it does not spend 2,000 crossings restating the failure.
+fn a_reuse_case_failing_every_crossing_stops_after_eight_failed_reads() {
+    let n = 4097;
+    let (code, report) = run_planted("reuse", n, "cl-noop");
+    assert_fails_the_run(code, &report);
+    for r in &report.results {
+        let m = mismatch(&r.id, &r.outcome);
+        assert!(
+            m.what
+                .starts_with("crossing 0 of 2000: pattern written by OpenCL, read by host ("),
+            "{}: {m}",
+            r.id
+        );
+        assert!(
+            m.what.ends_with(
+                "the first of 16 failing crossings, the last 15; stopped after crossing 15 of \
+                 2000, once 8 reads by host had failed)"
+            ),
+            "{}: {m}",
+            r.id
+        );
+    }
+}
+
 // ---- a worker killed by SIGKILL ----
 
 /// A worker that dies by SIGKILL no interrupt of the run's sent (the OOM killer's way) costs its
@@ -554,4 +580,5 @@ tests!(
     a_one_element_overrun_into_a_plain_buffer_fails_at_its_guard,
     every_reuse_case_passes_on_a_clean_driver,
     a_reuse_crossing_handed_over_without_its_sync_fails_at_that_crossing,
+    a_reuse_case_failing_every_crossing_stops_after_eight_failed_reads,
 );

@@ -33,6 +33,12 @@ pub const CROSSINGS: usize = 2 * ROUND_TRIPS;
 /// The crossing the `skip-one-sync` plant hands over with no sync: OpenCL's write, read by
 /// the peer.
 pub const PLANTED_CROSSING: usize = 500;
+/// Failing reads by the peer after which a case stops, at the end of that round trip. A
+/// driver that fails every crossing has said so by then, and the case's remaining 1,000
+/// host waits would only restate it (on an H200 such a case cost 7 s in a full run); one that
+/// fails now and then, as cupy#4923's did after the first copy, still runs every crossing
+/// until that many failed.
+pub const STOP_AFTER_FAILED_READS: usize = 8;
 
 /// The pattern seed of crossing `k`: distinct for every k (the pattern's word function is a
 /// bijection of its index for one seed), so that memory still holding an earlier crossing's
@@ -126,12 +132,15 @@ pub(super) fn reuse(
             )
             .running()?;
         let mut gate: Option<Gate> = None;
+        let mut failed_reads = 0;
         for (r, result) in results.iter().enumerate() {
             let k = 2 * r;
             let planted = skip_one && k == PLANTED_CROSSING;
             let mode = if planted { SyncMode::None } else { case.sync };
             paths::to_peer(s, peer, m, mode, Some(&last), Access::ReadWrite)?;
-            seen.push(peer.check_pattern(m.peer, seeds[k])?);
+            let check = peer.check_pattern(m.peer, seeds[k])?;
+            failed_reads += usize::from(check.mismatches > 0);
+            seen.push(check);
             if gate.take().is_some() {
                 // The held-back write lands now, before the peer writes again: only the
                 // planted crossing saw it late.
@@ -149,6 +158,9 @@ pub(super) fn reuse(
             let next = seeds.get(k + 2).copied();
             last = cl_check_pattern(s, m.cl, seeds[k + 1], words, result, next, &wait, plant)?;
             cl_ran += 1;
+            if failed_reads >= STOP_AFTER_FAILED_READS {
+                break;
+            }
         }
         Ok((seen, cl_ran))
     })?;
@@ -176,7 +188,7 @@ pub(super) fn reuse(
     let failing: Vec<usize> = (0..crossed).filter(|&k| verdict(k).is_err()).collect();
     if let Some(&first) = failing.first() {
         let count = failing.len();
-        let note = if count == 1 {
+        let mut note = if count == 1 {
             "the only failing crossing".to_string()
         } else {
             format!(
@@ -184,6 +196,13 @@ pub(super) fn reuse(
                 failing[count - 1]
             )
         };
+        if crossed < CROSSINGS {
+            note.push_str(&format!(
+                "; stopped after crossing {} of {CROSSINGS}, once {STOP_AFTER_FAILED_READS} \
+                 reads by {peer_name} had failed",
+                crossed - 1
+            ));
+        }
         verdict(first).map_err(|e| e.with_note(&note))?;
     }
     Ok(format!(
