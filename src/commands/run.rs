@@ -778,6 +778,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         clhip::bench::starts::floor_line(
             report.wall_s,
             &report.worker_starts_by_kind,
+            &clhip::bench::starts::faults_by_kind(&report.results),
             start_rate.as_ref().map(|(p, r)| (p.as_path(), r))
         )
     ));

@@ -589,6 +589,43 @@ pub fn open_pair(state: &mut WorkerState, case: &Case) -> Result<(), CaseError> 
     Ok(())
 }
 
+/// What a worker that ends in a device fault pays beyond its start: after [`open_pair`], a peer
+/// kernel writes where nothing is mapped (the `bad-pointer` plant's address) and the peer's
+/// sync reports the fault. `bench runner` times fresh processes doing this, for the floor of a
+/// run whose faults each end a worker. `Ok` is the fault, as a worker would report it; a peer
+/// with no device to fault (the host), or one that took the write, is the error.
+pub fn open_pair_and_fault(state: &mut WorkerState, case: &Case) -> Result<(), CaseError> {
+    open_pair(state, case)?;
+    let peer = peer(
+        &mut state.peers,
+        &case.pair.peer,
+        state.rocm_path.as_deref(),
+        None,
+    )?;
+    if peer.as_device().is_none() {
+        return Err(CaseError::unsupported(format!(
+            "{} has no device to fault",
+            case.pair.peer.label()
+        )));
+    }
+    let nowhere = PeerPtr {
+        addr: 0x8,
+        len: 1 << 16,
+    };
+    let wrote = peer
+        .fill_pattern(nowhere, 1)
+        .and_then(|()| peer.synchronize());
+    match wrote {
+        Err(CaseError::Fault(_)) => Ok(()),
+        Err(other) => Err(other),
+        Ok(()) => Err(CaseError::Harness(format!(
+            "{} wrote {:#x} with no fault",
+            case.pair.peer.label(),
+            nowhere.addr
+        ))),
+    }
+}
+
 /// What a spare worker does before its first case, which it has not been given yet: open the
 /// runtimes and make the inputs of `case`, the case its runner thread has next (the one it
 /// will most likely get). A case of another pair later opens its own.

@@ -13,6 +13,10 @@ use crate::model::Case;
 /// The case whose pair `__contexts` opens (JSON), in its environment.
 pub const CONTEXTS_CASE_ENV: &str = "CLHIP_CONTEXTS_CASE";
 
+/// Set (to anything): `__contexts` also makes the peer fault once its contexts are made
+/// ([`crate::ops::open_pair_and_fault`]), and succeeds when the fault comes.
+pub const CONTEXTS_FAULT_ENV: &str = "CLHIP_CONTEXTS_FAULT";
+
 /// Test hook: GPU labels (comma-separated) whose `__contexts` fails for work with no case of
 /// its own (mock items), as a GPU that is gone would. Not for users.
 pub const MOCK_UNHEALTHY_ENV: &str = "CLHIP_MOCK_UNHEALTHY";
@@ -35,7 +39,12 @@ pub fn contexts_main(gpu: &str, rocm_path: Option<PathBuf>) -> anyhow::Result<bo
         Some(case) => {
             let mut state = crate::ops::WorkerState::default();
             state.rocm_path = rocm_path;
-            match crate::ops::open_pair(&mut state, &case) {
+            let made = if std::env::var_os(CONTEXTS_FAULT_ENV).is_some() {
+                crate::ops::open_pair_and_fault(&mut state, &case)
+            } else {
+                crate::ops::open_pair(&mut state, &case)
+            };
+            match made {
                 Ok(()) => Ok(true),
                 Err(e) => {
                     eprintln!("{}", e.into_outcome().reason());
@@ -55,13 +64,15 @@ pub fn contexts_main(gpu: &str, rocm_path: Option<PathBuf>) -> anyhow::Result<bo
 }
 
 /// Starts `__contexts` for `case`'s pair on `gpu` with `env` on top of the run's, and waits
-/// up to `limit`: how long it took, or why it failed.
+/// up to `limit`: how long it took, or why it failed. With `fault`, the process also makes
+/// the peer fault, and succeeds only when the fault comes.
 pub fn open_contexts(
     opts: &RunOptions,
     env: &[(String, String)],
     case: Option<&Case>,
     gpu: &str,
     limit: Duration,
+    fault: bool,
 ) -> Result<Duration, String> {
     let began = Instant::now();
     let case_json = case
@@ -75,6 +86,9 @@ pub fn open_contexts(
         .stdin(Stdio::null());
     if let Some(json) = &case_json {
         cmd.env(CONTEXTS_CASE_ENV, json);
+    }
+    if fault {
+        cmd.env(CONTEXTS_FAULT_ENV, "1");
     }
     let mut child =
         GroupChild::spawn(&mut cmd).map_err(|e| format!("starting `__contexts`: {e}"))?;

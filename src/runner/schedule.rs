@@ -88,6 +88,9 @@ pub(super) fn run_workers(
             None => groups.push((p.gpu.clone(), VecDeque::from([p]))),
         }
     }
+    for (_, q) in &mut groups {
+        *q = spread_long(std::mem::take(q));
+    }
     let threads: Vec<usize> = groups
         .iter()
         .enumerate()
@@ -148,6 +151,47 @@ pub(super) fn run_workers(
         stopped,
         lost_gpus,
     })
+}
+
+/// Whether a case holds its worker long: the reuse op's 2,000 crossings, each a host wait on
+/// one API and then the other. Such cases slow each other down when they run side by side on
+/// one GPU (on an H200, 30 of them took 15-17 s one at a time and 28 s four or eight at a time:
+/// every crossing waits for the GPU to switch contexts), so the queue spreads them out: the
+/// H200's full matrix took 91.0 s so and 112.4 s with its reuse cases left together at the end.
+fn holds_long(p: &Planned) -> bool {
+    p.work
+        .case()
+        .is_some_and(|c| c.op == crate::model::Op::Reuse)
+}
+
+/// `queue` with its long cases ([`holds_long`]) spread evenly among the others, the first at
+/// the front, so that few run at once and none are left for the end. Only within each run of
+/// cases that share an environment: a worker takes only cases of its own, and a run broken up
+/// would cost a worker start per piece. Results are reported in plan order whatever the order
+/// run.
+pub(super) fn spread_long(queue: VecDeque<Planned>) -> VecDeque<Planned> {
+    let mut out = VecDeque::with_capacity(queue.len());
+    let mut rest = queue.into_iter().peekable();
+    while let Some(first) = rest.next() {
+        let mut block = vec![first];
+        while let Some(p) = rest.next_if(|p| p.env == block[0].env) {
+            block.push(p);
+        }
+        let (long, short): (Vec<Planned>, Vec<Planned>) = block.into_iter().partition(holds_long);
+        let (l, s) = (long.len(), short.len());
+        let mut long = long.into_iter();
+        let mut placed = 0;
+        for (i, p) in short.into_iter().enumerate() {
+            // Long case j goes before short case j * s / l.
+            while placed < l && placed * s <= i * l {
+                out.extend(long.next());
+                placed += 1;
+            }
+            out.push_back(p);
+        }
+        out.extend(long);
+    }
+    out
 }
 
 /// Ends the heartbeat when dropped.
@@ -327,7 +371,7 @@ pub(super) fn loss_evidence(
     };
     let mut why = String::new();
     for _ in 0..2 {
-        match super::health::open_contexts(opts, env, case, gpu, opts.startup_timeout) {
+        match super::health::open_contexts(opts, env, case, gpu, opts.startup_timeout, false) {
             Ok(_) => return None,
             Err(e) => why = e,
         }

@@ -128,3 +128,66 @@ fn a_lost_gpu_line_naming_the_gpu_s_device_is_evidence_and_another_s_is_not() {
         None
     );
 }
+
+#[test]
+fn long_cases_are_spread_through_their_environment_s_run_of_the_queue() {
+    use super::schedule::spread_long;
+    use crate::model::Expectation;
+    use crate::model::{Case, ClDeviceRef, Op, Pair, PathKind, Peer, SyncMode};
+    use crate::results::Planned;
+    use std::collections::VecDeque;
+    let item = |op: Op, n: usize, env: &str| {
+        let case = Case {
+            pair: Pair {
+                opencl: ClDeviceRef {
+                    platform_index: 0,
+                    device_index: 0,
+                    label: "nvidia0".into(),
+                },
+                peer: Peer {
+                    api: Api::Cuda,
+                    ordinal: 0,
+                },
+                install: None,
+                cl_gpu: None,
+            },
+            path: PathKind::Copy,
+            sync: SyncMode::Finish,
+            op,
+            n,
+            env: Default::default(),
+        };
+        let mut p = Planned::case(case, Expectation::Pass);
+        p.env = vec![("E".into(), env.into())];
+        p
+    };
+    // The plan's order: 12 short cases, then 4 reuse, then a second environment's 3 and 1.
+    let mut plan: Vec<Planned> = (0..12).map(|n| item(Op::Handoff, n, "a")).collect();
+    plan.extend((100..104).map(|n| item(Op::Reuse, n, "a")));
+    plan.extend((200..203).map(|n| item(Op::Fft, n, "b")));
+    plan.push(item(Op::Reuse, 300, "b"));
+    let spread: Vec<Planned> = spread_long(VecDeque::from(plan.clone())).into();
+    let ids = |v: &[Planned]| v.iter().map(|p| p.id.clone()).collect::<Vec<_>>();
+    let mut sorted = ids(&spread);
+    sorted.sort();
+    let mut want = ids(&plan);
+    want.sort();
+    assert_eq!(sorted, want, "the same cases, each once");
+    let long: Vec<usize> = spread
+        .iter()
+        .enumerate()
+        .filter(|(_, p)| p.work.case().is_some_and(|c| c.op == Op::Reuse))
+        .map(|(i, _)| i)
+        .collect();
+    // One reuse case first, then one every three short ones; the second environment's reuse
+    // leads its own run, which stays whole after the first's.
+    assert_eq!(long, [0, 4, 8, 12, 16]);
+    let envs: Vec<&str> = spread.iter().map(|p| p.env[0].1.as_str()).collect();
+    assert_eq!(envs, [vec!["a"; 16], vec!["b"; 4]].concat());
+    // Short cases keep their order.
+    let short: Vec<String> = ids(&spread)
+        .into_iter()
+        .filter(|id| id.contains("/handoff/"))
+        .collect();
+    assert_eq!(short, ids(&plan[..12]), "short cases in plan order");
+}
