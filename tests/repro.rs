@@ -1319,6 +1319,194 @@ fn repro_all_over_a_pocl_run_builds_and_agrees() {
     );
 }
 
+/// The CUDA stub (tests/fixtures/gpu-stub: CUDA's driver API and NVRTC done on the host) built
+/// into `dir/lib` as libcuda.so and libnvrtc.so, its stand-in headers in `dir/include`.
+fn cuda_stub(dir: &Path) {
+    let include = dir.join("include");
+    std::fs::create_dir_all(&include).unwrap();
+    std::fs::create_dir_all(dir.join("lib")).unwrap();
+    for (name, body) in CUDA_STUBS {
+        std::fs::write(include.join(name), body).unwrap();
+    }
+    std::fs::write(include.join("cublas_api.h"), CUBLAS_API_STUB).unwrap();
+    std::fs::write(dir.join("host.h"), include_str!("fixtures/gpu-stub/host.h")).unwrap();
+    std::fs::write(dir.join("cuda.c"), include_str!("fixtures/gpu-stub/cuda.c")).unwrap();
+    cc(
+        &[
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Wall",
+            "-Werror",
+            "-I",
+            "include",
+            "-o",
+            "lib/libcuda.so",
+            "cuda.c",
+            "-lm",
+        ],
+        dir,
+    );
+    std::os::unix::fs::symlink("libcuda.so", dir.join("lib/libnvrtc.so")).unwrap();
+}
+
+/// `source` built against the CUDA stub in `stub` (`-Werror` unless `lenient`) and run there
+/// with its calls printed: its exit code, what it printed, and its compared calls.
+fn run_on_cuda_stub(stub: &Path, source: &str, lenient: bool) -> (i32, String, Vec<String>) {
+    let dir = stub.join(format!("run-{}", clhip::hash::fnv1a64(source.as_bytes())));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("repro.c"), source).unwrap();
+    let include = format!("-I{}", stub.join("include").display());
+    let lib = format!("-L{}", stub.join("lib").display());
+    let mut args = vec!["-std=gnu11", "-O1", "-Wall", "-o", "repro", "repro.c"];
+    if !lenient {
+        args.push("-Werror");
+    }
+    args.extend([
+        include.as_str(),
+        lib.as_str(),
+        "-lcuda",
+        "-lnvrtc",
+        "-lOpenCL",
+        "-lm",
+    ]);
+    cc(&args, &dir);
+    let r = Command::new(dir.join("repro"))
+        .env("LD_LIBRARY_PATH", stub.join("lib"))
+        .env(clhip::calls::PRINT_ENV, dir.join("calls"))
+        .output()
+        .unwrap();
+    let calls = std::fs::read_to_string(dir.join("calls")).unwrap_or_default();
+    (
+        r.status.code().unwrap_or(-1),
+        text(&r),
+        clhip::calls::normalise(&calls),
+    )
+}
+
+/// The index of each of `steps` in `text`, in order: each must follow the one before.
+fn in_order(text: &str, steps: &[&str]) {
+    let mut from = 0;
+    for step in steps {
+        match text[from..].find(step) {
+            Some(at) => from += at + step.len(),
+            None => panic!("`{step}` not found after byte {from} in:\n{text}"),
+        }
+    }
+}
+
+/// The body of `id`'s reproducer (its `run_case`), seeded data, no plant.
+fn run_case_of(id: &str, plant: Option<clhip::ops::Plant>) -> String {
+    let case = ReproCase::parse(id).unwrap();
+    let src = repro::generate(&case, DataKind::Seeded, &header(), plant)
+        .unwrap()
+        .source;
+    src[src.find("static int run_case(void)").unwrap()..].to_string()
+}
+
+/// vmm-fd+cl-import under acquire-release, as clhip makes it (paths/vmm_import.rs, sync.rs):
+/// the VMM allocation, its fd and OpenCL's import; the peer's poison (imported memory starts
+/// out its exporter's); OpenCL acquires before its first kernel on the memory and releases
+/// after its last, waiting for the release, before the peer's work; the release of what
+/// OpenCL holds at the end, then the buffer, then the VMM allocation. CUDA's fd is an opaque
+/// fd, HIP's a dma-buf.
+fn vmm_fd_under_acquire_release_is_clhips_sequence() {
+    for (id, handle) in [
+        (
+            "nvidia0+cuda0/vmm-fd+cl-import/acquire-release/handoff/n=4097",
+            "CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR",
+        ),
+        (
+            "rocm0+hip0/vmm-fd+cl-import/acquire-release/handoff/n=4097",
+            "CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR",
+        ),
+    ] {
+        let body = run_case_of(id, None);
+        in_order(
+            &body,
+            &[
+                "vmm_alloc(&m_vmm, 8 * N);",
+                &format!("m_buf = cl_import_fd(vmm_export(&m_vmm), m_vmm.size, {handle});"),
+                "m_peer = m_vmm.va;",
+                "peer_upload(m_peer, poison_vec(N), 8 * N);",
+                "peer_fill_pattern(m_peer, a);",
+                "peer_synchronize();",
+                "acquired1 = acquire_external(m_buf, 0, NULL);",
+                "cl_check_pattern(mem(m_buf), a, result_a, 1, &acquired1);",
+                "ev3 = launch(\"pattern_fill\"",
+                "released4 = release_external(m_buf, 1, &ev3);",
+                "CHECK(CL, clWaitForEvents(1, &released4));",
+                "peer_check_pattern(m_peer, b, seen_b);",
+                "acquired5 = acquire_external(m_buf, 0, NULL);",
+                "cl_check_pattern(mem(m_buf), c, result_c, 1, &acquired5);",
+                "release_external(m_buf, 0, NULL);",
+                "CHECK(CL, clFinish(queue));",
+                "CHECK(CL, clReleaseMemObject(m_buf));",
+                "vmm_free(&m_vmm);",
+            ],
+        );
+        // OpenCL does not fill memory it has not acquired: only the peer poisons.
+        assert!(!body.contains("clEnqueueFillBuffer(queue, m_buf"), "{body}");
+        // Planted (skip-sync): where the peer takes OpenCL's output nothing releases it.
+        let planted = run_case_of(id, Some(clhip::ops::Plant::SkipSync));
+        assert_eq!(planted.matches("release_external(").count(), 1, "{planted}");
+        assert!(planted.contains("PLANTED (skip-sync): clhip runs sync acquire-release here"));
+        // The finish sync is the negative control: OpenCL finishes and never releases, but
+        // clhip's release still gives back what OpenCL holds at the end.
+        let finish = run_case_of(&id.replace("acquire-release", "finish"), None);
+        assert!(!finish.contains("acquire_external"), "{finish}");
+        assert_eq!(finish.matches("release_external(").count(), 1, "{finish}");
+    }
+}
+
+/// The CUDA stub does the VMM allocation and its export on the host; PoCL has no
+/// cl_khr_external_memory, so the reproducer must end where clhip says the case is
+/// unsupported, in clhip's words (paths/mod.rs import_fd), after the same VMM calls, and
+/// without calling OpenCL's import. With the extension check left out (planted), it calls
+/// clCreateBufferWithProperties, which clhip never makes there.
+fn a_vmm_fd_reproducer_ends_where_pocl_refuses_the_import() {
+    support::opencl_device();
+    let stub = scratch("vmm-stub");
+    cuda_stub(&stub);
+    let case =
+        ReproCase::parse("pocl0+cuda0/vmm-fd+cl-import/acquire-release/handoff/n=1").unwrap();
+    let source = repro::generate(&case, DataKind::Seeded, &header(), None)
+        .unwrap()
+        .source;
+    let (code, out, calls) = run_on_cuda_stub(&stub, &source, false);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(
+            "UNSUPPORTED: device lacks cl_khr_external_memory, so OpenCL has no way to import the peer's fd"
+        ),
+        "{out}"
+    );
+    let vmm = [
+        "cuMemGetAllocationGranularity",
+        "cuMemCreate",
+        "cuMemAddressReserve",
+        "cuMemMap",
+        "cuMemSetAccess",
+        "cuMemExportToShareableHandle",
+    ];
+    assert!(calls.ends_with(&vmm.map(String::from)), "{calls:?}");
+    let planted = source.replace(
+        "static int has_extension(const char *name)\n{\n",
+        "static int has_extension(const char *name)\n{\n    if (name)\n        return 1;\n",
+    );
+    assert_ne!(planted, source);
+    let (code, out, calls) = run_on_cuda_stub(&stub, &planted, true);
+    assert!(
+        calls.last().map(String::as_str) == Some("clCreateBufferWithProperties"),
+        "{calls:?}\n{out}"
+    );
+    assert!(
+        !out.contains("device lacks cl_khr_external_memory"),
+        "{out}"
+    );
+    assert_ne!(code, 0, "{out}");
+}
+
 tests!(
     the_c_generator_is_clhips_generator_bit_for_bit,
     a_host_reproducer_passes_and_its_planted_twin_sees_the_stale_read,
@@ -1337,4 +1525,6 @@ tests!(
     any_outcome_text_stays_inert_in_the_reproducer,
     issue_md_is_the_vendors_form_filled_in,
     repro_all_over_a_pocl_run_builds_and_agrees,
+    vmm_fd_under_acquire_release_is_clhips_sequence,
+    a_vmm_fd_reproducer_ends_where_pocl_refuses_the_import,
 );

@@ -31,6 +31,7 @@ pub(super) const API: DeviceApi = DeviceApi {
         free: "cuMemFree({p})",
         free_pinned: "cuMemFreeHost({p})",
         memcpy: "cuMemcpy({dst}, {src}, {bytes})",
+        vmm_export: "CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR",
     },
     rtc: "NVRTC",
     blas: "CUBLAS",

@@ -8,7 +8,7 @@ use crate::generate::DataKind;
 use crate::model::{Op, SyncMode};
 use crate::ops::Plant;
 use crate::paths::c::{CMem as Mem, CWriter, waits};
-use crate::paths::{self, Owner};
+use crate::paths::{self, Owner, PathFacts};
 use crate::sync::Access;
 
 pub(super) use crate::paths::c::Dialect;
@@ -159,7 +159,12 @@ impl Gen<'_> {
             v,
             path: self.case.path,
             len: len.to_string(),
-            owner: Owner::OpenCl,
+            // Imported memory starts out its exporter's: OpenCL acquires it first (Made::owner).
+            owner: if self.case.path.is_imported() {
+                Owner::Peer
+            } else {
+                Owner::OpenCl
+            },
             mapped: false,
             svm_mapped: false,
         }
@@ -194,6 +199,8 @@ impl Gen<'_> {
         if m.mapped || m.svm_mapped {
             self.out.line("CHECK(CL, clFinish(queue));");
         }
+        let sync = self.case.sync;
+        crate::paths::c::release_handovers(self, m, sync);
         let lines = paths::room(m.path).c_release(self, m);
         self.out.line(lines);
     }
@@ -899,7 +906,9 @@ pub(super) fn assemble(case: &ReproCase, b: &Body, t: &Target) -> String {
             s.push_str(section(COMMON, name));
         }
     }
+    s.push_str(&super::interop::sections(&b.common, false));
     s.push_str(&t.peer);
+    s.push_str(&super::interop::sections(&b.common, true));
     s.push('\n');
     s.push_str(&b.main);
     drop_unused_functions(&s)

@@ -27,6 +27,7 @@ pub(super) const API: DeviceApi = DeviceApi {
         free: "hipFree({p})",
         free_pinned: "hipHostFree({p})",
         memcpy: "hipMemcpy({dst}, {src}, {bytes}, hipMemcpyDefault)",
+        vmm_export: "CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR",
     },
     rtc: "HIPRTC",
     blas: "ROCBLAS",

@@ -21,6 +21,7 @@ mod device;
 mod emit;
 mod hip;
 mod host;
+mod interop;
 mod issue;
 mod kernels;
 mod make;
@@ -266,13 +267,10 @@ pub fn check_covered(case: &ReproCase) -> anyhow::Result<()> {
             names(ops.iter().map(|o| o.name()).collect())
         );
     }
-    if matches!(case.sync, SyncMode::AcquireRelease | SyncMode::Semaphore) {
+    if let Some(why) = not_written_why(case.sync.name()) {
         bail!(
-            "{case}: the reproducer generator does not cover sync {} yet{}",
+            "{case}: the reproducer generator does not cover sync {} yet: {why}",
             case.sync,
-            not_written_why(case.sync.name())
-                .map(|why| format!(": {why}"))
-                .unwrap_or_default()
         );
     }
     Ok(())
@@ -282,11 +280,6 @@ pub fn check_covered(case: &ReproCase) -> anyhow::Result<()> {
 /// no C for yet (docs/repro.md, "What is covered", lists them).
 pub fn not_written_why(path_or_sync: &str) -> Option<&'static str> {
     Some(match path_or_sync {
-        "vmm-fd+cl-import" => {
-            "it needs the VMM export (cuMemCreate / hipMemCreate with a POSIX-fd handle, \
-             cuMemExportToShareableHandle, cuMemMap and cuMemSetAccess) and OpenCL's import of the \
-             fd (cl_khr_external_memory_opaque_fd), handed over by acquire and release"
-        }
         "cl-dmabuf+hip-import" => {
             "it needs ROCr's export of OpenCL's SVM as a dma-buf \
              (hsa_amd_portable_export_dmabuf, from the HSA runtime beside OpenCL) and HIP's \
@@ -295,10 +288,6 @@ pub fn not_written_why(path_or_sync: &str) -> Option<&'static str> {
         "vk-memory+import" => {
             "it needs the Vulkan broker in C (a VkDevice on the GPU of the same UUID, exportable \
              memory, its opaque fd imported by OpenCL and by the peer)"
-        }
-        "acquire-release" => {
-            "only the imported paths take it (clEnqueueAcquireExternalMemObjectsKHR and \
-             clEnqueueReleaseExternalMemObjectsKHR), and none of them is written yet"
         }
         "semaphore" => {
             "it needs the Vulkan broker in C for its binary semaphores (exported as opaque fds, \

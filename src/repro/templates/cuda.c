@@ -311,4 +311,63 @@ static void ipc_close(uint64_t p)
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         exporter_ended(status, "ended");
 }
+/*@ vmm @*/
+/* A VMM allocation exportable as a POSIX fd (runtimes/cuda/memory.rs alloc_exportable,
+   gpu/memory.rs map_exportable): the device's VMM support, the minimum granularity, cuMemCreate,
+   then reserved, mapped and opened for read/write by this device. A refused step ends the
+   program, which frees the steps before it with the process. */
+struct vmm {
+    uint64_t va;
+    size_t size;
+    CUmemGenericAllocationHandle handle;
+};
+
+static void vmm_alloc(struct vmm *m, size_t bytes)
+{
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    CUdeviceptr va;
+    size_t gran = 0;
+    int vmm = 0;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = cu_device;
+    CHECK(CU, cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, cu_device));
+    if (!vmm) {
+        printf("UNSUPPORTED: device has no virtual memory management\n");
+        finish(2);
+    }
+    CHECK(CU, cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    gran = gran ? gran : 1;
+    m->size = (bytes + gran - 1) / gran * gran;
+    CHECK(CU, cuMemCreate(&m->handle, m->size, &prop, 0));
+    CHECK(CU, cuMemAddressReserve(&va, m->size, 0, 0, 0));
+    CHECK(CU, cuMemMap(va, m->size, 0, m->handle, 0));
+    memset(&access, 0, sizeof access);
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CHECK(CU, cuMemSetAccess(va, m->size, &access, 1));
+    m->va = va;
+}
+
+/* The allocation's POSIX fd (an opaque fd, for cl_khr_external_memory_opaque_fd). */
+static int vmm_export(const struct vmm *m)
+{
+    int fd = -1;
+    CHECK(CU, cuMemExportToShareableHandle(&fd, m->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    if (fd < 0) {
+        printf("UNSUPPORTED: cuMemExportToShareableHandle gave no fd\n");
+        finish(2);
+    }
+    return fd;
+}
+
+static void vmm_free(const struct vmm *m)
+{
+    CHECK(CU, cuMemUnmap(m->va, m->size));
+    CHECK(CU, cuMemAddressFree(m->va, m->size));
+    CHECK(CU, cuMemRelease(m->handle));
+}
 /*@ end @*/

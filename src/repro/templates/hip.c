@@ -299,4 +299,69 @@ static void ipc_close(uint64_t p)
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         exporter_ended(status, "ended");
 }
+/*@ vmm @*/
+/* A VMM allocation exportable as a POSIX fd, a dma-buf on ROCm (runtimes/hip/memory.rs
+   alloc_exportable, gpu/memory.rs map_exportable): the device's VMM support where the headers
+   have the attribute (ROCm 5.3 on; before, hipMemCreate says), the minimum granularity,
+   hipMemCreate, then reserved, mapped and opened for read/write by this device. The properties
+   are set by name: the headers built against give their ROCm's layout (5.3 reordered it). A
+   refused step ends the program, which frees the steps before it with the process. */
+struct vmm {
+    uint64_t va;
+    size_t size;
+    hipMemGenericAllocationHandle_t handle;
+};
+
+static void vmm_alloc(struct vmm *m, size_t bytes)
+{
+    hipMemAllocationProp prop;
+    hipMemAccessDesc access;
+    void *va = NULL;
+    size_t gran = 0;
+    memset(&prop, 0, sizeof prop);
+    prop.type = hipMemAllocationTypePinned;
+    prop.requestedHandleType = hipMemHandleTypePosixFileDescriptor;
+    prop.location.type = hipMemLocationTypeDevice;
+    prop.location.id = PEER_ORDINAL;
+#if HIP_VERSION_MAJOR > 5 || (HIP_VERSION_MAJOR == 5 && HIP_VERSION_MINOR >= 3)
+    {
+        int vmm = 0;
+        CHECK(HIP, hipDeviceGetAttribute(&vmm, hipDeviceAttributeVirtualMemoryManagementSupported, PEER_ORDINAL));
+        if (!vmm) {
+            printf("UNSUPPORTED: device has no virtual memory management\n");
+            finish(2);
+        }
+    }
+#endif
+    CHECK(HIP, hipMemGetAllocationGranularity(&gran, &prop, hipMemAllocationGranularityMinimum));
+    gran = gran ? gran : 1;
+    m->size = (bytes + gran - 1) / gran * gran;
+    CHECK(HIP, hipMemCreate(&m->handle, m->size, &prop, 0));
+    CHECK(HIP, hipMemAddressReserve(&va, m->size, 0, NULL, 0));
+    CHECK(HIP, hipMemMap(va, m->size, 0, m->handle, 0));
+    memset(&access, 0, sizeof access);
+    access.location = prop.location;
+    access.flags = hipMemAccessFlagsProtReadWrite;
+    CHECK(HIP, hipMemSetAccess(va, m->size, &access, 1));
+    m->va = (uintptr_t)va;
+}
+
+/* The allocation's POSIX fd (a dma-buf, for cl_khr_external_memory_dma_buf). */
+static int vmm_export(const struct vmm *m)
+{
+    int fd = -1;
+    CHECK(HIP, hipMemExportToShareableHandle(&fd, m->handle, hipMemHandleTypePosixFileDescriptor, 0));
+    if (fd < 0) {
+        printf("UNSUPPORTED: hipMemExportToShareableHandle gave no fd\n");
+        finish(2);
+    }
+    return fd;
+}
+
+static void vmm_free(const struct vmm *m)
+{
+    CHECK(HIP, hipMemUnmap((void *)(uintptr_t)m->va, m->size));
+    CHECK(HIP, hipMemAddressFree((void *)(uintptr_t)m->va, m->size));
+    CHECK(HIP, hipMemRelease(m->handle));
+}
 /*@ end @*/
