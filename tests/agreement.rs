@@ -576,7 +576,8 @@ fn stub_cases(name: &str, stub: &Stub) -> Result<Completion, Failed> {
         .filter(|r| {
             let ran = matches!(r.clhip, Outcome::Pass { .. } | Outcome::Fail { .. })
                 && matches!(r.repro, Ok(0 | 1));
-            !ran && !(needs_imports(&r.id) && refused_alike(r))
+            let refused_as_it_must = needs_imports(&r.id) && refused_alike(r);
+            !(ran || refused_as_it_must)
         })
         .map(|r| {
             format!(
@@ -602,11 +603,8 @@ fn stub_cases(name: &str, stub: &Stub) -> Result<Completion, Failed> {
 /// A case whose path imports memory or whose sync imports semaphores.
 fn needs_imports(id: &str) -> bool {
     use clhip::paths::PathFacts;
-    ReproCase::parse(id).is_ok_and(|c| {
-        c.path.is_imported()
-            || c.sync == clhip::model::SyncMode::Semaphore
-            || c.path == clhip::model::PathKind::ClDmabufHipImport
-    })
+    ReproCase::parse(id)
+        .is_ok_and(|c| c.path.is_imported() || c.sync == clhip::model::SyncMode::Semaphore)
 }
 
 /// clhip's `unsupported` and the reproducer's exit 2, printing clhip's reason as its own (which

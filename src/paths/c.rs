@@ -264,13 +264,69 @@ pub(crate) fn acquire_external(c: &mut dyn CWriter, m: &CMem, last: Option<&str>
     ev
 }
 
+/// The imported buffer OpenCL releases and acquires around a semaphore handover, as a C
+/// argument: `NULL` for memory that is not imported.
+fn imported_arg(m: &CMem) -> String {
+    if m.path.is_imported() {
+        format!("{}_buf", m.v)
+    } else {
+        "NULL".into()
+    }
+}
+
+/// The variable of `m`'s semaphores (sync.rs `SemaphoreLink`), made at its first semaphore
+/// handover, as clhip makes its link.
+fn link(c: &mut dyn CWriter, m: &CMem) -> String {
+    c.uses("cl_external");
+    c.uses("semaphore");
+    let l = format!("{}_link", m.v);
+    c.declare(format!("static struct link {l};"));
+    l
+}
+
+/// `sync::semaphore_to_peer` as C: imported memory released, OpenCL's signal after its work
+/// (and the release), a flush, and the peer's stream waiting; no host wait. The semaphores
+/// are made at the first handover of the memory (the extensions checked, the Vulkan broker
+/// opened), in `semaphore_to_peer` itself, as clhip makes them.
+pub(crate) fn semaphore_to_peer(c: &mut dyn CWriter, m: &CMem, last: Option<&str>) {
+    if device_dialect(c, m.path).is_none() {
+        return;
+    }
+    let l = link(c, m);
+    c.line(&format!(
+        "semaphore_to_peer(&{l}, {}, {});",
+        imported_arg(m),
+        waits(last)
+    ));
+}
+
+/// `sync::semaphore_to_cl` as C: the peer's stream signals after its work, OpenCL's queue
+/// waits, and imported memory is acquired after the wait; the event OpenCL's next command
+/// waits on.
+pub(crate) fn semaphore_to_cl(c: &mut dyn CWriter, m: &CMem) -> Option<String> {
+    device_dialect(c, m.path)?;
+    let l = link(c, m);
+    let ev = c.event("waited");
+    c.declare(format!("cl_event {ev};"));
+    c.line(&format!(
+        "{ev} = semaphore_to_cl(&{l}, {});",
+        imported_arg(m)
+    ));
+    Some(ev)
+}
+
 /// What `Shared::release` does for the handovers before the room frees its memory: imported
-/// memory OpenCL holds goes back to its exporter (and OpenCL finishes).
-pub(crate) fn release_handovers(c: &mut dyn CWriter, m: &CMem, _sync: SyncMode) {
+/// memory OpenCL holds goes back to its exporter (and OpenCL finishes), then the semaphores
+/// go, both sides idle.
+pub(crate) fn release_handovers(c: &mut dyn CWriter, m: &CMem, sync: SyncMode) {
     if m.path.is_imported() && m.owner == Owner::OpenCl {
         c.comment("imported memory OpenCL holds goes back to its exporter before it is freed");
         release_external(c, m, None);
         c.line("CHECK(CL, clFinish(queue));");
+    }
+    if sync == SyncMode::Semaphore && c.dialect().is_some() {
+        let l = link(c, m);
+        c.line(&format!("link_release(&{l});"));
     }
 }
 

@@ -55,6 +55,9 @@ pub(super) fn program(case: &ReproCase, b: &Body) -> (String, String) {
     if b.solver {
         libs.push_str(" -lcusolver");
     }
+    if super::interop::opens_libraries(&b.common) {
+        libs.push_str(" -ldl");
+    }
     let build = format!(
         "#!/bin/sh\n\
          # CUDA's driver API ({libs}) and the OpenCL ICD loader; CUDA's include directory has\n\

@@ -48,6 +48,9 @@ pub(super) fn program(case: &ReproCase, b: &Body) -> (String, String) {
     if b.solver {
         libs.push_str(" -lrocsolver");
     }
+    if super::interop::opens_libraries(&b.common) {
+        libs.push_str(" -ldl");
+    }
     let build = format!(
         "#!/bin/sh\n\
          # HIP's runtime API{} and the OpenCL ICD loader, with hipcc as C (-D__HIP_PLATFORM_AMD__:\n\

@@ -6,7 +6,7 @@
 
 use super::emit::section;
 
-const INTEROP: &str = include_str!("templates/interop.c");
+pub(super) const TEMPLATE: &str = include_str!("templates/interop.c");
 
 /// Each section a room or sync may name, what it calls of this template, and what of the
 /// peer's.
@@ -14,13 +14,27 @@ const SECTIONS: &[(&str, &[&str], &[&str])] = &[
     ("cl_extensions", &[], &[]),
     ("cl_import", &["cl_extensions"], &[]),
     ("cl_external", &[], &[]),
+    ("cl_semaphore", &["cl_extensions"], &[]),
+    ("vulkan", &[], &["uuid"]),
+    ("vk_semaphore", &["vulkan"], &[]),
+    ("vk_memory", &["vulkan"], &["external_memory"]),
+    (
+        "semaphore",
+        &[
+            "cl_extensions",
+            "cl_semaphore",
+            "vk_semaphore",
+            "cl_external",
+        ],
+        &["external_semaphore"],
+    ),
     // The peer's alone: OpenCL's import of its fd is `cl_import`.
     ("vmm", &[], &["vmm"]),
 ];
 
 /// The sections of this template before the peer's functions (OpenCL's alone), or after them
 /// (`after_peer`: the broker and the semaphores, which call the peer's).
-const AFTER_PEER: &[&str] = &[];
+const AFTER_PEER: &[&str] = &["vulkan", "vk_semaphore", "vk_memory", "semaphore"];
 
 /// `used` with everything its sections call, in SECTIONS' order.
 fn closure(used: &[&str]) -> Vec<&'static str> {
@@ -56,8 +70,8 @@ pub(super) fn sections(used: &[&str], after_peer: bool) -> String {
     closure(used)
         .into_iter()
         .filter(|n| AFTER_PEER.contains(n) == after_peer)
-        .filter(|n| INTEROP.contains(&format!("/*@ {n} @*/")))
-        .map(|n| section(INTEROP, n))
+        .filter(|n| TEMPLATE.contains(&format!("/*@ {n} @*/")))
+        .map(|n| section(TEMPLATE, n))
         .collect()
 }
 
@@ -74,4 +88,10 @@ pub(super) fn peer_sections(used: &[&str]) -> Vec<&'static str> {
         }
     }
     out
+}
+
+/// Whether the program opens a library at run time (the Vulkan loader), for the build's `-ldl`
+/// (glibc before 2.34 keeps dlopen there).
+pub(super) fn opens_libraries(used: &[&str]) -> bool {
+    closure(used).contains(&"vulkan")
 }

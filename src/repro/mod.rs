@@ -285,15 +285,6 @@ pub fn not_written_why(path_or_sync: &str) -> Option<&'static str> {
              (hsa_amd_portable_export_dmabuf, from the HSA runtime beside OpenCL) and HIP's \
              import of the fd (hipImportExternalMemory)"
         }
-        "vk-memory+import" => {
-            "it needs the Vulkan broker in C (a VkDevice on the GPU of the same UUID, exportable \
-             memory, its opaque fd imported by OpenCL and by the peer)"
-        }
-        "semaphore" => {
-            "it needs the Vulkan broker in C for its binary semaphores (exported as opaque fds, \
-             imported by OpenCL through cl_khr_external_semaphore and by the peer through \
-             cuImportExternalSemaphore / hipImportExternalSemaphore)"
-        }
         _ => return None,
     })
 }
@@ -532,6 +523,12 @@ fn data_text(kind: DataKind) -> &'static str {
 /// that run a check on planted data.
 pub fn template_section(name: &str) -> &'static str {
     emit::section(emit::COMMON, name)
+}
+
+/// The C of imported memory, its syncs and the Vulkan broker (templates/interop.c), for the test
+/// that holds its Vulkan declarations to the Vulkan headers.
+pub fn interop_template() -> &'static str {
+    interop::TEMPLATE
 }
 
 /// The C generator of data `kind` alone (every stream's function and the handoff pattern), for

@@ -370,4 +370,75 @@ static void vmm_free(const struct vmm *m)
     CHECK(CU, cuMemAddressFree(m->va, m->size));
     CHECK(CU, cuMemRelease(m->handle));
 }
+/*@ external_memory @*/
+/* Another API's memory, an opaque fd of `size` bytes (`dedicated`: a dedicated allocation, as
+   its exporter made it), imported and its first `bytes` mapped (runtimes/cuda/memory.rs
+   import_memory); on success the driver owns the fd. */
+struct imported {
+    uint64_t p;
+    CUexternalMemory ext;
+};
+
+static void peer_import_memory(struct imported *m, int fd, unsigned long long size, int dedicated, size_t bytes)
+{
+    CUDA_EXTERNAL_MEMORY_HANDLE_DESC desc;
+    CUDA_EXTERNAL_MEMORY_BUFFER_DESC buffer;
+    CUdeviceptr p;
+    memset(&desc, 0, sizeof desc);
+    desc.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
+    desc.handle.fd = fd;
+    desc.size = size;
+    desc.flags = dedicated ? CUDA_EXTERNAL_MEMORY_DEDICATED : 0;
+    CHECK(CU, cuImportExternalMemory(&m->ext, &desc));
+    memset(&buffer, 0, sizeof buffer);
+    buffer.size = bytes;
+    CHECK(CU, cuExternalMemoryGetMappedBuffer(&p, m->ext, &buffer));
+    m->p = p;
+}
+
+/* The mapping, then the import (cuExternalMemoryGetMappedBuffer's documentation). */
+static void peer_free_imported(const struct imported *m)
+{
+    CHECK(CU, cuMemFree(m->p));
+    CHECK(CU, cuDestroyExternalMemory(m->ext));
+}
+/*@ external_semaphore @*/
+/* A binary semaphore imported from an opaque fd, signalled and waited for on the peer's stream
+   with all-zero parameters (a binary semaphore has no fence value). */
+typedef CUexternalSemaphore peer_semaphore;
+
+static CUexternalSemaphore peer_import_semaphore(int fd)
+{
+    CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC desc;
+    CUexternalSemaphore sem;
+    memset(&desc, 0, sizeof desc);
+    desc.type = CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD;
+    desc.handle.fd = fd;
+    CHECK(CU, cuImportExternalSemaphore(&sem, &desc));
+    return sem;
+}
+
+static void peer_signal_semaphore(CUexternalSemaphore sem)
+{
+    CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS params;
+    memset(&params, 0, sizeof params);
+    CHECK(CU, cuSignalExternalSemaphoresAsync(&sem, &params, 1, stream));
+}
+
+static void peer_wait_semaphore(CUexternalSemaphore sem)
+{
+    CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS params;
+    memset(&params, 0, sizeof params);
+    CHECK(CU, cuWaitExternalSemaphoresAsync(&sem, &params, 1, stream));
+}
+
+static void peer_destroy_semaphore(CUexternalSemaphore sem) { CHECK(CU, cuDestroyExternalSemaphore(sem)); }
+/*@ uuid @*/
+/* The GPU's UUID, by which the Vulkan broker finds the same GPU (runtimes/cuda/discover.rs). */
+static void peer_uuid(unsigned char uuid[16])
+{
+    CUuuid u;
+    CHECK(CU, cuDeviceGetUuid_v2(&u, cu_device));
+    memcpy(uuid, u.bytes, 16);
+}
 /*@ end @*/

@@ -364,4 +364,79 @@ static void vmm_free(const struct vmm *m)
     CHECK(HIP, hipMemAddressFree((void *)(uintptr_t)m->va, m->size));
     CHECK(HIP, hipMemRelease(m->handle));
 }
+/*@ external_memory @*/
+#ifndef hipExternalMemoryDedicated
+#define hipExternalMemoryDedicated 0x1 /* hip_runtime_api.h from ROCm 6.0; CUDA's value */
+#endif
+/* Another API's memory, an opaque fd of `size` bytes (`dedicated`: a dedicated allocation, as
+   its exporter made it), imported and its first `bytes` mapped (runtimes/hip/interop.rs
+   import_external_memory, map_external_buffer). */
+struct imported {
+    uint64_t p;
+    hipExternalMemory_t ext;
+};
+
+static void peer_import_memory(struct imported *m, int fd, unsigned long long size, int dedicated, size_t bytes)
+{
+    hipExternalMemoryHandleDesc desc;
+    hipExternalMemoryBufferDesc buffer;
+    void *p = NULL;
+    memset(&desc, 0, sizeof desc);
+    desc.type = hipExternalMemoryHandleTypeOpaqueFd;
+    desc.handle.fd = fd;
+    desc.size = size;
+    desc.flags = dedicated ? hipExternalMemoryDedicated : 0;
+    CHECK(HIP, hipImportExternalMemory(&m->ext, &desc));
+    memset(&buffer, 0, sizeof buffer);
+    buffer.size = bytes;
+    CHECK(HIP, hipExternalMemoryGetMappedBuffer(&p, m->ext, &buffer));
+    m->p = (uintptr_t)p;
+}
+
+/* The mapping, then the import (clr's ihipFree takes the mapped buffer as an interop object). */
+static void peer_free_imported(const struct imported *m)
+{
+    CHECK(HIP, hipFree((void *)(uintptr_t)m->p));
+    CHECK(HIP, hipDestroyExternalMemory(m->ext));
+}
+/*@ external_semaphore @*/
+/* A binary semaphore imported from an opaque fd, signalled and waited for on the peer's stream
+   with all-zero parameters (a binary semaphore has no fence value; clr refuses any flags). On
+   Linux clr refuses every import (runtimes/hip/memory.rs import_semaphore says why). */
+typedef hipExternalSemaphore_t peer_semaphore;
+
+static hipExternalSemaphore_t peer_import_semaphore(int fd)
+{
+    hipExternalSemaphoreHandleDesc desc;
+    hipExternalSemaphore_t sem;
+    memset(&desc, 0, sizeof desc);
+    desc.type = hipExternalSemaphoreHandleTypeOpaqueFd;
+    desc.handle.fd = fd;
+    CHECK(HIP, hipImportExternalSemaphore(&sem, &desc));
+    return sem;
+}
+
+static void peer_signal_semaphore(hipExternalSemaphore_t sem)
+{
+    hipExternalSemaphoreSignalParams params;
+    memset(&params, 0, sizeof params);
+    CHECK(HIP, hipSignalExternalSemaphoresAsync(&sem, &params, 1, stream));
+}
+
+static void peer_wait_semaphore(hipExternalSemaphore_t sem)
+{
+    hipExternalSemaphoreWaitParams params;
+    memset(&params, 0, sizeof params);
+    CHECK(HIP, hipWaitExternalSemaphoresAsync(&sem, &params, 1, stream));
+}
+
+static void peer_destroy_semaphore(hipExternalSemaphore_t sem) { CHECK(HIP, hipDestroyExternalSemaphore(sem)); }
+/*@ uuid @*/
+/* The GPU's UUID, by which the Vulkan broker finds the same GPU (runtimes/hip/discover.rs). */
+static void peer_uuid(unsigned char uuid[16])
+{
+    hipUUID u;
+    CHECK(HIP, hipDeviceGetUuid(&u, PEER_ORDINAL));
+    memcpy(uuid, u.bytes, 16);
+}
 /*@ end @*/
