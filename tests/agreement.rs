@@ -603,17 +603,22 @@ fn stub_cases(name: &str, stub: &Stub) -> Result<Completion, Failed> {
 /// A case whose path imports memory or whose sync imports semaphores.
 fn needs_imports(id: &str) -> bool {
     use clhip::paths::PathFacts;
-    ReproCase::parse(id)
-        .is_ok_and(|c| c.path.is_imported() || c.sync == clhip::model::SyncMode::Semaphore)
+    ReproCase::parse(id).is_ok_and(|c| {
+        c.path.is_imported()
+            || c.sync == clhip::model::SyncMode::Semaphore
+            || c.path == clhip::model::PathKind::ClDmabufHipImport
+    })
 }
 
-/// clhip's `unsupported` and the reproducer's exit 2, printing clhip's reason as its own (which
-/// clhip may follow with what the path learned on the way, in parentheses).
+/// clhip's `unsupported` and the reproducer's exit 2, printing clhip's reason as its own up to
+/// its details in parentheses (which clhip may add to, and which name places each side looked
+/// in: a worker's ROCm root is not the reproducer's).
 fn refused_alike(r: &Compared) -> bool {
     let said = r
         .printed
         .lines()
-        .find_map(|l| l.strip_prefix("UNSUPPORTED: "));
+        .find_map(|l| l.strip_prefix("UNSUPPORTED: "))
+        .map(|l| l.split(" (").next().unwrap_or(l));
     matches!((&r.clhip, said), (Outcome::Unsupported { reason, .. }, Some(said))
         if r.repro == Ok(2) && reason.starts_with(said))
 }

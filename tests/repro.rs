@@ -806,9 +806,15 @@ fn every_hip_case_compiles_with_hipcc() {
     let cuda = covered("nvidia0", Api::Cuda, &ops, |op| {
         if op.is_matrix() { 1 } else { 2 }
     });
+    // The hip pairs cover what the cuda pairs do, and ROCm's dma-buf import of OpenCL's SVM.
+    let dmabuf = cases
+        .iter()
+        .filter(|c| c.path == PathKind::ClDmabufHipImport)
+        .count();
+    assert!(dmabuf > 0, "cl-dmabuf+hip-import is covered");
     assert_eq!(
         cases.len(),
-        cuda.len(),
+        cuda.len() + dmabuf,
         "the hip pairs cover what the cuda pairs do"
     );
     let mut files = Vec::new();
@@ -1460,6 +1466,45 @@ fn vmm_fd_under_acquire_release_is_clhips_sequence() {
     }
 }
 
+/// cl-dmabuf+hip-import, as clhip makes it (paths/dmabuf.rs, runtimes/hip/interop.rs): OpenCL's
+/// coarse-grain SVM, exported by the HSA runtime and imported by HIP at the export's offset;
+/// OpenCL poisons it (its own allocation); HIP's mapping goes before the SVM. Never run: no AMD
+/// GPU here.
+fn cl_dmabuf_is_clhips_sequence() {
+    let id = "rocm0+hip0/cl-dmabuf+hip-import/finish/handoff/n=4097";
+    let case = ReproCase::parse(id).unwrap();
+    let r = repro::generate(&case, DataKind::Seeded, &header(), None).unwrap();
+    assert!(r.build_sh.contains(" -ldl"), "{}", r.build_sh);
+    in_order(
+        &r.source,
+        &[
+            "static void hsa_open(void)",
+            "dlopen(installed, RTLD_NOW)",
+            "said(\"hsa_init\");",
+            "said(\"hsa_amd_portable_export_dmabuf\");",
+            "desc.size = offset + bytes;",
+            "CHECK(HIP, hipImportExternalMemory(&m->ext, &desc));",
+            "buffer.offset = offset;",
+            "CHECK(HIP, hipExternalMemoryGetMappedBuffer(&p, m->ext, &buffer));",
+            "said(\"hsa_amd_portable_close_dmabuf\");",
+        ],
+    );
+    in_order(
+        &run_case_of(id, None),
+        &[
+            "m_svm = svm_alloc(0, 8 * N);",
+            "dmabuf_import(&m_imported, m_svm, 8 * N);",
+            "m_peer = m_imported.p;",
+            "clEnqueueSVMMemFill(queue, m_svm, &POISON",
+            "peer_fill_pattern(m_peer, a);",
+            "peer_free_imported(&m_imported);",
+            "CALL(clSVMFree(context, m_svm));",
+        ],
+    );
+    // No cuda pair has it: CUDA imports no OpenCL memory.
+    assert!(ReproCase::parse("nvidia0+cuda0/cl-dmabuf+hip-import/finish/handoff/n=4097").is_err());
+}
+
 /// The CUDA stub does the VMM allocation and its export on the host; PoCL has no
 /// cl_khr_external_memory, so the reproducer must end where clhip says the case is
 /// unsupported, in clhip's words (paths/mod.rs import_fd), after the same VMM calls, and
@@ -1778,4 +1823,5 @@ tests!(
     a_semaphore_reproducer_ends_where_pocl_lacks_external_semaphores,
     a_vk_memory_reproducer_opens_the_broker_on_the_peers_gpu,
     the_vulkan_declarations_are_the_vulkan_headers,
+    cl_dmabuf_is_clhips_sequence,
 );

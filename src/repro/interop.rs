@@ -30,6 +30,8 @@ const SECTIONS: &[(&str, &[&str], &[&str])] = &[
     ),
     // The peer's alone: OpenCL's import of its fd is `cl_import`.
     ("vmm", &[], &["vmm"]),
+    // HIP's alone: the HSA runtime's export of OpenCL's SVM, HIP's import.
+    ("dmabuf", &[], &["external_memory", "dmabuf"]),
 ];
 
 /// The sections of this template before the peer's functions (OpenCL's alone), or after them
@@ -90,8 +92,10 @@ pub(super) fn peer_sections(used: &[&str]) -> Vec<&'static str> {
     out
 }
 
-/// Whether the program opens a library at run time (the Vulkan loader), for the build's `-ldl`
-/// (glibc before 2.34 keeps dlopen there).
+/// Whether the program opens a library at run time (the Vulkan loader, the HSA runtime), for
+/// the build's `-ldl` (glibc before 2.34 keeps dlopen there).
 pub(super) fn opens_libraries(used: &[&str]) -> bool {
-    closure(used).contains(&"vulkan")
+    closure(used)
+        .iter()
+        .any(|n| matches!(*n, "vulkan" | "dmabuf"))
 }

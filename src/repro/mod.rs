@@ -250,12 +250,9 @@ pub fn check_covered(case: &ReproCase) -> anyhow::Result<()> {
     let names = |xs: Vec<&str>| xs.join(", ");
     if !paths.contains(&case.path) {
         bail!(
-            "{case}: the reproducer generator does not cover path {} on {} pairs yet{} (it covers {})",
+            "{case}: the reproducer generator does not cover path {} on {} pairs yet (it covers {})",
             case.path,
             case.peer.api.name(),
-            not_written_why(case.path.name())
-                .map(|why| format!(": {why}"))
-                .unwrap_or_default(),
             names(paths.iter().map(|p| p.name()).collect())
         );
     }
@@ -267,26 +264,7 @@ pub fn check_covered(case: &ReproCase) -> anyhow::Result<()> {
             names(ops.iter().map(|o| o.name()).collect())
         );
     }
-    if let Some(why) = not_written_why(case.sync.name()) {
-        bail!(
-            "{case}: the reproducer generator does not cover sync {} yet: {why}",
-            case.sync,
-        );
-    }
     Ok(())
-}
-
-/// What a reproducer of a path or sync the generator does not cover would need, which it has
-/// no C for yet (docs/repro.md, "What is covered", lists them).
-pub fn not_written_why(path_or_sync: &str) -> Option<&'static str> {
-    Some(match path_or_sync {
-        "cl-dmabuf+hip-import" => {
-            "it needs ROCr's export of OpenCL's SVM as a dma-buf \
-             (hsa_amd_portable_export_dmabuf, from the HSA runtime beside OpenCL) and HIP's \
-             import of the fd (hipImportExternalMemory)"
-        }
-        _ => return None,
-    })
 }
 
 /// What the header says beside the case: what clhip saw, where from, and what was shrunk.

@@ -439,4 +439,80 @@ static void peer_uuid(unsigned char uuid[16])
     CHECK(HIP, hipDeviceGetUuid(&u, PEER_ORDINAL));
     memcpy(uuid, u.bytes, 16);
 }
+/*@ dmabuf @*/
+#include <dlfcn.h>
+/* OpenCL's allocation into HIP (runtimes/hip/interop.rs import_cl_dmabuf): the HSA runtime both
+   run on exports it as a dma-buf (hsa_amd_portable_export_dmabuf, ROCr's hsa_ext_amd.h from
+   ROCm 5.6), HIP imports the fd (size: the allocation's offset in it plus its bytes) and maps
+   it at that offset, and the fd is closed (the import keeps its own reference).
+   libhsa-runtime64 is opened at run time where clhip looks for it: in the ROCm install
+   ($ROCM_PATH, else /opt/rocm), else the one HIP already runs on; its hsa_init takes one more
+   reference to the runtime HIP holds. */
+static struct {
+    int (*init)(void);
+    int (*export_dmabuf)(const void *ptr, size_t size, int *dmabuf, uint64_t *offset);
+    int (*close_dmabuf)(int dmabuf);
+} hsa;
+
+static void hsa_open(void)
+{
+    static const char *name = "libhsa-runtime64.so.1";
+    const char *rocm = getenv("ROCM_PATH");
+    char installed[4096];
+    void *lib;
+    int s;
+    if (hsa.init)
+        return;
+    snprintf(installed, sizeof installed, "%s/lib/%s", rocm && *rocm ? rocm : "/opt/rocm", name);
+    if (!(lib = dlopen(installed, RTLD_NOW)) && !(lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD))) {
+        printf("UNSUPPORTED: libhsa-runtime64 not found (tried %s, and HIP has loaded none)\n", installed);
+        finish(2);
+    }
+    hsa.init = (int (*)(void))dlsym(lib, "hsa_init");
+    hsa.export_dmabuf = (int (*)(const void *, size_t, int *, uint64_t *))dlsym(lib, "hsa_amd_portable_export_dmabuf");
+    hsa.close_dmabuf = (int (*)(int))dlsym(lib, "hsa_amd_portable_close_dmabuf");
+    if (!hsa.init || !hsa.export_dmabuf || !hsa.close_dmabuf) {
+        printf("UNSUPPORTED: %s lacks hsa_init, hsa_amd_portable_export_dmabuf or hsa_amd_portable_close_dmabuf "
+               "(the dma-buf export of ROCm 5.6 and later)\n", name);
+        finish(2);
+    }
+    call_scope = "open"; /* clhip opens its HSA runtime once per peer */
+    said("hsa_init");
+    if ((s = hsa.init()) != 0) {
+        printf("UNSUPPORTED: initialising the HSA runtime: hsa_init returned 0x%x\n", s);
+        finish(2);
+    }
+    call_scope = NULL;
+}
+
+/* OpenCL's SVM allocation of `bytes` at `svm`, exported and imported into HIP. */
+static void dmabuf_import(struct imported *m, void *svm, size_t bytes)
+{
+    hipExternalMemoryHandleDesc desc;
+    hipExternalMemoryBufferDesc buffer;
+    uint64_t offset = 0;
+    void *p = NULL;
+    int fd = -1, s;
+    hsa_open();
+    said("hsa_amd_portable_export_dmabuf");
+    if ((s = hsa.export_dmabuf(svm, bytes, &fd, &offset)) != 0) {
+        printf("UNSUPPORTED: HSA refused to export the OpenCL allocation as a dma-buf: "
+               "hsa_amd_portable_export_dmabuf returned 0x%x (%zu B at %p)\n", s, bytes, svm);
+        finish(2);
+    }
+    memset(&desc, 0, sizeof desc);
+    desc.type = hipExternalMemoryHandleTypeOpaqueFd;
+    desc.handle.fd = fd;
+    desc.size = offset + bytes;
+    CHECK(HIP, hipImportExternalMemory(&m->ext, &desc));
+    memset(&buffer, 0, sizeof buffer);
+    buffer.offset = offset;
+    buffer.size = bytes;
+    CHECK(HIP, hipExternalMemoryGetMappedBuffer(&p, m->ext, &buffer));
+    m->p = (uintptr_t)p;
+    /* The mapping stands without the fd: a refused close is worth a line, not the case. */
+    said("hsa_amd_portable_close_dmabuf");
+    if ((s = hsa.close_dmabuf(fd)) != 0)
+        printf("closing the dma-buf: hsa_amd_portable_close_dmabuf returned 0x%x\n", s);
+}
 /*@ end @*/
