@@ -195,6 +195,11 @@ pub const UNCOMPARED_CALLS: &[(&str, &str)] = &[
         "polling an event while a semaphore wait is watched; a reproducer blocks instead",
     ),
     (
+        "cuStreamQuery",
+        "polling the peer's stream while OpenCL waits on what the peer is to signal (a watched \
+         wait); a reproducer blocks instead",
+    ),
+    (
         "cuCtxSetCurrent",
         "the context made current: by clhip before each peer operation, by a reproducer once",
     ),

@@ -476,6 +476,7 @@ pub fn acquire_external(
     let rc = crate::trace::timed("clEnqueueAcquireExternalMemObjectsKHR", || unsafe {
         (f.acquire)(s.queue.get(), 1, &buffer, n, w, &mut ev)
     });
+    crate::calls::record("clEnqueueAcquireExternalMemObjectsKHR");
     if rc != 0 {
         return Err(CaseError::Broken(cl_error(
             "clEnqueueAcquireExternalMemObjectsKHR",
@@ -498,6 +499,7 @@ pub fn release_external(
     let rc = crate::trace::timed("clEnqueueReleaseExternalMemObjectsKHR", || unsafe {
         (f.release)(s.queue.get(), 1, &buffer, n, w, &mut ev)
     });
+    crate::calls::record("clEnqueueReleaseExternalMemObjectsKHR");
     if rc != 0 {
         return Err(CaseError::Broken(cl_error(
             "clEnqueueReleaseExternalMemObjectsKHR",

@@ -528,10 +528,6 @@ fn bad_ids_uncovered_cases_and_other_plants_are_refused_by_name() {
         ),
         (vec!["pocl0+host/copy/finish/fft/n=12"], "powers of two"),
         (
-            vec!["nvidia0+cuda0/vmm-fd+cl-import/acquire-release/handoff/n=4097"],
-            "does not cover path vmm-fd+cl-import on cuda pairs",
-        ),
-        (
             vec!["cl0+host/copy/finish/handoff/n=8"],
             "`cl` is no vendor clhip knows",
         ),
@@ -810,9 +806,15 @@ fn every_hip_case_compiles_with_hipcc() {
     let cuda = covered("nvidia0", Api::Cuda, &ops, |op| {
         if op.is_matrix() { 1 } else { 2 }
     });
+    // The hip pairs cover what the cuda pairs do, and ROCm's dma-buf import of OpenCL's SVM.
+    let dmabuf = cases
+        .iter()
+        .filter(|c| c.path == PathKind::ClDmabufHipImport)
+        .count();
+    assert!(dmabuf > 0, "cl-dmabuf+hip-import is covered");
     assert_eq!(
         cases.len(),
-        cuda.len(),
+        cuda.len() + dmabuf,
         "the hip pairs cover what the cuda pairs do"
     );
     let mut files = Vec::new();
@@ -1319,6 +1321,485 @@ fn repro_all_over_a_pocl_run_builds_and_agrees() {
     );
 }
 
+/// The CUDA stub (tests/fixtures/gpu-stub: CUDA's driver API and NVRTC done on the host) built
+/// into `dir/lib` as libcuda.so and libnvrtc.so, its stand-in headers in `dir/include`.
+fn cuda_stub(dir: &Path) {
+    let include = dir.join("include");
+    std::fs::create_dir_all(&include).unwrap();
+    std::fs::create_dir_all(dir.join("lib")).unwrap();
+    for (name, body) in CUDA_STUBS {
+        std::fs::write(include.join(name), body).unwrap();
+    }
+    std::fs::write(include.join("cublas_api.h"), CUBLAS_API_STUB).unwrap();
+    std::fs::write(dir.join("host.h"), include_str!("fixtures/gpu-stub/host.h")).unwrap();
+    std::fs::write(dir.join("cuda.c"), include_str!("fixtures/gpu-stub/cuda.c")).unwrap();
+    cc(
+        &[
+            "-shared",
+            "-fPIC",
+            "-O1",
+            "-Wall",
+            "-Werror",
+            "-I",
+            "include",
+            "-o",
+            "lib/libcuda.so",
+            "cuda.c",
+            "-lm",
+        ],
+        dir,
+    );
+    std::os::unix::fs::symlink("libcuda.so", dir.join("lib/libnvrtc.so")).unwrap();
+}
+
+/// `source` built against the CUDA stub in `stub` (`-Werror` unless `lenient`) and run there
+/// with its calls printed: its exit code, what it printed, and its compared calls.
+fn run_on_cuda_stub(stub: &Path, source: &str, lenient: bool) -> (i32, String, Vec<String>) {
+    let dir = stub.join(format!("run-{}", clhip::hash::fnv1a64(source.as_bytes())));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("repro.c"), source).unwrap();
+    let include = format!("-I{}", stub.join("include").display());
+    let lib = format!("-L{}", stub.join("lib").display());
+    let mut args = vec!["-std=gnu11", "-O1", "-Wall", "-o", "repro", "repro.c"];
+    if !lenient {
+        args.push("-Werror");
+    }
+    args.extend([
+        include.as_str(),
+        lib.as_str(),
+        "-lcuda",
+        "-lnvrtc",
+        "-lOpenCL",
+        "-lm",
+    ]);
+    cc(&args, &dir);
+    // The stub first, then whatever the environment adds (a Vulkan loader, say).
+    let library_path = match std::env::var("LD_LIBRARY_PATH") {
+        Ok(p) if !p.is_empty() => format!("{}:{p}", stub.join("lib").display()),
+        _ => stub.join("lib").display().to_string(),
+    };
+    let r = Command::new(dir.join("repro"))
+        .env("LD_LIBRARY_PATH", library_path)
+        .env(clhip::calls::PRINT_ENV, dir.join("calls"))
+        .output()
+        .unwrap();
+    let calls = std::fs::read_to_string(dir.join("calls")).unwrap_or_default();
+    (
+        r.status.code().unwrap_or(-1),
+        text(&r),
+        clhip::calls::normalise(&calls),
+    )
+}
+
+/// The index of each of `steps` in `text`, in order: each must follow the one before.
+fn in_order(text: &str, steps: &[&str]) {
+    let mut from = 0;
+    for step in steps {
+        match text[from..].find(step) {
+            Some(at) => from += at + step.len(),
+            None => panic!("`{step}` not found after byte {from} in:\n{text}"),
+        }
+    }
+}
+
+/// The body of `id`'s reproducer (its `run_case`), seeded data, no plant.
+fn run_case_of(id: &str, plant: Option<clhip::ops::Plant>) -> String {
+    let case = ReproCase::parse(id).unwrap();
+    let src = repro::generate(&case, DataKind::Seeded, &header(), plant)
+        .unwrap()
+        .source;
+    src[src.find("static int run_case(void)").unwrap()..].to_string()
+}
+
+/// vmm-fd+cl-import under acquire-release, as clhip makes it (paths/vmm_import.rs, sync.rs):
+/// the VMM allocation, its fd and OpenCL's import; the peer's poison (imported memory starts
+/// out its exporter's); OpenCL acquires before its first kernel on the memory and releases
+/// after its last, waiting for the release, before the peer's work; the release of what
+/// OpenCL holds at the end, then the buffer, then the VMM allocation. CUDA's fd is an opaque
+/// fd, HIP's a dma-buf.
+fn vmm_fd_under_acquire_release_is_clhips_sequence() {
+    for (id, handle) in [
+        (
+            "nvidia0+cuda0/vmm-fd+cl-import/acquire-release/handoff/n=4097",
+            "CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR",
+        ),
+        (
+            "rocm0+hip0/vmm-fd+cl-import/acquire-release/handoff/n=4097",
+            "CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR",
+        ),
+    ] {
+        let body = run_case_of(id, None);
+        in_order(
+            &body,
+            &[
+                "vmm_alloc(&m_vmm, 8 * N);",
+                &format!("m_buf = cl_import_fd(vmm_export(&m_vmm), m_vmm.size, {handle});"),
+                "m_peer = m_vmm.va;",
+                "peer_upload(m_peer, poison_vec(N), 8 * N);",
+                "peer_fill_pattern(m_peer, a);",
+                "peer_synchronize();",
+                "acquired1 = acquire_external(m_buf, 0, NULL);",
+                "cl_check_pattern(mem(m_buf), a, result_a, 1, &acquired1);",
+                "ev3 = launch(\"pattern_fill\"",
+                "released4 = release_external(m_buf, 1, &ev3);",
+                "CHECK(CL, clWaitForEvents(1, &released4));",
+                "peer_check_pattern(m_peer, b, seen_b);",
+                "acquired5 = acquire_external(m_buf, 0, NULL);",
+                "cl_check_pattern(mem(m_buf), c, result_c, 1, &acquired5);",
+                "release_external(m_buf, 0, NULL);",
+                "CHECK(CL, clFinish(queue));",
+                "CHECK(CL, clReleaseMemObject(m_buf));",
+                "vmm_free(&m_vmm);",
+            ],
+        );
+        // OpenCL does not fill memory it has not acquired: only the peer poisons.
+        assert!(!body.contains("clEnqueueFillBuffer(queue, m_buf"), "{body}");
+        // Planted (skip-sync): where the peer takes OpenCL's output nothing releases it.
+        let planted = run_case_of(id, Some(clhip::ops::Plant::SkipSync));
+        assert_eq!(planted.matches("release_external(").count(), 1, "{planted}");
+        assert!(planted.contains("PLANTED (skip-sync): clhip runs sync acquire-release here"));
+        // The finish sync is the negative control: OpenCL finishes and never releases, but
+        // clhip's release still gives back what OpenCL holds at the end.
+        let finish = run_case_of(&id.replace("acquire-release", "finish"), None);
+        assert!(!finish.contains("acquire_external"), "{finish}");
+        assert_eq!(finish.matches("release_external(").count(), 1, "{finish}");
+    }
+}
+
+/// cl-dmabuf+hip-import, as clhip makes it (paths/dmabuf.rs, runtimes/hip/interop.rs): OpenCL's
+/// coarse-grain SVM, exported by the HSA runtime and imported by HIP at the export's offset;
+/// OpenCL poisons it (its own allocation); HIP's mapping goes before the SVM. Never run: no AMD
+/// GPU here.
+fn cl_dmabuf_is_clhips_sequence() {
+    let id = "rocm0+hip0/cl-dmabuf+hip-import/finish/handoff/n=4097";
+    let case = ReproCase::parse(id).unwrap();
+    let r = repro::generate(&case, DataKind::Seeded, &header(), None).unwrap();
+    assert!(r.build_sh.contains(" -ldl"), "{}", r.build_sh);
+    in_order(
+        &r.source,
+        &[
+            "static void hsa_open(void)",
+            "dlopen(installed, RTLD_NOW)",
+            "said(\"hsa_init\");",
+            "said(\"hsa_amd_portable_export_dmabuf\");",
+            "desc.size = offset + bytes;",
+            "CHECK(HIP, hipImportExternalMemory(&m->ext, &desc));",
+            "buffer.offset = offset;",
+            "CHECK(HIP, hipExternalMemoryGetMappedBuffer(&p, m->ext, &buffer));",
+            "said(\"hsa_amd_portable_close_dmabuf\");",
+        ],
+    );
+    in_order(
+        &run_case_of(id, None),
+        &[
+            "m_svm = svm_alloc(0, 8 * N);",
+            "dmabuf_import(&m_imported, m_svm, 8 * N);",
+            "m_peer = m_imported.p;",
+            "clEnqueueSVMMemFill(queue, m_svm, &POISON",
+            "peer_fill_pattern(m_peer, a);",
+            "peer_free_imported(&m_imported);",
+            "CALL(clSVMFree(context, m_svm));",
+        ],
+    );
+    // No cuda pair has it: CUDA imports no OpenCL memory.
+    assert!(ReproCase::parse("nvidia0+cuda0/cl-dmabuf+hip-import/finish/handoff/n=4097").is_err());
+}
+
+/// The CUDA stub does the VMM allocation and its export on the host; PoCL has no
+/// cl_khr_external_memory, so the reproducer must end where clhip says the case is
+/// unsupported, in clhip's words (paths/mod.rs import_fd), after the same VMM calls, and
+/// without calling OpenCL's import. With the extension check left out (planted), it calls
+/// clCreateBufferWithProperties, which clhip never makes there.
+fn a_vmm_fd_reproducer_ends_where_pocl_refuses_the_import() {
+    support::opencl_device();
+    let stub = scratch("vmm-stub");
+    cuda_stub(&stub);
+    let case =
+        ReproCase::parse("pocl0+cuda0/vmm-fd+cl-import/acquire-release/handoff/n=1").unwrap();
+    let source = repro::generate(&case, DataKind::Seeded, &header(), None)
+        .unwrap()
+        .source;
+    let (code, out, calls) = run_on_cuda_stub(&stub, &source, false);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains(
+            "UNSUPPORTED: device lacks cl_khr_external_memory, so OpenCL has no way to import the peer's fd"
+        ),
+        "{out}"
+    );
+    let vmm = [
+        "cuMemGetAllocationGranularity",
+        "cuMemCreate",
+        "cuMemAddressReserve",
+        "cuMemMap",
+        "cuMemSetAccess",
+        "cuMemExportToShareableHandle",
+    ];
+    assert!(calls.ends_with(&vmm.map(String::from)), "{calls:?}");
+    let planted = source.replace(
+        "static int has_extension(const char *name)\n{\n",
+        "static int has_extension(const char *name)\n{\n    if (name)\n        return 1;\n",
+    );
+    assert_ne!(planted, source);
+    let (code, out, calls) = run_on_cuda_stub(&stub, &planted, true);
+    assert!(
+        calls.last().map(String::as_str) == Some("clCreateBufferWithProperties"),
+        "{calls:?}\n{out}"
+    );
+    assert!(
+        !out.contains("device lacks cl_khr_external_memory"),
+        "{out}"
+    );
+    assert_ne!(code, 0, "{out}");
+}
+
+/// The semaphore sync on a path PoCL runs (cl-svm-coarse): the path's memory made and
+/// poisoned, then at the first handover the reproducer ends where clhip does, on OpenCL's
+/// missing cl_khr_external_semaphore, before any Vulkan or semaphore call.
+fn a_semaphore_reproducer_ends_where_pocl_lacks_external_semaphores() {
+    support::opencl_device();
+    let stub = scratch("semaphore-stub");
+    cuda_stub(&stub);
+    let id = "pocl0+cuda0/cl-svm-coarse/semaphore/handoff/n=1";
+    let body = run_case_of(id, None);
+    in_order(
+        &body,
+        &[
+            "m_svm = svm_alloc(0, 8 * N);",
+            "semaphore_to_peer(&m_link, NULL, 0, NULL);",
+            "peer_fill_pattern(m_peer, a);",
+            "waited1 = semaphore_to_cl(&m_link, NULL);",
+            "cl_check_pattern(svm(m_svm), a, result_a, 1, &waited1);",
+            "semaphore_to_peer(&m_link, NULL, 1, &ev3);",
+            "link_release(&m_link);",
+            "CALL(clSVMFree(context, m_svm));",
+        ],
+    );
+    // No host wait for the peer's work: its signal orders OpenCL after it.
+    let between = &body[body.find("peer_fill_pattern(m_peer, a);").unwrap()
+        ..body.find("waited1 = semaphore_to_cl").unwrap()];
+    assert!(!between.contains("peer_synchronize"), "{between}");
+    let case = ReproCase::parse(id).unwrap();
+    let source = repro::generate(&case, DataKind::Seeded, &header(), None)
+        .unwrap()
+        .source;
+    let (code, out, calls) = run_on_cuda_stub(&stub, &source, false);
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        out.contains("UNSUPPORTED: the OpenCL device lacks cl_khr_external_semaphore, so it cannot import the Vulkan broker's semaphore"),
+        "{out}"
+    );
+    assert!(calls.iter().any(|c| c == "clSVMAlloc"), "{calls:?}");
+    assert!(
+        !calls
+            .iter()
+            .any(|c| c.starts_with("vk") || c.contains("Semaphore")),
+        "{calls:?}"
+    );
+}
+
+/// vk-memory+import, as clhip makes it (paths/vk_memory.rs): the broker opened, its memory, an
+/// opaque fd imported and mapped by the peer, another imported by OpenCL, the peer's poison;
+/// at the end both importers let go before the broker frees its memory. The broker opens in
+/// the `open` scope (a worker keeps its broker), and finds its device by the peer's UUID.
+/// Against the stub, whose UUID no Vulkan device has, it must end where clhip does: no Vulkan
+/// loader (none is installed here), or no device of that UUID.
+fn a_vk_memory_reproducer_opens_the_broker_on_the_peers_gpu() {
+    support::opencl_device();
+    for id in [
+        "nvidia0+cuda0/vk-memory+import/acquire-release/handoff/n=4097",
+        "rocm0+hip0/vk-memory+import/acquire-release/handoff/n=4097",
+    ] {
+        in_order(
+            &run_case_of(id, None),
+            &[
+                "vk_open();",
+                "vk_memory(&m_vk, 8 * N);",
+                "peer_import_memory(&m_imported, vk_memory_fd(&m_vk), m_vk.size, m_vk.dedicated, 8 * N);",
+                "m_peer = m_imported.p;",
+                "m_buf = cl_import_fd(vk_memory_fd(&m_vk), m_vk.size, CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR);",
+                "peer_upload(m_peer, poison_vec(N), 8 * N);",
+                "acquired1 = acquire_external(m_buf, 0, NULL);",
+                "released4 = release_external(m_buf, 1, &ev3);",
+                "CHECK(CL, clReleaseMemObject(m_buf));",
+                "peer_free_imported(&m_imported);",
+                "vk_free_memory(&m_vk);",
+            ],
+        );
+    }
+    let case = ReproCase::parse("pocl0+cuda0/vk-memory+import/acquire-release/fft/n=8").unwrap();
+    let source = repro::generate(&case, DataKind::Seeded, &header(), None)
+        .unwrap()
+        .source;
+    assert!(source.contains("call_scope = \"open\";\n    peer_uuid(want);"));
+    let stub = scratch("vk-stub");
+    cuda_stub(&stub);
+    let (code, out, calls) = run_on_cuda_stub(&stub, &source, false);
+    assert_eq!(code, 2, "{out}");
+    let no_loader = "UNSUPPORTED: Vulkan broker: no Vulkan loader: libvulkan.so.1 not found (tried libvulkan.so.1: ";
+    // "clhip-host-stub!", the stub's UUID, as 8-4-4-4-12 hex.
+    let no_device = "UNSUPPORTED: Vulkan broker: no Vulkan device has the GPU's UUID \
+                     636c6869-702d-686f-7374-2d7374756221 (Vulkan sees ";
+    assert!(out.contains(no_loader) || out.contains(no_device), "{out}");
+    // Nothing of the case ran before the broker: OpenCL's staging only.
+    assert!(!calls.iter().any(|c| c.starts_with("cu")), "{calls:?}");
+}
+
+/// `decls` with every Vulkan name (`Vk...`, `VK_...`, `PFN_vk...`) as `MINE_` and the name, so
+/// that they can stand beside the header's own.
+fn rename_vulkan(decls: &str) -> String {
+    let mut out = String::new();
+    let mut word = String::new();
+    let flush = |word: &mut String, out: &mut String| {
+        if ["Vk", "VK_", "PFN_vk"].iter().any(|p| word.starts_with(p)) {
+            out.push_str("MINE_");
+        }
+        out.push_str(word);
+        word.clear();
+    };
+    for c in decls.chars() {
+        if c.is_ascii_alphanumeric() || c == '_' {
+            word.push(c);
+        } else {
+            flush(&mut word, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut word, &mut out);
+    out
+}
+
+/// The Vulkan declarations of the reproducer's broker (templates/interop.c) against the Vulkan
+/// headers (Debian: libvulkan-dev; `CLHIP_VULKAN_INCLUDE` names another include directory):
+/// the broker's code compiles warning-free against the real types and prototypes (its own
+/// declarations step aside when vulkan_core.h came first), and each value, struct size and
+/// field offset it declares is the header's. A planted wrong value must fail the check.
+fn the_vulkan_declarations_are_the_vulkan_headers() {
+    let include = std::env::var_os("CLHIP_VULKAN_INCLUDE")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/usr/include"));
+    if !include.join("vulkan/vulkan_core.h").is_file() {
+        support::ignore(
+            "CLHIP_REQUIRE_VULKAN_HEADERS",
+            format!(
+                "no vulkan/vulkan_core.h under {} (Debian: libvulkan-dev)",
+                include.display()
+            ),
+        );
+    }
+    let interop = repro::interop_template();
+    let section = |name: &str| {
+        let marker = format!("/*@ {name} @*/\n");
+        let rest = &interop[interop.find(&marker).unwrap() + marker.len()..];
+        rest[..rest.find("/*@ ").unwrap()].to_string()
+    };
+    let vulkan = section("vulkan");
+    let dir = scratch("vulkan-headers");
+    let inc = format!("-I{}", include.display());
+    // (1) The broker's code against the real declarations.
+    let prelude = "#include <stdint.h>\n#include <stdio.h>\n#include <stdlib.h>\n#include <string.h>\n\
+                   #include <vulkan/vulkan_core.h>\n\
+                   static const char *call_scope;\n\
+                   static void said(const char *c) { (void)c; }\n\
+                   static void finish(int code) { exit(code); }\n\
+                   #define CALL(call) (said(#call), (call))\n\
+                   static void peer_uuid(unsigned char u[16]) { memset(u, 0, 16); }\n";
+    let program = format!(
+        "{prelude}{vulkan}{}{}int main(void)\n{{\n    struct vk_memory m;\n    vk_open();\n    vk_memory(&m, 8);\n    \
+         vk_destroy_semaphore(vk_semaphore());\n    vk_free_memory(&m);\n    return vk_semaphore_fd(NULL) + vk_memory_fd(&m);\n}}\n",
+        section("vk_semaphore"),
+        section("vk_memory")
+    );
+    std::fs::write(dir.join("real.c"), &program).unwrap();
+    cc(
+        &[
+            "-std=gnu11",
+            "-Wall",
+            "-Werror",
+            "-c",
+            "-o",
+            "/dev/null",
+            &inc,
+            "real.c",
+        ],
+        &dir,
+    );
+    // (2) The declarations, renamed, held to the header's values and layouts.
+    let decls = {
+        let start = vulkan.find("#ifndef VULKAN_CORE_H_\n").unwrap();
+        let end = vulkan[start..].find("\n#endif\n").unwrap() + start;
+        vulkan[start + "#ifndef VULKAN_CORE_H_\n".len()..end].to_string()
+    };
+    let renamed = rename_vulkan(&decls);
+    let mut checks = String::new();
+    let mut structs_checked = 0;
+    let mut fields: Option<String> = None;
+    for line in decls.lines().map(str::trim) {
+        if let Some((name, _)) = line.split_once(" = ").filter(|_| line.starts_with("VK_")) {
+            checks.push_str(&format!(
+                "_Static_assert((long long)MINE_{name} == (long long){name}, \"{name}\");\n"
+            ));
+        } else if let Some(name) = line
+            .strip_prefix("typedef struct ")
+            .and_then(|l| l.strip_suffix(" {"))
+        {
+            structs_checked += 1;
+            checks.push_str(&format!(
+                "_Static_assert(sizeof(MINE_{name}) == sizeof({name}), \"sizeof {name}\");\n"
+            ));
+            fields = Some(name.to_string());
+        } else if line.starts_with('}') {
+            fields = None;
+        } else if let Some(name) = &fields {
+            // `type field[n]; /* ... */`: the field's name is the last word before `[` or `;`.
+            let decl = line.split(';').next().unwrap_or_default();
+            let decl = decl.split('[').next().unwrap_or_default();
+            let field = decl.rsplit([' ', '*']).next().unwrap_or_default();
+            checks.push_str(&format!(
+                "_Static_assert(offsetof(MINE_{name}, {field}) == offsetof({name}, {field}), \"{name}.{field}\");\n"
+            ));
+        }
+    }
+    for m in ["VK_API_VERSION_1_1", "VK_API_VERSION_1_2"] {
+        checks.push_str(&format!("_Static_assert(MINE_{m} == {m}, \"{m}\");\n"));
+    }
+    assert!(structs_checked >= 30, "{structs_checked} structs");
+    let check = |decls: &str| {
+        let text = format!(
+            "#include <stddef.h>\n#include <stdint.h>\n#include <vulkan/vulkan_core.h>\n{decls}\n{checks}"
+        );
+        std::fs::write(dir.join("values.c"), text).unwrap();
+        Command::new("cc")
+            .args([
+                "-std=gnu11",
+                "-Wall",
+                "-Werror",
+                "-c",
+                "-o",
+                "/dev/null",
+                &inc,
+                "values.c",
+            ])
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    let o = check(&renamed);
+    assert!(o.status.success(), "{}", text(&o));
+    let planted = renamed.replace(
+        "MINE_VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR = 1000074002",
+        "MINE_VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR = 1000074001",
+    );
+    assert_ne!(planted, renamed);
+    let o = check(&planted);
+    assert!(!o.status.success(), "a wrong value passed");
+    assert!(
+        text(&o).contains("VK_STRUCTURE_TYPE_MEMORY_GET_FD_INFO_KHR"),
+        "{}",
+        text(&o)
+    );
+}
+
 tests!(
     the_c_generator_is_clhips_generator_bit_for_bit,
     a_host_reproducer_passes_and_its_planted_twin_sees_the_stale_read,
@@ -1337,4 +1818,10 @@ tests!(
     any_outcome_text_stays_inert_in_the_reproducer,
     issue_md_is_the_vendors_form_filled_in,
     repro_all_over_a_pocl_run_builds_and_agrees,
+    vmm_fd_under_acquire_release_is_clhips_sequence,
+    a_vmm_fd_reproducer_ends_where_pocl_refuses_the_import,
+    a_semaphore_reproducer_ends_where_pocl_lacks_external_semaphores,
+    a_vk_memory_reproducer_opens_the_broker_on_the_peers_gpu,
+    the_vulkan_declarations_are_the_vulkan_headers,
+    cl_dmabuf_is_clhips_sequence,
 );

@@ -4,6 +4,7 @@
 //! Rust it mirrors.
 
 use crate::model::{PathKind, SyncMode};
+use crate::paths::PathFacts;
 use crate::sync::Access;
 
 use super::Owner;
@@ -29,6 +30,9 @@ pub(crate) struct Dialect {
     pub free_pinned: &'static str,
     /// The peer's memcpy with the direction inferred from the pointers.
     pub memcpy: &'static str,
+    /// The OpenCL handle type of the fd the peer's VMM export gives (cl_khr_external_memory):
+    /// an opaque fd from CUDA, a dma-buf from ROCm (runtimes' `GpuMemory::EXPORT_HANDLE`).
+    pub vmm_export: &'static str,
 }
 
 impl Dialect {
@@ -203,6 +207,126 @@ pub(crate) fn shared_address_to_peer(
         SyncMode::None => {}
         SyncMode::Finish | SyncMode::Event => finish_or_wait(c, sync, last),
         other => no_such_handover(c, m.path, other),
+    }
+}
+
+/// [`super::imported_to_peer`] as C: released to its exporter under `acquire-release` (the
+/// release waited for), OpenCL's work finished under `finish` (a negative control), nothing
+/// under `none`.
+pub(crate) fn imported_to_peer(c: &mut dyn CWriter, m: &CMem, sync: SyncMode, last: Option<&str>) {
+    match sync {
+        SyncMode::None => {}
+        SyncMode::Finish => c.line("CHECK(CL, clFinish(queue));"),
+        SyncMode::AcquireRelease => {
+            let ev = release_external(c, m, last);
+            c.line(&format!("CHECK(CL, clWaitForEvents(1, &{ev}));"));
+        }
+        other => no_such_handover(c, m.path, other),
+    }
+}
+
+/// [`super::imported_to_cl`] as C: acquired from its exporter under `acquire-release`; the
+/// acquire's event is what OpenCL's next command waits on.
+pub(crate) fn imported_to_cl(c: &mut dyn CWriter, m: &CMem, sync: SyncMode) -> Option<String> {
+    match sync {
+        SyncMode::None | SyncMode::Finish => None,
+        SyncMode::AcquireRelease => Some(acquire_external(c, m, None)),
+        other => {
+            no_such_handover(c, m.path, other);
+            None
+        }
+    }
+}
+
+/// [`crate::sync::release_external`] as C, after `last`: the release's event.
+pub(crate) fn release_external(c: &mut dyn CWriter, m: &CMem, last: Option<&str>) -> String {
+    c.uses("cl_external");
+    let ev = c.event("released");
+    c.declare(format!("cl_event {ev};"));
+    c.line(&format!(
+        "{ev} = release_external({}_buf, {});",
+        m.v,
+        waits(last)
+    ));
+    ev
+}
+
+/// [`crate::sync::acquire_external`] as C, after `last`: the acquire's event.
+pub(crate) fn acquire_external(c: &mut dyn CWriter, m: &CMem, last: Option<&str>) -> String {
+    c.uses("cl_external");
+    let ev = c.event("acquired");
+    c.declare(format!("cl_event {ev};"));
+    c.line(&format!(
+        "{ev} = acquire_external({}_buf, {});",
+        m.v,
+        waits(last)
+    ));
+    ev
+}
+
+/// The imported buffer OpenCL releases and acquires around a semaphore handover, as a C
+/// argument: `NULL` for memory that is not imported.
+fn imported_arg(m: &CMem) -> String {
+    if m.path.is_imported() {
+        format!("{}_buf", m.v)
+    } else {
+        "NULL".into()
+    }
+}
+
+/// The variable of `m`'s semaphores (sync.rs `SemaphoreLink`), made at its first semaphore
+/// handover, as clhip makes its link.
+fn link(c: &mut dyn CWriter, m: &CMem) -> String {
+    c.uses("cl_external");
+    c.uses("semaphore");
+    let l = format!("{}_link", m.v);
+    c.declare(format!("static struct link {l};"));
+    l
+}
+
+/// `sync::semaphore_to_peer` as C: imported memory released, OpenCL's signal after its work
+/// (and the release), a flush, and the peer's stream waiting; no host wait. The semaphores
+/// are made at the first handover of the memory (the extensions checked, the Vulkan broker
+/// opened), in `semaphore_to_peer` itself, as clhip makes them.
+pub(crate) fn semaphore_to_peer(c: &mut dyn CWriter, m: &CMem, last: Option<&str>) {
+    if device_dialect(c, m.path).is_none() {
+        return;
+    }
+    let l = link(c, m);
+    c.line(&format!(
+        "semaphore_to_peer(&{l}, {}, {});",
+        imported_arg(m),
+        waits(last)
+    ));
+}
+
+/// `sync::semaphore_to_cl` as C: the peer's stream signals after its work, OpenCL's queue
+/// waits, and imported memory is acquired after the wait; the event OpenCL's next command
+/// waits on.
+pub(crate) fn semaphore_to_cl(c: &mut dyn CWriter, m: &CMem) -> Option<String> {
+    device_dialect(c, m.path)?;
+    let l = link(c, m);
+    let ev = c.event("waited");
+    c.declare(format!("cl_event {ev};"));
+    c.line(&format!(
+        "{ev} = semaphore_to_cl(&{l}, {});",
+        imported_arg(m)
+    ));
+    Some(ev)
+}
+
+/// What `Shared::release` does for the handovers before the room frees its memory: imported
+/// memory OpenCL holds goes back to its exporter (and OpenCL finishes), then the semaphores
+/// go, both sides idle.
+pub(crate) fn release_handovers(c: &mut dyn CWriter, m: &CMem, sync: SyncMode) {
+    if m.path.is_imported() && m.owner == Owner::OpenCl {
+        c.comment("imported memory OpenCL holds goes back to its exporter before it is freed");
+        release_external(c, m, None);
+        c.line("CHECK(CL, clFinish(queue));");
+    }
+    if sync == SyncMode::Semaphore && c.dialect().is_some() {
+        let l = link(c, m);
+        c.line(&format!("link_release(&{l});"));
     }
 }
 

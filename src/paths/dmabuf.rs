@@ -12,6 +12,7 @@ use crate::runtimes::opencl::{ClEvent, ClMem, ClSession};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
+use super::c::{self, CMem, CWriter};
 use super::device_ptr_as_cl_arg::SHARED_ADDRESS_SYNCS;
 use super::{AcrossGpus, Handover, Made, Memory, Owner, Path, device_peer, guard};
 
@@ -91,8 +92,63 @@ impl Path for ClDmabufImport {
         })
     }
 
+    fn c_reproducible(&self) -> bool {
+        true
+    }
+
     fn c_cl_is_svm(&self) -> bool {
         true
+    }
+
+    /// `create` as C: coarse-grain SVM, exported by the HSA runtime as a dma-buf and imported
+    /// and mapped by HIP (templates' `dmabuf_import`), and OpenCL's poison (the peer does not
+    /// write memory it only imported).
+    fn c_create(&self, c: &mut dyn CWriter, m: &CMem) {
+        let (v, bytes) = (m.v, m.bytes());
+        if c::device_dialect(c, m.path).is_none() {
+            return;
+        }
+        c.uses("svm_alloc");
+        c.uses("dmabuf");
+        c.declare(format!("void *{v}_svm;"));
+        c.declare(format!("struct imported {v}_imported;"));
+        c.comment(
+            "OpenCL's coarse-grain SVM, exported as a dma-buf by the HSA runtime \
+             (hsa_amd_portable_export_dmabuf) and imported by HIP",
+        );
+        c.line(&format!(
+            "{v}_svm = svm_alloc(0, {bytes});\n\
+             dmabuf_import(&{v}_imported, {v}_svm, {bytes});\n\
+             {v}_peer = {v}_imported.p;"
+        ));
+        c::poison(c, m, true, false);
+    }
+
+    /// The importer's mapping goes before the memory it maps.
+    fn c_release(&self, c: &mut dyn CWriter, m: &CMem) -> String {
+        if c::device_dialect(c, m.path).is_none() {
+            return String::new();
+        }
+        format!(
+            "peer_free_imported(&{v}_imported);\nCALL(clSVMFree(context, {v}_svm));",
+            v = m.v
+        )
+    }
+
+    fn c_to_peer(
+        &self,
+        c: &mut dyn CWriter,
+        m: &mut CMem,
+        sync: SyncMode,
+        last: Option<&str>,
+        _access: Access,
+    ) {
+        c::shared_address_to_peer(c, m, sync, last);
+    }
+
+    fn c_to_cl(&self, c: &mut dyn CWriter, m: &mut CMem, sync: SyncMode) -> Option<String> {
+        c::shared_address_to_cl(c, m, sync);
+        None
     }
 }
 

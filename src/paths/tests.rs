@@ -143,8 +143,8 @@ fn a_declared_handover_is_a_sync_its_room_takes() {
 
 /// The reproducer generator covers what the rooms with C say, for the peers their paths apply
 /// to: at least the four host paths and the ten device paths whose C was written when the
-/// rooms came to say so (a path added since may bring C of its own), and none of the four
-/// without C.
+/// rooms came to say so, the imported paths, and ROCm's dma-buf import on hip pairs; and, every
+/// room having C now, every path wherever it applies (a path added without C fails here).
 #[test]
 fn the_rooms_with_c_are_the_reproducers_paths() {
     use PathKind::*;
@@ -169,21 +169,26 @@ fn the_rooms_with_c_are_the_reproducers_paths() {
         ClGpuVa,
         IpcDevicePtrAsClArg,
     ];
-    let without_c = [VmmFdClImport, ClDmabufHipImport, VkMemoryImport];
+    let imported = [VmmFdClImport, VkMemoryImport];
     for (api, with_c) in [
         (Api::Host, &host[..]),
-        (Api::Cuda, &device),
-        (Api::Hip, &device),
+        (Api::Cuda, &[&device[..], &imported[..]].concat()),
+        (
+            Api::Hip,
+            &[&device[..], &imported[..], &[ClDmabufHipImport]].concat(),
+        ),
     ] {
         let covered = covered(api);
         for path in with_c {
             assert!(covered.contains(path), "{path} on {api:?}: {covered:?}");
         }
-        for path in without_c {
-            assert!(!covered.contains(&path), "{path} on {api:?} has no C");
-        }
-        for path in &covered {
-            assert!(path.applies_to(api), "{path} does not apply to {api:?}");
+        // Every room has C: each path is covered wherever it applies.
+        for &path in PathKind::ALL {
+            assert_eq!(
+                covered.contains(&path),
+                path.applies_to(api),
+                "{path} on {api:?}"
+            );
         }
     }
 }

@@ -15,6 +15,7 @@ use crate::runtimes::vulkan::{Broker, ExportedMemory};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
+use super::c::{self, CMem, CWriter};
 use super::vmm_import::IMPORTED_SYNCS;
 use super::{
     AcrossGpus, Handover, Made, Memory, Owner, Path, device_peer, import_fd, release_buffer,
@@ -144,6 +145,64 @@ impl Path for VkMemoryImport {
             // Imported memory starts out owned by its exporter: OpenCL must acquire it.
             owner: Owner::Peer,
         })
+    }
+
+    fn c_reproducible(&self) -> bool {
+        true
+    }
+
+    /// `import_vulkan_memory` as C: the broker opened on the peer's GPU, its exportable
+    /// memory, one opaque fd imported and mapped by the peer, another imported by OpenCL (of
+    /// the allocation's whole size), and the peer's poison.
+    fn c_create(&self, c: &mut dyn CWriter, m: &CMem) {
+        let (v, bytes) = (m.v, m.bytes());
+        if c::device_dialect(c, m.path).is_none() {
+            return;
+        }
+        c.uses("vk_memory");
+        c.uses("cl_import");
+        c.declare(format!("struct vk_memory {v}_vk;"));
+        c.declare(format!("struct imported {v}_imported;"));
+        c.declare(format!("cl_mem {v}_buf;"));
+        c.comment(
+            "memory the Vulkan broker exports on the peer's GPU (the Vulkan device of its \
+             UUID): one opaque fd imported by the peer, another by OpenCL; imported memory \
+             starts out its exporter's",
+        );
+        c.line(&format!(
+            "vk_open();\n\
+             vk_memory(&{v}_vk, {bytes});\n\
+             peer_import_memory(&{v}_imported, vk_memory_fd(&{v}_vk), {v}_vk.size, {v}_vk.dedicated, {bytes});\n\
+             {v}_peer = {v}_imported.p;\n\
+             {v}_buf = cl_import_fd(vk_memory_fd(&{v}_vk), {v}_vk.size, CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR);"
+        ));
+        c::poison(c, m, false, true);
+    }
+
+    /// Both importers let go before the exporter frees what they mapped.
+    fn c_release(&self, c: &mut dyn CWriter, m: &CMem) -> String {
+        if c::device_dialect(c, m.path).is_none() {
+            return String::new();
+        }
+        format!(
+            "CHECK(CL, clReleaseMemObject({v}_buf));\npeer_free_imported(&{v}_imported);\nvk_free_memory(&{v}_vk);",
+            v = m.v
+        )
+    }
+
+    fn c_to_peer(
+        &self,
+        c: &mut dyn CWriter,
+        m: &mut CMem,
+        sync: SyncMode,
+        last: Option<&str>,
+        _access: Access,
+    ) {
+        c::imported_to_peer(c, m, sync, last);
+    }
+
+    fn c_to_cl(&self, c: &mut dyn CWriter, m: &mut CMem, sync: SyncMode) -> Option<String> {
+        c::imported_to_cl(c, m, sync)
     }
 }
 

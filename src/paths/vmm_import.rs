@@ -11,6 +11,7 @@ use crate::runtimes::opencl::{ClEvent, ClMem, ClSession};
 use crate::runtimes::{PeerPtr, PeerRuntime};
 use crate::sync::Access;
 
+use super::c::{self, CMem, CWriter};
 use super::{
     AcrossGpus, Handover, Made, Memory, Owner, Path, device_peer, import_fd, release_buffer,
 };
@@ -93,6 +94,61 @@ impl Path for VmmImport {
             // Imported memory starts out owned by its exporter: OpenCL must acquire it.
             owner: Owner::Peer,
         })
+    }
+
+    fn c_reproducible(&self) -> bool {
+        true
+    }
+
+    /// `create` as C: the VMM allocation (templates' `vmm_alloc`: the VMM check, granularity,
+    /// create, reserve, map, access), its fd, OpenCL's import of the fd, and the peer's poison
+    /// (OpenCL does not fill memory it has not acquired).
+    fn c_create(&self, c: &mut dyn CWriter, m: &CMem) {
+        let (v, bytes) = (m.v, m.bytes());
+        let Some(d) = c::device_dialect(c, m.path) else {
+            return;
+        };
+        c.uses("vmm");
+        c.uses("cl_import");
+        c.declare(format!("struct vmm {v}_vmm;"));
+        c.declare(format!("cl_mem {v}_buf;"));
+        c.comment(
+            "a VMM allocation exported as a POSIX fd, which OpenCL imports \
+             (cl_khr_external_memory); imported memory starts out its exporter's",
+        );
+        c.line(&format!(
+            "vmm_alloc(&{v}_vmm, {bytes});\n\
+             {v}_buf = cl_import_fd(vmm_export(&{v}_vmm), {v}_vmm.size, {});\n\
+             {v}_peer = {v}_vmm.va;",
+            d.vmm_export
+        ));
+        c::poison(c, m, false, true);
+    }
+
+    fn c_release(&self, c: &mut dyn CWriter, m: &CMem) -> String {
+        if c::device_dialect(c, m.path).is_none() {
+            return String::new();
+        }
+        format!(
+            "CHECK(CL, clReleaseMemObject({v}_buf));
+vmm_free(&{v}_vmm);",
+            v = m.v
+        )
+    }
+
+    fn c_to_peer(
+        &self,
+        c: &mut dyn CWriter,
+        m: &mut CMem,
+        sync: SyncMode,
+        last: Option<&str>,
+        _access: Access,
+    ) {
+        c::imported_to_peer(c, m, sync, last);
+    }
+
+    fn c_to_cl(&self, c: &mut dyn CWriter, m: &mut CMem, sync: SyncMode) -> Option<String> {
+        c::imported_to_cl(c, m, sync)
     }
 }
 

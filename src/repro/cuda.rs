@@ -31,6 +31,7 @@ pub(super) const API: DeviceApi = DeviceApi {
         free: "cuMemFree({p})",
         free_pinned: "cuMemFreeHost({p})",
         memcpy: "cuMemcpy({dst}, {src}, {bytes})",
+        vmm_export: "CL_EXTERNAL_MEMORY_HANDLE_OPAQUE_FD_KHR",
     },
     rtc: "NVRTC",
     blas: "CUBLAS",
@@ -53,6 +54,9 @@ pub(super) fn program(case: &ReproCase, b: &Body) -> (String, String) {
     }
     if b.solver {
         libs.push_str(" -lcusolver");
+    }
+    if super::interop::opens_libraries(&b.common) {
+        libs.push_str(" -ldl");
     }
     let build = format!(
         "#!/bin/sh\n\

@@ -75,6 +75,9 @@ pub(super) fn target(api: &DeviceApi, case: &ReproCase, b: &Body) -> Target {
             peer.push_str(section(t, name));
         }
     }
+    for name in super::interop::peer_sections(&b.common) {
+        peer.push_str(section(t, name));
+    }
     Target {
         includes,
         check,

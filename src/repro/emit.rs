@@ -8,7 +8,7 @@ use crate::generate::DataKind;
 use crate::model::{Op, SyncMode};
 use crate::ops::Plant;
 use crate::paths::c::{CMem as Mem, CWriter, waits};
-use crate::paths::{self, Owner};
+use crate::paths::{self, Owner, PathFacts};
 use crate::sync::Access;
 
 pub(super) use crate::paths::c::Dialect;
@@ -141,6 +141,14 @@ impl Gen<'_> {
         }
     }
 
+    /// ops::peer_done: the peer's own work waited for before the memory goes back, except
+    /// under `semaphore`, whose signal on the peer's stream orders OpenCL after it.
+    fn peer_done(&mut self) {
+        if self.case.sync != SyncMode::Semaphore {
+            self.peer_sync();
+        }
+    }
+
     fn uses(&mut self, section: &'static str) {
         if !self.extra.contains(&section) {
             self.extra.push(section);
@@ -159,7 +167,12 @@ impl Gen<'_> {
             v,
             path: self.case.path,
             len: len.to_string(),
-            owner: Owner::OpenCl,
+            // Imported memory starts out its exporter's: OpenCL acquires it first (Made::owner).
+            owner: if self.case.path.is_imported() {
+                Owner::Peer
+            } else {
+                Owner::OpenCl
+            },
             mapped: false,
             svm_mapped: false,
         }
@@ -194,6 +207,8 @@ impl Gen<'_> {
         if m.mapped || m.svm_mapped {
             self.out.line("CHECK(CL, clFinish(queue));");
         }
+        let sync = self.case.sync;
+        crate::paths::c::release_handovers(self, m, sync);
         let lines = paths::room(m.path).c_release(self, m);
         self.out.line(lines);
     }
@@ -212,7 +227,12 @@ impl Gen<'_> {
                 ""
             }
         ));
-        paths::room(m.path).c_to_peer(self, m, sync, last, access);
+        // The semaphore is every path's (paths::to_peer_with); the rest, the path's room's.
+        if sync == SyncMode::Semaphore {
+            crate::paths::c::semaphore_to_peer(self, m, last);
+        } else {
+            paths::room(m.path).c_to_peer(self, m, sync, last, access);
+        }
         m.owner = Owner::Peer;
     }
 
@@ -226,11 +246,15 @@ impl Gen<'_> {
         self.out
             .comment(&format!("hand {v} back to OpenCL (sync {sync})"));
         match sync {
-            SyncMode::None => {}
+            SyncMode::None | SyncMode::Semaphore => {}
             SyncMode::Event if self.dialect.is_some() => self.out.line("peer_event_sync();"),
             _ => self.peer_sync(),
         }
-        let ready = paths::room(m.path).c_to_cl(self, m, sync);
+        let ready = if sync == SyncMode::Semaphore {
+            crate::paths::c::semaphore_to_cl(self, m)
+        } else {
+            paths::room(m.path).c_to_cl(self, m, sync)
+        };
         m.owner = Owner::OpenCl;
         ready
     }
@@ -546,7 +570,7 @@ fn handoff(g: &mut Gen, b: &mut Body) {
     g.hand_to_peer(&mut m, g.case.sync, None, Access::Write);
     g.out.step(&format!("{peer} writes pattern a"));
     g.out.line("peer_fill_pattern(m_peer, a);");
-    g.peer_sync();
+    g.peer_done();
     let ready = g.hand_to_cl(&mut m, g.case.sync);
     g.out.step("OpenCL checks pattern a, writes pattern b");
     let checked = g.out.event("checked");
@@ -567,7 +591,7 @@ fn handoff(g: &mut Gen, b: &mut Body) {
         .step(&format!("{peer} checks pattern b, writes pattern c"));
     g.out
         .line("peer_check_pattern(m_peer, b, seen_b);\npeer_fill_pattern(m_peer, c);");
-    g.peer_sync();
+    g.peer_done();
     let ready = g.hand_to_cl(&mut m, g.case.sync);
     g.out.step("OpenCL checks pattern c");
     g.out.line(format!(
@@ -631,7 +655,7 @@ fn fft(g: &mut Gen, b: &mut Body) -> anyhow::Result<()> {
     g.hand_to_peer(&mut m, g.case.sync, None, Access::Write);
     g.out.step(&format!("{peer} uploads the input"));
     g.out.line("peer_upload(m_peer, input, 8 * N);");
-    g.peer_sync();
+    g.peer_done();
     let ready = g.hand_to_cl(&mut m, g.case.sync);
     g.out.step("OpenCL FFT");
     g.declare("cl_event done;");
@@ -667,7 +691,7 @@ fn pipeline(g: &mut Gen, b: &mut Body) -> anyhow::Result<()> {
     g.hand_to_peer(&mut m, g.case.sync, None, Access::Write);
     g.out.step(&format!("{peer} uploads a"));
     g.out.line("peer_upload(m_peer, in_a, 8 * N);");
-    g.peer_sync();
+    g.peer_done();
     let ready = g.hand_to_cl(&mut m, g.case.sync);
     g.out.step("OpenCL adds b, transforms");
     let added = g.launch(
@@ -685,7 +709,7 @@ fn pipeline(g: &mut Gen, b: &mut Body) -> anyhow::Result<()> {
     g.out.step(&format!("{peer} scales and takes magnitudes"));
     g.out
         .line("peer_scale(m_peer, 1.0f / (float)N);\npeer_magnitude(m_peer);");
-    g.peer_sync();
+    g.peer_done();
     let ready = g.hand_to_cl(&mut m, g.case.sync);
     g.out.step("OpenCL reads the result back");
     g.out.line(launch_call(
@@ -899,7 +923,9 @@ pub(super) fn assemble(case: &ReproCase, b: &Body, t: &Target) -> String {
             s.push_str(section(COMMON, name));
         }
     }
+    s.push_str(&super::interop::sections(&b.common, false));
     s.push_str(&t.peer);
+    s.push_str(&super::interop::sections(&b.common, true));
     s.push('\n');
     s.push_str(&b.main);
     drop_unused_functions(&s)

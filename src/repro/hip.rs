@@ -27,6 +27,7 @@ pub(super) const API: DeviceApi = DeviceApi {
         free: "hipFree({p})",
         free_pinned: "hipHostFree({p})",
         memcpy: "hipMemcpy({dst}, {src}, {bytes}, hipMemcpyDefault)",
+        vmm_export: "CL_EXTERNAL_MEMORY_HANDLE_DMA_BUF_KHR",
     },
     rtc: "HIPRTC",
     blas: "ROCBLAS",
@@ -46,6 +47,9 @@ pub(super) fn program(case: &ReproCase, b: &Body) -> (String, String) {
     }
     if b.solver {
         libs.push_str(" -lrocsolver");
+    }
+    if super::interop::opens_libraries(&b.common) {
+        libs.push_str(" -ldl");
     }
     let build = format!(
         "#!/bin/sh\n\

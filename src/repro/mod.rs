@@ -21,6 +21,7 @@ mod device;
 mod emit;
 mod hip;
 mod host;
+mod interop;
 mod issue;
 mod kernels;
 mod make;
@@ -249,12 +250,9 @@ pub fn check_covered(case: &ReproCase) -> anyhow::Result<()> {
     let names = |xs: Vec<&str>| xs.join(", ");
     if !paths.contains(&case.path) {
         bail!(
-            "{case}: the reproducer generator does not cover path {} on {} pairs yet{} (it covers {})",
+            "{case}: the reproducer generator does not cover path {} on {} pairs yet (it covers {})",
             case.path,
             case.peer.api.name(),
-            not_written_why(case.path.name())
-                .map(|why| format!(": {why}"))
-                .unwrap_or_default(),
             names(paths.iter().map(|p| p.name()).collect())
         );
     }
@@ -266,47 +264,7 @@ pub fn check_covered(case: &ReproCase) -> anyhow::Result<()> {
             names(ops.iter().map(|o| o.name()).collect())
         );
     }
-    if matches!(case.sync, SyncMode::AcquireRelease | SyncMode::Semaphore) {
-        bail!(
-            "{case}: the reproducer generator does not cover sync {} yet{}",
-            case.sync,
-            not_written_why(case.sync.name())
-                .map(|why| format!(": {why}"))
-                .unwrap_or_default()
-        );
-    }
     Ok(())
-}
-
-/// What a reproducer of a path or sync the generator does not cover would need, which it has
-/// no C for yet (docs/repro.md, "What is covered", lists them).
-pub fn not_written_why(path_or_sync: &str) -> Option<&'static str> {
-    Some(match path_or_sync {
-        "vmm-fd+cl-import" => {
-            "it needs the VMM export (cuMemCreate / hipMemCreate with a POSIX-fd handle, \
-             cuMemExportToShareableHandle, cuMemMap and cuMemSetAccess) and OpenCL's import of the \
-             fd (cl_khr_external_memory_opaque_fd), handed over by acquire and release"
-        }
-        "cl-dmabuf+hip-import" => {
-            "it needs ROCr's export of OpenCL's SVM as a dma-buf \
-             (hsa_amd_portable_export_dmabuf, from the HSA runtime beside OpenCL) and HIP's \
-             import of the fd (hipImportExternalMemory)"
-        }
-        "vk-memory+import" => {
-            "it needs the Vulkan broker in C (a VkDevice on the GPU of the same UUID, exportable \
-             memory, its opaque fd imported by OpenCL and by the peer)"
-        }
-        "acquire-release" => {
-            "only the imported paths take it (clEnqueueAcquireExternalMemObjectsKHR and \
-             clEnqueueReleaseExternalMemObjectsKHR), and none of them is written yet"
-        }
-        "semaphore" => {
-            "it needs the Vulkan broker in C for its binary semaphores (exported as opaque fds, \
-             imported by OpenCL through cl_khr_external_semaphore and by the peer through \
-             cuImportExternalSemaphore / hipImportExternalSemaphore)"
-        }
-        _ => return None,
-    })
 }
 
 /// What the header says beside the case: what clhip saw, where from, and what was shrunk.
@@ -543,6 +501,12 @@ fn data_text(kind: DataKind) -> &'static str {
 /// that run a check on planted data.
 pub fn template_section(name: &str) -> &'static str {
     emit::section(emit::COMMON, name)
+}
+
+/// The C of imported memory, its syncs and the Vulkan broker (templates/interop.c), for the test
+/// that holds its Vulkan declarations to the Vulkan headers.
+pub fn interop_template() -> &'static str {
+    interop::TEMPLATE
 }
 
 /// The C generator of data `kind` alone (every stream's function and the handoff pattern), for

@@ -311,4 +311,134 @@ static void ipc_close(uint64_t p)
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         exporter_ended(status, "ended");
 }
+/*@ vmm @*/
+/* A VMM allocation exportable as a POSIX fd (runtimes/cuda/memory.rs alloc_exportable,
+   gpu/memory.rs map_exportable): the device's VMM support, the minimum granularity, cuMemCreate,
+   then reserved, mapped and opened for read/write by this device. A refused step ends the
+   program, which frees the steps before it with the process. */
+struct vmm {
+    uint64_t va;
+    size_t size;
+    CUmemGenericAllocationHandle handle;
+};
+
+static void vmm_alloc(struct vmm *m, size_t bytes)
+{
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    CUdeviceptr va;
+    size_t gran = 0;
+    int vmm = 0;
+    memset(&prop, 0, sizeof prop);
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = cu_device;
+    CHECK(CU, cuDeviceGetAttribute(&vmm, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, cu_device));
+    if (!vmm) {
+        printf("UNSUPPORTED: device has no virtual memory management\n");
+        finish(2);
+    }
+    CHECK(CU, cuMemGetAllocationGranularity(&gran, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    gran = gran ? gran : 1;
+    m->size = (bytes + gran - 1) / gran * gran;
+    CHECK(CU, cuMemCreate(&m->handle, m->size, &prop, 0));
+    CHECK(CU, cuMemAddressReserve(&va, m->size, 0, 0, 0));
+    CHECK(CU, cuMemMap(va, m->size, 0, m->handle, 0));
+    memset(&access, 0, sizeof access);
+    access.location = prop.location;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    CHECK(CU, cuMemSetAccess(va, m->size, &access, 1));
+    m->va = va;
+}
+
+/* The allocation's POSIX fd (an opaque fd, for cl_khr_external_memory_opaque_fd). */
+static int vmm_export(const struct vmm *m)
+{
+    int fd = -1;
+    CHECK(CU, cuMemExportToShareableHandle(&fd, m->handle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0));
+    if (fd < 0) {
+        printf("UNSUPPORTED: cuMemExportToShareableHandle gave no fd\n");
+        finish(2);
+    }
+    return fd;
+}
+
+static void vmm_free(const struct vmm *m)
+{
+    CHECK(CU, cuMemUnmap(m->va, m->size));
+    CHECK(CU, cuMemAddressFree(m->va, m->size));
+    CHECK(CU, cuMemRelease(m->handle));
+}
+/*@ external_memory @*/
+/* Another API's memory, an opaque fd of `size` bytes (`dedicated`: a dedicated allocation, as
+   its exporter made it), imported and its first `bytes` mapped (runtimes/cuda/memory.rs
+   import_memory); on success the driver owns the fd. */
+struct imported {
+    uint64_t p;
+    CUexternalMemory ext;
+};
+
+static void peer_import_memory(struct imported *m, int fd, unsigned long long size, int dedicated, size_t bytes)
+{
+    CUDA_EXTERNAL_MEMORY_HANDLE_DESC desc;
+    CUDA_EXTERNAL_MEMORY_BUFFER_DESC buffer;
+    CUdeviceptr p;
+    memset(&desc, 0, sizeof desc);
+    desc.type = CU_EXTERNAL_MEMORY_HANDLE_TYPE_OPAQUE_FD;
+    desc.handle.fd = fd;
+    desc.size = size;
+    desc.flags = dedicated ? CUDA_EXTERNAL_MEMORY_DEDICATED : 0;
+    CHECK(CU, cuImportExternalMemory(&m->ext, &desc));
+    memset(&buffer, 0, sizeof buffer);
+    buffer.size = bytes;
+    CHECK(CU, cuExternalMemoryGetMappedBuffer(&p, m->ext, &buffer));
+    m->p = p;
+}
+
+/* The mapping, then the import (cuExternalMemoryGetMappedBuffer's documentation). */
+static void peer_free_imported(const struct imported *m)
+{
+    CHECK(CU, cuMemFree(m->p));
+    CHECK(CU, cuDestroyExternalMemory(m->ext));
+}
+/*@ external_semaphore @*/
+/* A binary semaphore imported from an opaque fd, signalled and waited for on the peer's stream
+   with all-zero parameters (a binary semaphore has no fence value). */
+typedef CUexternalSemaphore peer_semaphore;
+
+static CUexternalSemaphore peer_import_semaphore(int fd)
+{
+    CUDA_EXTERNAL_SEMAPHORE_HANDLE_DESC desc;
+    CUexternalSemaphore sem;
+    memset(&desc, 0, sizeof desc);
+    desc.type = CU_EXTERNAL_SEMAPHORE_HANDLE_TYPE_OPAQUE_FD;
+    desc.handle.fd = fd;
+    CHECK(CU, cuImportExternalSemaphore(&sem, &desc));
+    return sem;
+}
+
+static void peer_signal_semaphore(CUexternalSemaphore sem)
+{
+    CUDA_EXTERNAL_SEMAPHORE_SIGNAL_PARAMS params;
+    memset(&params, 0, sizeof params);
+    CHECK(CU, cuSignalExternalSemaphoresAsync(&sem, &params, 1, stream));
+}
+
+static void peer_wait_semaphore(CUexternalSemaphore sem)
+{
+    CUDA_EXTERNAL_SEMAPHORE_WAIT_PARAMS params;
+    memset(&params, 0, sizeof params);
+    CHECK(CU, cuWaitExternalSemaphoresAsync(&sem, &params, 1, stream));
+}
+
+static void peer_destroy_semaphore(CUexternalSemaphore sem) { CHECK(CU, cuDestroyExternalSemaphore(sem)); }
+/*@ uuid @*/
+/* The GPU's UUID, by which the Vulkan broker finds the same GPU (runtimes/cuda/discover.rs). */
+static void peer_uuid(unsigned char uuid[16])
+{
+    CUuuid u;
+    CHECK(CU, cuDeviceGetUuid_v2(&u, cu_device));
+    memcpy(uuid, u.bytes, 16);
+}
 /*@ end @*/

@@ -299,4 +299,220 @@ static void ipc_close(uint64_t p)
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
         exporter_ended(status, "ended");
 }
+/*@ vmm @*/
+/* A VMM allocation exportable as a POSIX fd, a dma-buf on ROCm (runtimes/hip/memory.rs
+   alloc_exportable, gpu/memory.rs map_exportable): the device's VMM support where the headers
+   have the attribute (ROCm 5.3 on; before, hipMemCreate says), the minimum granularity,
+   hipMemCreate, then reserved, mapped and opened for read/write by this device. The properties
+   are set by name: the headers built against give their ROCm's layout (5.3 reordered it). A
+   refused step ends the program, which frees the steps before it with the process. */
+struct vmm {
+    uint64_t va;
+    size_t size;
+    hipMemGenericAllocationHandle_t handle;
+};
+
+static void vmm_alloc(struct vmm *m, size_t bytes)
+{
+    hipMemAllocationProp prop;
+    hipMemAccessDesc access;
+    void *va = NULL;
+    size_t gran = 0;
+    memset(&prop, 0, sizeof prop);
+    prop.type = hipMemAllocationTypePinned;
+    prop.requestedHandleType = hipMemHandleTypePosixFileDescriptor;
+    prop.location.type = hipMemLocationTypeDevice;
+    prop.location.id = PEER_ORDINAL;
+#if HIP_VERSION_MAJOR > 5 || (HIP_VERSION_MAJOR == 5 && HIP_VERSION_MINOR >= 3)
+    {
+        int vmm = 0;
+        CHECK(HIP, hipDeviceGetAttribute(&vmm, hipDeviceAttributeVirtualMemoryManagementSupported, PEER_ORDINAL));
+        if (!vmm) {
+            printf("UNSUPPORTED: device has no virtual memory management\n");
+            finish(2);
+        }
+    }
+#endif
+    CHECK(HIP, hipMemGetAllocationGranularity(&gran, &prop, hipMemAllocationGranularityMinimum));
+    gran = gran ? gran : 1;
+    m->size = (bytes + gran - 1) / gran * gran;
+    CHECK(HIP, hipMemCreate(&m->handle, m->size, &prop, 0));
+    CHECK(HIP, hipMemAddressReserve(&va, m->size, 0, NULL, 0));
+    CHECK(HIP, hipMemMap(va, m->size, 0, m->handle, 0));
+    memset(&access, 0, sizeof access);
+    access.location = prop.location;
+    access.flags = hipMemAccessFlagsProtReadWrite;
+    CHECK(HIP, hipMemSetAccess(va, m->size, &access, 1));
+    m->va = (uintptr_t)va;
+}
+
+/* The allocation's POSIX fd (a dma-buf, for cl_khr_external_memory_dma_buf). */
+static int vmm_export(const struct vmm *m)
+{
+    int fd = -1;
+    CHECK(HIP, hipMemExportToShareableHandle(&fd, m->handle, hipMemHandleTypePosixFileDescriptor, 0));
+    if (fd < 0) {
+        printf("UNSUPPORTED: hipMemExportToShareableHandle gave no fd\n");
+        finish(2);
+    }
+    return fd;
+}
+
+static void vmm_free(const struct vmm *m)
+{
+    CHECK(HIP, hipMemUnmap((void *)(uintptr_t)m->va, m->size));
+    CHECK(HIP, hipMemAddressFree((void *)(uintptr_t)m->va, m->size));
+    CHECK(HIP, hipMemRelease(m->handle));
+}
+/*@ external_memory @*/
+#ifndef hipExternalMemoryDedicated
+#define hipExternalMemoryDedicated 0x1 /* hip_runtime_api.h from ROCm 6.0; CUDA's value */
+#endif
+/* Another API's memory, an opaque fd of `size` bytes (`dedicated`: a dedicated allocation, as
+   its exporter made it), imported and its first `bytes` mapped (runtimes/hip/interop.rs
+   import_external_memory, map_external_buffer). */
+struct imported {
+    uint64_t p;
+    hipExternalMemory_t ext;
+};
+
+static void peer_import_memory(struct imported *m, int fd, unsigned long long size, int dedicated, size_t bytes)
+{
+    hipExternalMemoryHandleDesc desc;
+    hipExternalMemoryBufferDesc buffer;
+    void *p = NULL;
+    memset(&desc, 0, sizeof desc);
+    desc.type = hipExternalMemoryHandleTypeOpaqueFd;
+    desc.handle.fd = fd;
+    desc.size = size;
+    desc.flags = dedicated ? hipExternalMemoryDedicated : 0;
+    CHECK(HIP, hipImportExternalMemory(&m->ext, &desc));
+    memset(&buffer, 0, sizeof buffer);
+    buffer.size = bytes;
+    CHECK(HIP, hipExternalMemoryGetMappedBuffer(&p, m->ext, &buffer));
+    m->p = (uintptr_t)p;
+}
+
+/* The mapping, then the import (clr's ihipFree takes the mapped buffer as an interop object). */
+static void peer_free_imported(const struct imported *m)
+{
+    CHECK(HIP, hipFree((void *)(uintptr_t)m->p));
+    CHECK(HIP, hipDestroyExternalMemory(m->ext));
+}
+/*@ external_semaphore @*/
+/* A binary semaphore imported from an opaque fd, signalled and waited for on the peer's stream
+   with all-zero parameters (a binary semaphore has no fence value; clr refuses any flags). On
+   Linux clr refuses every import (runtimes/hip/memory.rs import_semaphore says why). */
+typedef hipExternalSemaphore_t peer_semaphore;
+
+static hipExternalSemaphore_t peer_import_semaphore(int fd)
+{
+    hipExternalSemaphoreHandleDesc desc;
+    hipExternalSemaphore_t sem;
+    memset(&desc, 0, sizeof desc);
+    desc.type = hipExternalSemaphoreHandleTypeOpaqueFd;
+    desc.handle.fd = fd;
+    CHECK(HIP, hipImportExternalSemaphore(&sem, &desc));
+    return sem;
+}
+
+static void peer_signal_semaphore(hipExternalSemaphore_t sem)
+{
+    hipExternalSemaphoreSignalParams params;
+    memset(&params, 0, sizeof params);
+    CHECK(HIP, hipSignalExternalSemaphoresAsync(&sem, &params, 1, stream));
+}
+
+static void peer_wait_semaphore(hipExternalSemaphore_t sem)
+{
+    hipExternalSemaphoreWaitParams params;
+    memset(&params, 0, sizeof params);
+    CHECK(HIP, hipWaitExternalSemaphoresAsync(&sem, &params, 1, stream));
+}
+
+static void peer_destroy_semaphore(hipExternalSemaphore_t sem) { CHECK(HIP, hipDestroyExternalSemaphore(sem)); }
+/*@ uuid @*/
+/* The GPU's UUID, by which the Vulkan broker finds the same GPU (runtimes/hip/discover.rs). */
+static void peer_uuid(unsigned char uuid[16])
+{
+    hipUUID u;
+    CHECK(HIP, hipDeviceGetUuid(&u, PEER_ORDINAL));
+    memcpy(uuid, u.bytes, 16);
+}
+/*@ dmabuf @*/
+#include <dlfcn.h>
+/* OpenCL's allocation into HIP (runtimes/hip/interop.rs import_cl_dmabuf): the HSA runtime both
+   run on exports it as a dma-buf (hsa_amd_portable_export_dmabuf, ROCr's hsa_ext_amd.h from
+   ROCm 5.6), HIP imports the fd (size: the allocation's offset in it plus its bytes) and maps
+   it at that offset, and the fd is closed (the import keeps its own reference).
+   libhsa-runtime64 is opened at run time where clhip looks for it: in the ROCm install
+   ($ROCM_PATH, else /opt/rocm), else the one HIP already runs on; its hsa_init takes one more
+   reference to the runtime HIP holds. */
+static struct {
+    int (*init)(void);
+    int (*export_dmabuf)(const void *ptr, size_t size, int *dmabuf, uint64_t *offset);
+    int (*close_dmabuf)(int dmabuf);
+} hsa;
+
+static void hsa_open(void)
+{
+    static const char *name = "libhsa-runtime64.so.1";
+    const char *rocm = getenv("ROCM_PATH");
+    char installed[4096];
+    void *lib;
+    int s;
+    if (hsa.init)
+        return;
+    snprintf(installed, sizeof installed, "%s/lib/%s", rocm && *rocm ? rocm : "/opt/rocm", name);
+    if (!(lib = dlopen(installed, RTLD_NOW)) && !(lib = dlopen(name, RTLD_NOW | RTLD_NOLOAD))) {
+        printf("UNSUPPORTED: libhsa-runtime64 not found (tried %s, and HIP has loaded none)\n", installed);
+        finish(2);
+    }
+    hsa.init = (int (*)(void))dlsym(lib, "hsa_init");
+    hsa.export_dmabuf = (int (*)(const void *, size_t, int *, uint64_t *))dlsym(lib, "hsa_amd_portable_export_dmabuf");
+    hsa.close_dmabuf = (int (*)(int))dlsym(lib, "hsa_amd_portable_close_dmabuf");
+    if (!hsa.init || !hsa.export_dmabuf || !hsa.close_dmabuf) {
+        printf("UNSUPPORTED: %s lacks hsa_init, hsa_amd_portable_export_dmabuf or hsa_amd_portable_close_dmabuf "
+               "(the dma-buf export of ROCm 5.6 and later)\n", name);
+        finish(2);
+    }
+    call_scope = "open"; /* clhip opens its HSA runtime once per peer */
+    said("hsa_init");
+    if ((s = hsa.init()) != 0) {
+        printf("UNSUPPORTED: initialising the HSA runtime: hsa_init returned 0x%x\n", s);
+        finish(2);
+    }
+    call_scope = NULL;
+}
+
+/* OpenCL's SVM allocation of `bytes` at `svm`, exported and imported into HIP. */
+static void dmabuf_import(struct imported *m, void *svm, size_t bytes)
+{
+    hipExternalMemoryHandleDesc desc;
+    hipExternalMemoryBufferDesc buffer;
+    uint64_t offset = 0;
+    void *p = NULL;
+    int fd = -1, s;
+    hsa_open();
+    said("hsa_amd_portable_export_dmabuf");
+    if ((s = hsa.export_dmabuf(svm, bytes, &fd, &offset)) != 0) {
+        printf("UNSUPPORTED: HSA refused to export the OpenCL allocation as a dma-buf: "
+               "hsa_amd_portable_export_dmabuf returned 0x%x (%zu B at %p)\n", s, bytes, svm);
+        finish(2);
+    }
+    memset(&desc, 0, sizeof desc);
+    desc.type = hipExternalMemoryHandleTypeOpaqueFd;
+    desc.handle.fd = fd;
+    desc.size = offset + bytes;
+    CHECK(HIP, hipImportExternalMemory(&m->ext, &desc));
+    memset(&buffer, 0, sizeof buffer);
+    buffer.offset = offset;
+    buffer.size = bytes;
+    CHECK(HIP, hipExternalMemoryGetMappedBuffer(&p, m->ext, &buffer));
+    m->p = (uintptr_t)p;
+    /* The mapping stands without the fd: a refused close is worth a line, not the case. */
+    said("hsa_amd_portable_close_dmabuf");
+    if ((s = hsa.close_dmabuf(fd)) != 0)
+        printf("closing the dma-buf: hsa_amd_portable_close_dmabuf returned 0x%x\n", s);
+}
 /*@ end @*/

@@ -98,6 +98,7 @@ impl ClSemaphore {
         let mut err = 0i32;
         // SAFETY: a live context and a zero-terminated property list that outlives the call.
         let raw = unsafe { (fns.create)(session.context.get(), props.as_ptr(), &mut err) };
+        crate::calls::record("clCreateSemaphoreWithPropertiesKHR");
         if err != 0 || raw.is_null() {
             let mut e = cl_error(
                 "clCreateSemaphoreWithPropertiesKHR(CL_SEMAPHORE_HANDLE_OPAQUE_FD_KHR)",
@@ -185,6 +186,7 @@ unsafe fn enqueue_semaphore(
             &mut ev,
         )
     };
+    crate::calls::record(call);
     if rc != 0 {
         return Err(cl_error(call, rc));
     }
@@ -207,5 +209,6 @@ impl Drop for ClSemaphore {
         unsafe {
             (self.fns.release)(self.raw);
         }
+        crate::calls::record("clReleaseSemaphoreKHR");
     }
 }

@@ -393,8 +393,10 @@ impl Broker {
             info = info.push_next(&mut timeline);
         }
         // SAFETY: a valid create info; the device lives as long as `self`.
-        let raw = unsafe { self.device.create_semaphore(&info, None) }
-            .map_err(|e| unsupported(vk_error("vkCreateSemaphore(exportable, opaque fd)", e)))?;
+        let raw = unsafe { self.device.create_semaphore(&info, None) };
+        crate::calls::record("vkCreateSemaphore");
+        let raw =
+            raw.map_err(|e| unsupported(vk_error("vkCreateSemaphore(exportable, opaque fd)", e)))?;
         Ok(ExportedSemaphore { raw, kind })
     }
 
@@ -405,8 +407,9 @@ impl Broker {
             .handle_type(vk::ExternalSemaphoreHandleTypeFlags::OPAQUE_FD);
         let ext = self.exporter(&self.semaphore_fd, self.survey.semaphore_refusal())?;
         // SAFETY: a semaphore of this device, created exportable as an opaque fd.
-        let fd = unsafe { ext.get_semaphore_fd(&info) }
-            .map_err(|e| unsupported(vk_error("vkGetSemaphoreFdKHR", e)))?;
+        let fd = unsafe { ext.get_semaphore_fd(&info) };
+        crate::calls::record("vkGetSemaphoreFdKHR");
+        let fd = fd.map_err(|e| unsupported(vk_error("vkGetSemaphoreFdKHR", e)))?;
         owned(fd, "vkGetSemaphoreFdKHR")
     }
 
@@ -429,7 +432,9 @@ impl Broker {
         // first); importers hold their own references to its payload.
         unsafe {
             let _ = self.device.queue_wait_idle(self.queue);
+            crate::calls::record("vkQueueWaitIdle");
             self.device.destroy_semaphore(sem.raw, None);
+            crate::calls::record("vkDestroySemaphore");
         }
     }
 
@@ -447,8 +452,10 @@ impl Broker {
             .push_next(&mut external);
         let d = &self.device;
         // SAFETY: a valid create info; the device lives as long as `self`.
-        let buffer = unsafe { d.create_buffer(&info, None) }
-            .map_err(|e| unsupported(vk_error("vkCreateBuffer(external, opaque fd)", e)))?;
+        let buffer = unsafe { d.create_buffer(&info, None) };
+        crate::calls::record("vkCreateBuffer");
+        let buffer =
+            buffer.map_err(|e| unsupported(vk_error("vkCreateBuffer(external, opaque fd)", e)))?;
         let made = self.bind_exportable(buffer);
         if made.is_err() {
             // SAFETY: the buffer made above, bound to nothing that survives.
@@ -464,6 +471,7 @@ impl Broker {
         let query = vk::BufferMemoryRequirementsInfo2::default().buffer(buffer);
         // SAFETY: a buffer of this device; the out-structure chain lives for the call.
         unsafe { d.get_buffer_memory_requirements2(&query, &mut req) };
+        crate::calls::record("vkGetBufferMemoryRequirements2");
         let needs = req.memory_requirements;
         let dedicated = dedicated_req.requires_dedicated_allocation == vk::TRUE
             || dedicated_req.prefers_dedicated_allocation == vk::TRUE
@@ -487,7 +495,9 @@ impl Broker {
             alloc = alloc.push_next(&mut dedicated_info);
         }
         // SAFETY: a valid allocate info whose chain lives for the call.
-        let memory = unsafe { d.allocate_memory(&alloc, None) }.map_err(|e| {
+        let memory = unsafe { d.allocate_memory(&alloc, None) };
+        crate::calls::record("vkAllocateMemory");
+        let memory = memory.map_err(|e| {
             unsupported(format!(
                 "{} of {} bytes (type {type_index}: {flags:?}{})",
                 vk_error("vkAllocateMemory(exportable, opaque fd)", e),
@@ -496,7 +506,9 @@ impl Broker {
             ))
         })?;
         // SAFETY: fresh memory of a type the buffer allows, at offset 0.
-        if let Err(e) = unsafe { d.bind_buffer_memory(buffer, memory, 0) } {
+        let bound = unsafe { d.bind_buffer_memory(buffer, memory, 0) };
+        crate::calls::record("vkBindBufferMemory");
+        if let Err(e) = bound {
             // SAFETY: the memory allocated above, bound to nothing.
             unsafe { d.free_memory(memory, None) };
             return Err(unsupported(vk_error("vkBindBufferMemory", e)));
@@ -518,8 +530,9 @@ impl Broker {
             .handle_type(vk::ExternalMemoryHandleTypeFlags::OPAQUE_FD);
         let ext = self.exporter(&self.memory_fd, self.survey.memory_refusal())?;
         // SAFETY: memory of this device, allocated exportable as an opaque fd.
-        let fd = unsafe { ext.get_memory_fd(&info) }
-            .map_err(|e| unsupported(vk_error("vkGetMemoryFdKHR", e)))?;
+        let fd = unsafe { ext.get_memory_fd(&info) };
+        crate::calls::record("vkGetMemoryFdKHR");
+        let fd = fd.map_err(|e| unsupported(vk_error("vkGetMemoryFdKHR", e)))?;
         owned(fd, "vkGetMemoryFdKHR")
     }
 
@@ -544,7 +557,9 @@ impl Broker {
         // references to the allocation.
         unsafe {
             self.device.destroy_buffer(mem.buffer, None);
+            crate::calls::record("vkDestroyBuffer");
             self.device.free_memory(mem.memory, None);
+            crate::calls::record("vkFreeMemory");
         }
     }
 }
