@@ -768,8 +768,7 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         report.started_at = j.head.started_at.clone();
     }
     report.lost_gpus = end.lost_gpus.clone();
-    let worker_starts = opts.control.worker_starts();
-    report.worker_starts = Some(worker_starts);
+    report.worker_starts = Some(opts.control.worker_starts());
     report.worker_starts_by_kind = opts.control.worker_starts_by_kind();
     report.footprint_isolated =
         args.cases_per_worker == 1 && args.jobs.unwrap_or(1) == 1 && !args.spare_workers;
