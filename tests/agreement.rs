@@ -12,6 +12,9 @@
 //! - `cuda_library_error_over_a_pending_fault`, `hip_library_error_over_a_pending_fault`: the
 //!   stub fails the gemm's BLAS call and leaves an illegal address pending; clhip's outcome and
 //!   the reproducer's exit must both be the fault the device's synchronize reports.
+//! - `reuse_skip_one_sync_on_pocl_and_the_stubs`: reuse cases of each peer (the host's, the
+//!   CUDA and HIP stubs'), clhip and the reproducer both planted with `skip-one-sync`: both
+//!   must fail at crossing 500, and there only, with the same calls.
 //! - `cuda_cases_on_this_gpu`: every cuda case the reproducer covers, on this machine's
 //!   NVIDIA GPU and OpenCL, the reproducers built by nvcc (`build.sh`). Ignored without
 //!   libcuda; `CLHIP_REQUIRE_CUDA=1` makes that a failure.
@@ -31,7 +34,8 @@ use clhip::calls;
 use clhip::cases::Matrix;
 use clhip::expectations::Baseline;
 use clhip::generate::DataKind;
-use clhip::model::{Api, Case, ClDeviceRef, Outcome, OutcomeKind, Pair, Peer};
+use clhip::model::{Api, Case, ClDeviceRef, Op, Outcome, OutcomeKind, Pair, Peer};
+use clhip::ops::Plant;
 use clhip::repro::{self, Header, ReproCase};
 use clhip::results::Planned;
 use clhip::runner::{self, RunOptions};
@@ -60,6 +64,10 @@ fn main() {
         Trial::ignorable_test(
             "hip_library_error_over_a_pending_fault",
             hip_library_error_over_a_pending_fault,
+        ),
+        Trial::ignorable_test(
+            "reuse_skip_one_sync_on_pocl_and_the_stubs",
+            reuse_skip_one_sync_on_pocl_and_the_stubs,
         ),
         Trial::ignorable_test("cuda_cases_on_this_gpu", cuda_cases_on_this_gpu),
     ];
@@ -111,6 +119,8 @@ struct Setup {
     worker_env: Vec<(String, String)>,
     build: Build,
     run_env: Vec<(String, String)>,
+    /// Planted in clhip's workers and in the reproducers alike.
+    plant: Option<Plant>,
 }
 
 enum Build {
@@ -167,6 +177,13 @@ fn agree(name: &str, cases: Vec<Case>, setup: &Setup) -> Result<Vec<Compared>, F
         calls::RECORD_ENV.to_string(),
         recorded.display().to_string(),
     ));
+    if let Some(p) = setup.plant {
+        let name = serde_json::to_value(p).map_err(|e| e.to_string())?;
+        opts.worker_args.extend([
+            "--plant".to_string(),
+            name.as_str().unwrap_or_default().to_string(),
+        ]);
+    }
     let plan: Vec<Planned> = cases
         .iter()
         .map(|c| Planned::case(c.clone(), Baseline::unbaselined(c)))
@@ -254,7 +271,7 @@ fn reproduce(id: &str, dir: &Path, printed: &Path, setup: &Setup) -> Result<(i32
         seed: SEED,
         ..Header::default()
     };
-    repro::generate(&case, DataKind::Seeded, &header, None)
+    repro::generate(&case, DataKind::Seeded, &header, setup.plant)
         .and_then(|r| r.write(dir))
         .map_err(|e| format!("writing the reproducer: {e:#}"))?;
     let built = match &setup.build {
@@ -372,12 +389,10 @@ fn host_cases_on_pocl() -> Result<Completion, Failed> {
     if let Some(why) = missing("cc") {
         return Ok(Completion::ignored_with(why));
     }
-    let pairs = clhip::pairs::discover().map_err(|e| e.to_string())?;
-    let (cases, refused): (Vec<Case>, Vec<Case>) = Matrix::default_matrix()
-        .expand(&pairs)
+    let (cases, refused): (Vec<Case>, Vec<Case>) = host_matrix(&label)?
         .into_iter()
-        .filter(|c| c.pair.peer.api == Api::Host && c.pair.opencl.label == label)
         .partition(|c| ReproCase::parse(&c.id()).is_ok_and(|r| repro::check_covered(&r).is_ok()));
+    every_op_has_a_reproducer("host_cases_on_pocl", &cases, &refused)?;
     // A case the generator refuses has no calls to compare; it is named, with the refusal,
     // so that a path or op that loses its reproducer shows here (docs/reproducers.md lists
     // what is refused and why).
@@ -395,15 +410,26 @@ fn host_cases_on_pocl() -> Result<Completion, Failed> {
         worker_env: Vec::new(),
         build: Build::Script,
         run_env: Vec::new(),
+        plant: None,
     };
     let results = agree("host_cases_on_pocl", cases, &setup)?;
     judge("host_cases_on_pocl", &results)?;
     Ok(Completion::Completed)
 }
 
-/// The cases of the default matrix with a peer of `api` whose reproducers clhip writes, on
-/// `opencl`.
-fn covered_cases(api: Api, opencl: ClDeviceRef) -> Vec<Case> {
+/// The host cases of the default matrix on the OpenCL device labelled `label`.
+fn host_matrix(label: &str) -> Result<Vec<Case>, Failed> {
+    let pairs = clhip::pairs::discover().map_err(|e| e.to_string())?;
+    Ok(Matrix::default_matrix()
+        .expand(&pairs)
+        .into_iter()
+        .filter(|c| c.pair.peer.api == Api::Host && c.pair.opencl.label == label)
+        .collect())
+}
+
+/// The cases of the default matrix with a peer of `api` on `opencl`: those whose reproducers
+/// clhip writes, and the others.
+fn matrix_cases(api: Api, opencl: ClDeviceRef) -> (Vec<Case>, Vec<Case>) {
     let pair = Pair {
         opencl,
         peer: Peer { api, ordinal: 0 },
@@ -413,8 +439,31 @@ fn covered_cases(api: Api, opencl: ClDeviceRef) -> Vec<Case> {
     Matrix::default_matrix()
         .expand(&[pair])
         .into_iter()
-        .filter(|c| ReproCase::parse(&c.id()).is_ok_and(|r| repro::check_covered(&r).is_ok()))
-        .collect()
+        .partition(|c| ReproCase::parse(&c.id()).is_ok_and(|r| repro::check_covered(&r).is_ok()))
+}
+
+/// The cases of the default matrix with a peer of `api` whose reproducers clhip writes, on
+/// `opencl`.
+fn covered_cases(api: Api, opencl: ClDeviceRef) -> Vec<Case> {
+    matrix_cases(api, opencl).0
+}
+
+/// Every op the matrix runs with this peer has a reproducer on some path: an op refused on
+/// every one has lost its C, which comparing the covered cases alone would not show.
+fn every_op_has_a_reproducer(name: &str, covered: &[Case], refused: &[Case]) -> Result<(), Failed> {
+    let lost: std::collections::BTreeSet<String> = refused
+        .iter()
+        .filter(|r| !covered.iter().any(|c| c.op == r.op))
+        .map(|r| r.op.to_string())
+        .collect();
+    if lost.is_empty() {
+        return Ok(());
+    }
+    Err(format!(
+        "{name}: no reproducer of op {} on any path",
+        lost.into_iter().collect::<Vec<_>>().join(", ")
+    )
+    .into())
 }
 
 /// The host stubs of CUDA's and HIP's libraries (tests/fixtures/gpu-stub), carried in this
@@ -564,7 +613,9 @@ fn stub_cases(name: &str, stub: &Stub) -> Result<Completion, Failed> {
         Ok(s) => s,
         Err(ignored) => return Ok(ignored),
     };
-    let cases = smallest_of_each(covered_cases(stub.api, pocl));
+    let (covered, refused) = matrix_cases(stub.api, pocl);
+    every_op_has_a_reproducer(name, &covered, &refused)?;
+    let cases = smallest_of_each(covered);
     let results = agree(name, cases, &setup)?;
     // The stub does what each call asks: the cases must come out as on a working device, so
     // that a case cut short by a refusal cannot pass as agreeing on a few calls. Except what
@@ -745,8 +796,96 @@ fn stub_setup(
             libs: stub.libs,
         },
         run_env,
+        plant: None,
     };
     Ok(Ok((pocl, setup)))
+}
+
+/// The reuse op planted with `skip-one-sync` in clhip's workers and in its reproducers, on the
+/// host peer and on the CUDA and HIP stubs, each with a handover by a wait and one by a map:
+/// both sides must fail at crossing 500, OpenCL's write read by the peer, and there only, with
+/// the same calls (the user event that holds the write back made and waited on in the same
+/// place).
+fn reuse_skip_one_sync_on_pocl_and_the_stubs() -> Result<Completion, Failed> {
+    let name = "reuse_skip_one_sync_on_pocl_and_the_stubs";
+    let label = match pocl() {
+        Ok(d) => d.label,
+        Err(why) if required("CLHIP_REQUIRE_OPENCL") => {
+            return Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into());
+        }
+        Err(why) => return Ok(Completion::ignored_with(why)),
+    };
+    if let Some(why) = missing("cc") {
+        return Ok(Completion::ignored_with(why));
+    }
+    let pick = |cases: Vec<Case>, ids: &[&str]| -> Vec<Case> {
+        cases
+            .into_iter()
+            .filter(|c| c.op == Op::Reuse && ids.iter().any(|id| c.id().ends_with(id)))
+            .collect()
+    };
+    let host = Setup {
+        worker_env: Vec::new(),
+        build: Build::Script,
+        run_env: Vec::new(),
+        plant: Some(Plant::SkipOneSync),
+    };
+    let mut runs = vec![(
+        pick(
+            host_matrix(&label)?,
+            &["/copy/event/reuse/n=1", "/use-host-ptr/map/reuse/n=1"],
+        ),
+        host,
+    )];
+    let mut not_run = Vec::new();
+    for stub in [&CUDA_STUB, &HIP_STUB] {
+        match stub_setup(stub, &[])? {
+            Ok((pocl, mut setup)) => {
+                setup.plant = Some(Plant::SkipOneSync);
+                let ids = ["/copy/event/reuse/n=1", "/cl-svm-coarse/map/reuse/n=1"];
+                runs.push((pick(covered_cases(stub.api, pocl), &ids), setup));
+            }
+            Err(_) => not_run.push(format!("the {} stub did not build", stub.api.name())),
+        }
+    }
+    let mut failures = Vec::new();
+    for (cases, setup) in runs {
+        if cases.len() != 2 {
+            return Err(format!("{name}: {} reuse cases picked, not 2", cases.len()).into());
+        }
+        let results = agree(name, cases, &setup)?;
+        judge(name, &results)?;
+        for r in &results {
+            let peer = r.id.split(['+', '/']).nth(1).unwrap_or_default();
+            let want = format!(
+                "crossing 500 of 2000: pattern written by OpenCL, read by {peer} (the only failing crossing)"
+            );
+            let clhip_fails_there =
+                r.clhip.kind() == OutcomeKind::Fail && r.clhip.reason().starts_with(&want);
+            let repro_fails_there =
+                r.repro == Ok(1) && r.printed.contains(&format!("FAIL: {want}: "));
+            if !(clhip_fails_there && repro_fails_there) {
+                failures.push(format!(
+                    "{}: want `{want}` on both sides; clhip {}: {}; reproducer exit {:?}, printed:\n{}",
+                    r.id,
+                    r.clhip.kind(),
+                    r.clhip.reason(),
+                    r.repro,
+                    r.printed.lines().filter(|l| !l.starts_with("-- ")).collect::<Vec<_>>().join("\n")
+                ));
+            }
+        }
+    }
+    if !failures.is_empty() {
+        return Err(format!("{name}:\n{}", failures.join("\n")).into());
+    }
+    if !not_run.is_empty() {
+        return Ok(Completion::ignored_with(format!(
+            "the host's cases agree, but {}",
+            not_run.join(", ")
+        )));
+    }
+    Ok(Completion::Completed)
 }
 
 /// Every cuda case of the matrix the reproducer covers, on this machine's NVIDIA GPU: clhip's
@@ -797,6 +936,7 @@ fn cuda_cases_on_this_gpu() -> Result<Completion, Failed> {
         worker_env: Vec::new(),
         build: Build::Script,
         run_env: Vec::new(),
+        plant: None,
     };
     let name = "cuda_cases_on_this_gpu";
     let results = agree(name, cases, &setup)?;

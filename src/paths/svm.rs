@@ -215,6 +215,8 @@ impl Path for Svm {
 
     fn c_to_cl(&self, c: &mut dyn CWriter, m: &mut CMem, sync: SyncMode) -> Option<String> {
         match sync {
+            // As to_cl: nothing to unmap where the handover out was not a map (a planted skip).
+            SyncMode::Map if !m.svm_mapped => None,
             SyncMode::Map => Some(c::svm_unmap(c, m)),
             _ => {
                 c::shared_address_to_cl(c, m, sync);

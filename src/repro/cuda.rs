@@ -15,6 +15,7 @@ pub(super) const OPS: &[Op] = &[
     Op::Gemm,
     Op::Cholesky,
     Op::Placement,
+    Op::Reuse,
 ];
 
 pub(super) const API: DeviceApi = DeviceApi {

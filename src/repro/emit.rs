@@ -15,6 +15,8 @@ pub(super) use crate::paths::c::Dialect;
 
 use super::ReproCase;
 use super::kernels;
+
+mod reuse;
 use super::tidy::{
     collapse_repeated_syncs, drop_unused, drop_unused_functions, merge_declarations,
 };
@@ -468,7 +470,7 @@ pub(super) fn body(
             Some(Draws::Hpd)
         }
         Op::Reuse => {
-            g.refuse("the reproducer generator has no C for op reuse".into());
+            reuse::reuse(&mut g, &mut b, plant);
             None
         }
         Op::Placement => {
@@ -834,8 +836,8 @@ pub(super) fn common_sections(names: &[&str]) -> String {
     names.iter().map(|n| section(COMMON, n)).collect()
 }
 
-/// Every stream's generator for data `kind` (and the handoff pattern), for the test that holds
-/// it to clhip's generator word for word.
+/// Every stream's generator for data `kind` (and the pattern, with the reuse op's crossing
+/// seeds), for the test that holds it to clhip's generator word for word.
 pub(super) fn generator_source(kind: DataKind) -> String {
     let mut names = vec!["std_includes"];
     let mut gens = generator_sections(kind, Draws::Vectors);
@@ -847,7 +849,7 @@ pub(super) fn generator_source(kind: DataKind) -> String {
         }
     }
     names.extend(gens);
-    names.push("pattern");
+    names.extend(["pattern", "crossing_seed"]);
     common_sections(&names)
 }
 
@@ -880,8 +882,10 @@ pub(super) fn assemble(case: &ReproCase, b: &Body, t: &Target) -> String {
     for name in &b.generator {
         s.push_str(section(COMMON, name));
     }
-    if b.common.contains(&"pattern") {
-        s.push_str(section(COMMON, "pattern"));
+    for name in ["pattern", "crossing_seed"] {
+        if b.common.contains(&name) {
+            s.push_str(section(COMMON, name));
+        }
     }
     let (family, index) = super::label_parts(&case.cl_label).unwrap_or(("cl", 0));
     s.push_str(&format!(
@@ -910,6 +914,7 @@ pub(super) fn assemble(case: &ReproCase, b: &Body, t: &Target) -> String {
         "svm_alloc",
         "map_check",
         "cl_pattern",
+        "reuse",
         "fft_cl",
         "ref_fft",
         "check_fft",

@@ -8,12 +8,12 @@ use super::emit::{Body, Target, assemble, section};
 const HOST: &str = include_str!("templates/host.c");
 
 /// The host's ops: every one clhip runs on a host pair.
-pub(super) const OPS: &[Op] = &[Op::Handoff, Op::Fft, Op::Pipeline];
+pub(super) const OPS: &[Op] = &[Op::Handoff, Op::Fft, Op::Pipeline, Op::Reuse];
 
 /// The program and its build script.
 pub(super) fn program(case: &ReproCase, b: &Body) -> (String, String) {
     let mut peer = section(HOST, "host_peer").to_string();
-    if case.op == Op::Handoff {
+    if matches!(case.op, Op::Handoff | Op::Reuse) {
         peer.push_str(section(HOST, "host_pattern"));
     }
     if case.op == Op::Pipeline {

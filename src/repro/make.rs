@@ -68,7 +68,7 @@ pub struct Made {
 pub fn make(req: &Request, say: &mut dyn FnMut(&str)) -> anyhow::Result<Made> {
     let case = ReproCase::parse(&req.case)?;
     super::check_covered(&case)?;
-    super::check_plant(req.plant).context("--plant")?;
+    super::check_plant(&case, req.plant).context("--plant")?;
     // Before any run: a directory that cannot take the reproducer, or holds the user's own
     // README.md, must not cost a shrink.
     let out_dir = output::check_dir("-o", &req.output, &super::FILES)?;

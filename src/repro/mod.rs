@@ -332,7 +332,7 @@ pub fn generate(
     plant: Option<Plant>,
 ) -> anyhow::Result<Reproducer> {
     check_covered(case)?;
-    check_plant(plant)?;
+    check_plant(case, plant)?;
     let seed = data_seed(header.seed, case.op, case.n);
     let (source, build_sh) = match case.peer.api {
         Api::Cuda => cuda::program(
@@ -365,14 +365,34 @@ pub fn generate(
     })
 }
 
-/// The plants a reproducer can contain: those that change the calls (skip-sync) or the
-/// memory (straddle-2mib) at a point the program has too.
-pub fn check_plant(plant: Option<Plant>) -> anyhow::Result<()> {
+/// The plants a reproducer can contain: those that change the calls (skip-sync, skip-one-sync)
+/// or the memory (straddle-2mib) at a point the program has too. `skip-one-sync` only where
+/// clhip plants it: a reuse case handed over with a wait or a map (elsewhere clhip skips the
+/// case, and a program without the plant would pass for one with it).
+pub fn check_plant(case: &ReproCase, plant: Option<Plant>) -> anyhow::Result<()> {
     match plant {
         None | Some(Plant::SkipSync | Plant::Straddle2Mib) => Ok(()),
-        Some(p) => {
-            bail!("only the skip-sync and straddle-2mib plants have a reproducer, not {p:?}")
+        Some(Plant::SkipOneSync) if case.op != Op::Reuse => bail!(
+            "the skip-one-sync plant leaves out one crossing's sync of the reuse op, not of {}: \
+             clhip skips such a case",
+            case.op
+        ),
+        Some(Plant::SkipOneSync)
+            if !matches!(
+                case.sync,
+                SyncMode::Finish | SyncMode::Event | SyncMode::Map
+            ) =>
+        {
+            bail!(
+                "the skip-one-sync plant leaves out a wait or a map, not a {} handover: clhip \
+                 skips such a case",
+                case.sync
+            )
         }
+        Some(Plant::SkipOneSync) => Ok(()),
+        Some(p) => bail!(
+            "only the skip-sync, skip-one-sync and straddle-2mib plants have a reproducer, not {p:?}"
+        ),
     }
 }
 
@@ -396,7 +416,7 @@ fn header_text(
         None => t.push_str("Outcome clhip saw: not run\n"),
     }
     t.push_str(&format!("Size: {}\n", h.shrink));
-    if case.op != Op::Handoff {
+    if !matches!(case.op, Op::Handoff | Op::Reuse) {
         t.push_str(&format!("Data: {}", data_text(kind)));
         if !h.data.is_empty() {
             t.push_str(&format!("; {}", h.data));
@@ -412,6 +432,14 @@ fn header_text(
             "PLANTED: the sync clhip runs where the peer takes OpenCL's output is left out \
              (--plant skip-sync): this program should see a stale read and exit non-zero.\n",
         );
+    }
+    if plant == Some(Plant::SkipOneSync) {
+        t.push_str(&format!(
+            "PLANTED: crossing {} is handed over with no sync, OpenCL's write for it held back \
+             by a user event until the peer has looked (--plant skip-one-sync): this program \
+             should fail at that crossing, and there only, and exit 1.\n",
+            crate::ops::reuse::PLANTED_CROSSING
+        ));
     }
     if plant == Some(Plant::Straddle2Mib) {
         t.push_str(
@@ -509,8 +537,8 @@ pub fn interop_template() -> &'static str {
     interop::TEMPLATE
 }
 
-/// The C generator of data `kind` alone (every stream's function and the handoff pattern), for
-/// the test that compares it word for word with `generate`.
+/// The C generator of data `kind` alone (every stream's function, the pattern and the reuse
+/// op's crossing seeds), for the test that compares it word for word with `generate`.
 pub fn generator_source(kind: DataKind) -> String {
     emit::generator_source(kind)
 }

@@ -206,6 +206,14 @@ static uint32_t pattern_word(uint32_t seed, uint32_t i)
     x = (x ^ x >> 13) * 0xC2B2AE35u;
     return x ^ x >> 16;
 }
+/*@ crossing_seed @*/
+/* The pattern seed of the reuse op's crossing k (ops/reuse.rs crossing_seed): a bijection of k
+   for one data seed, so that memory still holding an earlier crossing's pattern never passes
+   for this one's. */
+static uint32_t crossing_seed(uint64_t seed, uint32_t k)
+{
+    return pattern_word((uint32_t)(seed ^ seed >> 32) ^ 0x2E05E5EDu, k);
+}
 /*@ cl_open @*/
 static cl_device_id device;
 static cl_context context;
@@ -583,6 +591,47 @@ static int cl_pattern_verdict(const char *what, const uint32_t r[4], uint32_t se
     if (r[2] != 2 * N)
         printf("FAIL: %s: OpenCL's check kernel did not run (ran-marker %u)\n", what, r[2]);
     return r[2] != 2 * N || pattern_verdict(what, (uint64_t[3]){r[0], r[1], r[3]}, seed);
+}
+/*@ reuse @*/
+/* Whether crossing k of the reuse op failed: an even one by the peer's check, an odd one by
+   OpenCL's result words, judged as cl_pattern_verdict judges them. */
+static int crossing_failed(int k, uint64_t peer_seen[][3], uint32_t cl_words[][4])
+{
+    if (k % 2 == 0)
+        return peer_seen[k / 2][0] != 0;
+    return cl_words[k / 2][2] != 2 * N || cl_words[k / 2][0] != 0;
+}
+
+/* The reuse op's verdict (ops/reuse.rs) over the `crossed` crossings run: the first failing
+   crossing in causal order, in clhip's words, with how many failed and the last, and where the
+   case stopped if it stopped early; 1 if any failed. */
+static int reuse_verdict(const char *peer, uint64_t peer_seen[][3], uint32_t cl_words[][4], int crossed)
+{
+    int first = -1, last = -1, failing = 0;
+    char note[192], what[320];
+    for (int k = 0; k < crossed; k++)
+        if (crossing_failed(k, peer_seen, cl_words)) {
+            if (first < 0)
+                first = k;
+            last = k, failing++;
+        }
+    if (!failing) {
+        printf("PASS: %zu words bit-exact across %d crossings of one buffer, a fresh pattern each\n", 2 * N, CROSSINGS);
+        return 0;
+    }
+    if (failing == 1)
+        snprintf(note, sizeof note, "the only failing crossing");
+    else
+        snprintf(note, sizeof note, "the first of %d failing crossings, the last %d", failing, last);
+    if (crossed < CROSSINGS)
+        snprintf(note + strlen(note), sizeof note - strlen(note), "; stopped after crossing %d of %d, once %d reads by %s had failed",
+                 crossed - 1, CROSSINGS, STOP_AFTER_FAILED_READS, peer);
+    if (first % 2 == 0) {
+        snprintf(what, sizeof what, "crossing %d of %d: pattern written by OpenCL, read by %s (%s)", first, CROSSINGS, peer, note);
+        return pattern_verdict(what, peer_seen[first / 2], crossing_seed(SEED, (uint32_t)first));
+    }
+    snprintf(what, sizeof what, "crossing %d of %d: pattern written by %s, read by OpenCL (%s)", first, CROSSINGS, peer, note);
+    return cl_pattern_verdict(what, cl_words[first / 2], crossing_seed(SEED, (uint32_t)first));
 }
 /*@ host_alloc @*/
 /* Page-aligned, zeroed host memory (runtimes/host.rs alloc_pageable). */

@@ -536,12 +536,19 @@ static const char *vk_result_name(VkResult r)
     }
 }
 
+/* A refused call in clhip's words (`vkCreateInstance returned VK_ERROR_... (code)`): the
+   function's name, from the call's text up to its `(` after any `vk.`, then the line. */
 static void vk_check(VkResult r, const char *call, int line)
 {
-    char why[512];
+    char why[512], name[128];
+    const char *dot;
+    size_t len = strcspn(call, "(");
     if (r == VK_SUCCESS)
         return;
-    snprintf(why, sizeof why, "line %d: %s returned %s (%d)", line, call, vk_result_name(r), (int)r);
+    snprintf(name, sizeof name, "%.*s", (int)len, call);
+    if ((dot = strrchr(name, '.')))
+        memmove(name, dot + 1, strlen(dot));
+    snprintf(why, sizeof why, "%s returned %s (%d) (line %d: %s)", name, vk_result_name(r), (int)r, line, call);
     vk_refused(why);
 }
 #define VK(call) (said(#call), vk_check((call), #call, __LINE__))
@@ -607,21 +614,22 @@ static void vk_open(void)
         vk_refused(why);
     }
     {
-        PFN_vkEnumerateInstanceVersion enumerate =
+        /* Named as the functions, so that a refusal names the call as clhip does. */
+        PFN_vkEnumerateInstanceVersion vkEnumerateInstanceVersion =
             (PFN_vkEnumerateInstanceVersion)vk.vkGetInstanceProcAddr(NULL, "vkEnumerateInstanceVersion");
-        PFN_vkCreateInstance create = (PFN_vkCreateInstance)vk_function("vkCreateInstance", 0);
+        PFN_vkCreateInstance vkCreateInstance = (PFN_vkCreateInstance)vk_function("vkCreateInstance", 0);
         VkApplicationInfo app = {VK_STRUCTURE_TYPE_APPLICATION_INFO, NULL, "clhip", 0, NULL, 0, 0};
         VkInstanceCreateInfo info = {VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO, NULL, 0, &app, 0, NULL, 0, NULL};
         version = 1u << 22; /* 1.0, when the loader cannot say */
-        if (enumerate)
-            VK(enumerate(&version));
+        if (vkEnumerateInstanceVersion)
+            VK(vkEnumerateInstanceVersion(&version));
         if (version < VK_API_VERSION_1_1) {
             snprintf(why, sizeof why, "the loader is Vulkan %u.%u.%u: external memory and semaphore queries need 1.1",
                      version >> 22 & 0x7F, version >> 12 & 0x3FF, version & 0xFFF);
             vk_refused(why);
         }
         app.apiVersion = version < VK_API_VERSION_1_2 ? version : VK_API_VERSION_1_2;
-        VK(create(&info, NULL, &vk.instance));
+        VK(vkCreateInstance(&info, NULL, &vk.instance));
     }
     VK_LOAD(vkEnumeratePhysicalDevices, 0);
     VK_LOAD(vkGetPhysicalDeviceProperties2, 0);
