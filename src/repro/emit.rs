@@ -928,6 +928,10 @@ pub(super) fn assemble(case: &ReproCase, b: &Body, t: &Target) -> String {
             s.push_str(section(COMMON, name));
         }
     }
+    // The exporter process, whose allocation and handle the peer's `ipc` section makes.
+    if b.common.contains(&"ipc") {
+        s.push_str(section(COMMON, "ipc_process"));
+    }
     s.push_str(&super::interop::sections(&b.common, false));
     s.push_str(&t.peer);
     s.push_str(&super::interop::sections(&b.common, true));

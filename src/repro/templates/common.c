@@ -633,6 +633,105 @@ static int reuse_verdict(const char *peer, uint64_t peer_seen[][3], uint32_t cl_
     snprintf(what, sizeof what, "crossing %d of %d: pattern written by %s, read by OpenCL (%s)", first, CROSSINGS, peer, note);
     return cl_pattern_verdict(what, cl_words[first / 2], crossing_seed(SEED, (uint32_t)first));
 }
+/*@ ipc_process @*/
+#include <errno.h>
+#include <sys/wait.h>
+#include <unistd.h>
+/* The IPC path's exporter process (clhip's is `clhip __ipc-export`): the peer's
+   IpcOpenMemHandle refuses a handle from its own process, so this program runs itself again as
+   the exporter, which allocates, writes the handle to a pipe and holds the memory until the
+   other pipe closes. What is allocated and opened is the peer template's `ipc` section. */
+extern char **environ;
+static struct { uint64_t p; pid_t pid; int hold_fd; } exporters[8];
+
+/* In the exporter: the bytes to export and its two pipes, from CLHIP_REPRO_EXPORT; 0 when this
+   run is not the exporter. */
+static int exporter_asked(unsigned long long *bytes, int *handle_fd, int *hold_fd)
+{
+    const char *asked = getenv("CLHIP_REPRO_EXPORT");
+    if (!asked)
+        return 0;
+    if (sscanf(asked, "%llu %d %d", bytes, handle_fd, hold_fd) != 3) {
+        printf("ERROR: CLHIP_REPRO_EXPORT=%s is not `<bytes> <handle fd> <hold fd>`\n", asked);
+        exit(2);
+    }
+    return 1;
+}
+
+/* In the exporter: sends the handle, then holds the memory until the importer closes its pipe. */
+static void exporter_serve(int handle_fd, int hold_fd, const void *handle, size_t size)
+{
+    char end;
+    if (write(handle_fd, handle, size) != (ssize_t)size)
+        exit(2);
+    while (read(hold_fd, &end, 1) > 0)
+        ;
+}
+
+static void exporter_ended(int status, const char *when)
+{
+    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 2;
+    printf("%s: the exporter (this program run again) %s with %s %d\n", code == 3 ? "FAULT" : "ERROR", when,
+           WIFSIGNALED(status) ? "signal" : "exit", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
+    finish(code >= 1 && code <= 3 ? code : 2);
+}
+
+/* Starts the exporter of `bytes` and reads its handle (`size` bytes) into `handle`; returns its
+   slot, which exporter_reap ends. */
+static int exporter_start(size_t bytes, void *handle, size_t size)
+{
+    int handle_pipe[2], hold_pipe[2], status = 0, slot = 0, n = 0;
+    static char *argv[] = {(char *)"repro", NULL};
+    char asked[96], *env[512];
+    while (exporters[slot].pid)
+        slot++;
+    if (pipe(handle_pipe) || pipe(hold_pipe)) {
+        printf("ERROR: pipe: %s\n", strerror(errno));
+        exit(2);
+    }
+    /* Its environment made before the fork: the child of a process with threads (the
+       drivers') may only exec. It prints no calls; the case's are this process's. */
+    snprintf(asked, sizeof asked, "CLHIP_REPRO_EXPORT=%zu %d %d", bytes, handle_pipe[1], hold_pipe[0]);
+    env[n++] = asked;
+    for (char **e = environ; *e && n < 511; e++)
+        if (strncmp(*e, "CLHIP_PRINT_CALLS=", 18) != 0 && strncmp(*e, "CLHIP_REPRO_EXPORT=", 19) != 0)
+            env[n++] = *e;
+    env[n] = NULL;
+    fflush(stdout);
+    if ((exporters[slot].pid = fork()) == 0) {
+        close(handle_pipe[0]), close(hold_pipe[1]);
+        execve("/proc/self/exe", argv, env);
+        _exit(2);
+    }
+    close(handle_pipe[1]), close(hold_pipe[0]);
+    exporters[slot].hold_fd = hold_pipe[1];
+    if (read(handle_pipe[0], handle, size) != (ssize_t)size) {
+        waitpid(exporters[slot].pid, &status, 0);
+        exporter_ended(status, "ended before it sent its handle");
+    }
+    close(handle_pipe[0]);
+    return slot;
+}
+
+/* The exporter's slot of opened allocation `p`. */
+static int exporter_of(uint64_t p)
+{
+    int slot = 0;
+    while (exporters[slot].p != p)
+        slot++;
+    return slot;
+}
+
+/* Closes the exporter's pipe and waits for it to free the memory and exit. */
+static void exporter_reap(int slot)
+{
+    int status = 0;
+    close(exporters[slot].hold_fd);
+    waitpid(exporters[slot].pid, &status, 0);
+    exporters[slot].p = 0, exporters[slot].pid = 0;
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+        exporter_ended(status, "ended");
+}
 /*@ host_alloc @*/
 /* Page-aligned, zeroed host memory (runtimes/host.rs alloc_pageable). */
 static uint64_t host_alloc(size_t len)

@@ -213,103 +213,43 @@ static int peer_cpotrf(uint64_t a)
     return info;
 }
 /*@ ipc @*/
-#include <errno.h>
-#include <sys/wait.h>
-#include <unistd.h>
-/* The IPC path's exporter (clhip's is `clhip __ipc-export`): cuIpcOpenMemHandle refuses a
-   handle from its own process, so this program runs itself again as the exporter, which
-   allocates, writes the handle to a pipe and holds the memory until the other pipe closes. */
+/* The exporter's side (common.c's ipc_process runs this program again as it): a device
+   allocation and its IPC handle, held until the importer lets go. */
 static void ipc_exporter(void)
 {
-    const char *asked = getenv("CLHIP_REPRO_EXPORT");
     unsigned long long bytes;
     int handle_fd, hold_fd;
-    char end;
     CUipcMemHandle h;
     CUdeviceptr exported;
-    if (!asked)
+    if (!exporter_asked(&bytes, &handle_fd, &hold_fd))
         return;
-    if (sscanf(asked, "%llu %d %d", &bytes, &handle_fd, &hold_fd) != 3) {
-        printf("ERROR: CLHIP_REPRO_EXPORT=%s is not `<bytes> <handle fd> <hold fd>`\n", asked);
-        exit(2);
-    }
     CHECK(CU, cuInit(0));
     CHECK(CU, cuDeviceGet(&cu_device, PEER_ORDINAL));
     CHECK(CU, cuDevicePrimaryCtxRetain(&cu_context, cu_device));
     CHECK(CU, cuCtxSetCurrent(cu_context));
     CHECK(CU, cuMemAlloc(&exported, (size_t)bytes));
     CHECK(CU, cuIpcGetMemHandle(&h, exported));
-    if (write(handle_fd, &h, sizeof h) != (ssize_t)sizeof h)
-        exit(2);
-    while (read(hold_fd, &end, 1) > 0)
-        ;
+    exporter_serve(handle_fd, hold_fd, &h, sizeof h);
     CHECK(CU, cuMemFree(exported));
     exit(0);
-}
-
-extern char **environ;
-static struct { uint64_t p; pid_t pid; int hold_fd; } exporters[8];
-
-static void exporter_ended(int status, const char *when)
-{
-    int code = WIFEXITED(status) ? WEXITSTATUS(status) : 2;
-    printf("%s: the exporter (this program run again) %s with %s %d\n", code == 3 ? "FAULT" : "ERROR", when,
-           WIFSIGNALED(status) ? "signal" : "exit", WIFSIGNALED(status) ? WTERMSIG(status) : WEXITSTATUS(status));
-    finish(code >= 1 && code <= 3 ? code : 2);
 }
 
 /* Another process's allocation of `bytes`, opened here through its IPC handle. */
 static uint64_t ipc_open(size_t bytes)
 {
-    int handle_pipe[2], hold_pipe[2], status = 0, slot = 0, n = 0;
-    static char *argv[] = {(char *)"repro", NULL};
-    char asked[96], *env[512];
     CUipcMemHandle h;
     CUdeviceptr opened;
-    while (exporters[slot].pid)
-        slot++;
-    if (pipe(handle_pipe) || pipe(hold_pipe)) {
-        printf("ERROR: pipe: %s\n", strerror(errno));
-        exit(2);
-    }
-    /* Its environment made before the fork: the child of a process with threads (the
-       drivers') may only exec. It prints no calls; the case's are this process's. */
-    snprintf(asked, sizeof asked, "CLHIP_REPRO_EXPORT=%zu %d %d", bytes, handle_pipe[1], hold_pipe[0]);
-    env[n++] = asked;
-    for (char **e = environ; *e && n < 511; e++)
-        if (strncmp(*e, "CLHIP_PRINT_CALLS=", 18) != 0 && strncmp(*e, "CLHIP_REPRO_EXPORT=", 19) != 0)
-            env[n++] = *e;
-    env[n] = NULL;
-    fflush(stdout);
-    if ((exporters[slot].pid = fork()) == 0) {
-        close(handle_pipe[0]), close(hold_pipe[1]);
-        execve("/proc/self/exe", argv, env);
-        _exit(2);
-    }
-    close(handle_pipe[1]), close(hold_pipe[0]);
-    exporters[slot].hold_fd = hold_pipe[1];
-    if (read(handle_pipe[0], &h, sizeof h) != (ssize_t)sizeof h) {
-        waitpid(exporters[slot].pid, &status, 0);
-        exporter_ended(status, "ended before it sent its handle");
-    }
-    close(handle_pipe[0]);
+    int slot = exporter_start(bytes, &h, sizeof h);
     CHECK(CU, cuIpcOpenMemHandle(&opened, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-    exporters[slot].p = opened;
-    return exporters[slot].p;
+    return exporters[slot].p = opened;
 }
 
 /* Closes the opened allocation; the exporter, its pipe closed, frees it and exits. */
 static void ipc_close(uint64_t p)
 {
-    int slot = 0, status = 0;
-    while (exporters[slot].p != p)
-        slot++;
+    int slot = exporter_of(p);
     CHECK(CU, cuIpcCloseMemHandle((CUdeviceptr)p));
-    close(exporters[slot].hold_fd);
-    waitpid(exporters[slot].pid, &status, 0);
-    exporters[slot].p = 0, exporters[slot].pid = 0;
-    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
-        exporter_ended(status, "ended");
+    exporter_reap(slot);
 }
 /*@ vmm @*/
 /* A VMM allocation exportable as a POSIX fd (runtimes/cuda/memory.rs alloc_exportable,
