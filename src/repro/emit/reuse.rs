@@ -45,10 +45,11 @@ pub(super) fn reuse(g: &mut Gen, b: &mut Body, plant: Option<Plant>) {
     g.declare("int r;");
     // Round trips run, and the peer's failed reads so far: clhip stops once there are
     // STOP_AFTER_FAILED_READS, at the end of that round trip.
-    g.declare("int trips = 0;");
-    if g.case.sync != SyncMode::None {
-        g.declare("int failed_reads = 0;");
-    }
+    g.declare(if g.case.sync == SyncMode::None {
+        "int trips = 0;"
+    } else {
+        "int trips = 0, failed_reads = 0;"
+    });
     g.declare("const uint32_t init[4] = {0, 0xFFFFFFFFu, 0, 0};");
     g.declare("cl_mem *results = malloc(ROUND_TRIPS * sizeof *results);");
     g.declare("uint64_t (*peer_seen)[3] = calloc(ROUND_TRIPS, sizeof *peer_seen);");
