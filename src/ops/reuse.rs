@@ -41,6 +41,12 @@ pub const PLANTED_CROSSING: usize = 500;
 /// a race, so where it stopped would be too, and how many went stale is what it measures.
 pub const STOP_AFTER_FAILED_READS: usize = 8;
 
+/// Whether a case handed over with `sync` stops after [`STOP_AFTER_FAILED_READS`]: every sync
+/// but a negative control's `none`. The C of the op asks the same.
+pub fn stops_early(sync: SyncMode) -> bool {
+    sync != SyncMode::None
+}
+
 /// The pattern seed of crossing `k`: distinct for every k (the pattern's word function is a
 /// bijection of its index for one seed), so that memory still holding an earlier crossing's
 /// pattern never passes for this one's.
@@ -159,7 +165,7 @@ pub(super) fn reuse(
             let next = seeds.get(k + 2).copied();
             last = cl_check_pattern(s, m.cl, seeds[k + 1], words, result, next, &wait, plant)?;
             cl_ran += 1;
-            if failed_reads >= STOP_AFTER_FAILED_READS && case.sync != SyncMode::None {
+            if failed_reads >= STOP_AFTER_FAILED_READS && stops_early(case.sync) {
                 break;
             }
         }

@@ -6,7 +6,9 @@
 
 use crate::model::SyncMode;
 use crate::ops::Plant;
-use crate::ops::reuse::{CROSSINGS, PLANTED_CROSSING, ROUND_TRIPS, STOP_AFTER_FAILED_READS};
+use crate::ops::reuse::{
+    CROSSINGS, PLANTED_CROSSING, ROUND_TRIPS, STOP_AFTER_FAILED_READS, stops_early,
+};
 use crate::paths::c::{CMem as Mem, CWriter, waits};
 use crate::sync::Access;
 
@@ -45,10 +47,10 @@ pub(super) fn reuse(g: &mut Gen, b: &mut Body, plant: Option<Plant>) {
     g.declare("int r;");
     // Round trips run, and the peer's failed reads so far: clhip stops once there are
     // STOP_AFTER_FAILED_READS, at the end of that round trip.
-    g.declare(if g.case.sync == SyncMode::None {
-        "int trips = 0;"
-    } else {
+    g.declare(if stops_early(g.case.sync) {
         "int trips = 0, failed_reads = 0;"
+    } else {
+        "int trips = 0;"
     });
     g.declare("const uint32_t init[4] = {0, 0xFFFFFFFFu, 0, 0};");
     g.declare("cl_mem *results = malloc(ROUND_TRIPS * sizeof *results);");
@@ -95,7 +97,7 @@ pub(super) fn reuse(g: &mut Gen, b: &mut Body, plant: Option<Plant>) {
         // A handover that waits for all of OpenCL's work (clFinish) names no event.
         g.out.text = g.out.text.replace("last = launch(", "launch(");
     }
-    if g.case.sync != SyncMode::None {
+    if stops_early(g.case.sync) {
         g.out.line("stopped:;");
     }
     g.release(&m);
@@ -147,7 +149,7 @@ fn round_trip(g: &mut Gen, m: &mut Mem, trip: Trip) {
     g.hand_to_peer(m, to_peer, Some("last"), Access::ReadWrite);
     g.out
         .line("peer_check_pattern(m_peer, crossing_seed(SEED, 2 * r), peer_seen[r]);");
-    if sync != SyncMode::None {
+    if stops_early(sync) {
         g.out.line("failed_reads += peer_seen[r][0] != 0;");
     }
     if trip == Trip::Planted {
@@ -186,7 +188,7 @@ fn round_trip(g: &mut Gen, m: &mut Mem, trip: Trip) {
         m.arg()
     ));
     // A negative control runs every crossing, as clhip's does.
-    if sync != SyncMode::None {
+    if stops_early(sync) {
         g.out.line(
             "if (failed_reads >= STOP_AFTER_FAILED_READS)\n    \
                  goto stopped;",
