@@ -1383,21 +1383,9 @@ fn repro_all_over_a_pocl_run_builds_and_agrees() {
     assert_eq!(paths.len(), 7, "{paths:?}");
 
     let all = dir.join("all");
-    let out = clhip(&[
-        "repro",
-        "--all",
-        json.to_str().unwrap(),
-        "-o",
-        all.to_str().unwrap(),
-    ]);
-    assert!(out.status.success(), "{}", text(&out));
+    let (ran, table) = repro_all_and_run(&json, &all);
     let readme = std::fs::read_to_string(all.join("README.md")).unwrap();
     assert!(!readme.contains("No reproducer"), "{readme}");
-    let ran = Command::new("sh")
-        .arg(all.join("run-all.sh"))
-        .output()
-        .unwrap();
-    let table = String::from_utf8_lossy(&ran.stdout).into_owned();
     assert!(ran.status.success(), "{}", text(&ran));
     // A row for each reproducer: a pass per path, a row per kind of non-pass.
     let rows: Vec<&str> = table.lines().skip(1).collect();
@@ -1443,7 +1431,20 @@ fn repro_all_over_a_pocl_run_builds_and_agrees() {
         error: None,
     };
     std::fs::write(&json, serde_json::to_string(&report).unwrap()).unwrap();
-    let all = dir.join("all-planted");
+    let (ran, table) = repro_all_and_run(&json, &dir.join("all-planted"));
+    assert_eq!(ran.status.code(), Some(1), "{}", text(&ran));
+    assert!(
+        table.lines().any(|l| l.starts_with("unsupported")
+            && l.contains("pass (exit 0)")
+            && l.contains("DISAGREES")
+            && l.ends_with("unsupported.pocl0+host.copy.finish.reuse")),
+        "{table}"
+    );
+}
+
+/// `clhip repro --all json -o all` (which must succeed), then its run-all.sh: how that ended,
+/// and the table it printed.
+fn repro_all_and_run(json: &Path, all: &Path) -> (std::process::Output, String) {
     let out = clhip(&[
         "repro",
         "--all",
@@ -1457,14 +1458,7 @@ fn repro_all_over_a_pocl_run_builds_and_agrees() {
         .output()
         .unwrap();
     let table = String::from_utf8_lossy(&ran.stdout).into_owned();
-    assert_eq!(ran.status.code(), Some(1), "{}", text(&ran));
-    assert!(
-        table.lines().any(|l| l.starts_with("unsupported")
-            && l.contains("pass (exit 0)")
-            && l.contains("DISAGREES")
-            && l.ends_with("unsupported.pocl0+host.copy.finish.reuse")),
-        "{table}"
-    );
+    (ran, table)
 }
 
 /// The CUDA stub (tests/fixtures/gpu-stub: CUDA's driver API and NVRTC done on the host) built
