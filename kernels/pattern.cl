@@ -32,7 +32,7 @@ __kernel void pattern_fill(__global uint* p, uint seed, uint words)
 // to 0), result[1] keeps the smallest mismatching index (host sets it to 0xFFFFFFFF, which then
 // means "none"), and work-item 0 writes `words` into result[2] (host sets it to 0): a check
 // whose kernel never ran must not read as "no mismatches".
-__kernel void pattern_check(__global const uint* p, uint seed, uint words, __global uint* result)
+void clhip_check_into(__global const uint* p, uint seed, uint words, __global uint* result)
 {
     size_t gid = get_global_id(0);
     if (gid >= (size_t)words)
@@ -46,13 +46,39 @@ __kernel void pattern_check(__global const uint* p, uint seed, uint words, __glo
     }
 }
 
+__kernel void pattern_check(__global const uint* p, uint seed, uint words, __global uint* result)
+{
+    clhip_check_into(p, seed, words, result);
+}
+
+// pattern_check into slot `slot` of a buffer of 4-word slots. The reuse op checks 1,000
+// crossings: one buffer made, written and read once costs three host waits where a buffer per
+// crossing cost four thousand.
+__kernel void pattern_check_slot(__global const uint* p, uint seed, uint words,
+                                 __global uint* results, uint slot)
+{
+    clhip_check_into(p, seed, words, results + 4 * (size_t)slot);
+}
+
 // After pattern_check on the same queue: result[3] = the word found at the first mismatch, so
 // the verdict can say what OpenCL saw there (a second pass, since only a finished check knows
 // which index is first).
-__kernel void pattern_observe(__global const uint* p, uint words, __global uint* result)
+void clhip_observe_into(__global const uint* p, uint words, __global uint* result)
 {
     if (get_global_id(0) == 0 && result[0] != 0u && result[1] < words)
         result[3] = p[result[1]];
+}
+
+__kernel void pattern_observe(__global const uint* p, uint words, __global uint* result)
+{
+    clhip_observe_into(p, words, result);
+}
+
+// pattern_observe of slot `slot` (as pattern_check_slot).
+__kernel void pattern_observe_slot(__global const uint* p, uint words, __global uint* results,
+                                   uint slot)
+{
+    clhip_observe_into(p, words, results + 4 * (size_t)slot);
 }
 
 // The device address of a buffer, as a kernel sees its argument (the cl-gpu-va path). OpenCL C gives

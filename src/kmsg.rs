@@ -275,14 +275,17 @@ fn is_report_header(line: &str) -> bool {
         .any(|h| line.contains(h))
 }
 
-/// A line of a GPU kernel driver: amdgpu and its KFD, NVIDIA's (NVRM, nvidia-modeset,
-/// nvidia-uvm), nouveau, i915/xe, and DRM's core.
+/// A line of a GPU kernel driver: one that begins with the driver's name, as amdgpu and its
+/// KFD, NVIDIA's (NVRM, nvidia-modeset, nvidia-uvm), nouveau, i915/xe and DRM's core write
+/// theirs. Only at the start: a trap's continuation names the library a process died in
+/// (` in libnvidia-opencl.so.580.159.04[23db98,...] likely on CPU 6`, at the default warning
+/// level), which made a passing case beside another worker's crash `warn` on an H200.
 pub fn is_gpu_driver_line(line: &str) -> bool {
     [
-        "amdgpu", "kfd", "NVRM", "nvidia", "nouveau", "i915", "[drm", "drm:",
+        "amdgpu", "kfd", "NVRM", "nvidia", "nouveau", "i915", "xe ", "[drm", "drm:",
     ]
     .iter()
-    .any(|m| line.contains(m))
+    .any(|m| line.starts_with(m))
 }
 
 /// The syslog level of a /dev/kmsg record (`prio` is facility * 8 + level).
@@ -465,7 +468,7 @@ mod tests {
         let mut log = KernelLog::start_at(&path);
         write!(
             f,
-            "4,1,1,-;amdgpu 0000:c3:00.0: amdgpu: a warning\n6,2,2,-;amdgpu: an info line\n3,3,3,-;EXT4-fs error (device sda1): not the GPU's\n3,4,4,-;NVRM: an error\n3,5,5,-;NVRM: GPU at PCI:0000:00:06: GPU-d9e1d49b-ff96-386e-99b3-8bb1eff43fd6\n3,6,6,-;NVRM: GPU Board Serial Number: 1652123456789\n"
+            "4,1,1,-;amdgpu 0000:c3:00.0: amdgpu: a warning\n6,2,2,-;amdgpu: an info line\n3,3,3,-;EXT4-fs error (device sda1): not the GPU's\n4,7,7,c; in libnvidia-opencl.so.580.159.04[23db98,7f0344f24000+fa4000] likely on CPU 6 (core 6, socket 0)\n3,4,4,-;NVRM: an error\n3,5,5,-;NVRM: GPU at PCI:0000:00:06: GPU-d9e1d49b-ff96-386e-99b3-8bb1eff43fd6\n3,6,6,-;NVRM: GPU Board Serial Number: 1652123456789\n"
         )
         .expect("write");
         assert_eq!(

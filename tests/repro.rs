@@ -267,7 +267,7 @@ fn a_reuse_reproducer_loops_agrees_and_fails_at_the_planted_crossing() {
         for step in [
             "peer_check_pattern(m_peer, crossing_seed(SEED, 2 * r), peer_seen[r]);",
             "peer_fill_pattern(m_peer, crossing_seed(SEED, 2 * r + 1));",
-            "checked = cl_check_pattern(",
+            "checked = cl_check_pattern_slot(",
         ] {
             assert_eq!(source.matches(step).count(), 1, "{id}: {step}\n{source}");
         }

@@ -352,6 +352,26 @@ fn a_reuse_case_failing_every_crossing_stops_after_eight_failed_reads() {
     }
 }
 
+/// The peer never writes: OpenCL's check of every odd crossing finds its own last pattern, and
+/// each of the 1,000 is judged from its own slot of the one result buffer: a slot read for
+/// another round trip's, or never written, would give another count or another first crossing.
+fn a_reuse_peer_that_never_writes_fails_every_crossing_opencl_reads() {
+    let n = 4097;
+    let (code, report) = run_planted("reuse", n, "peer-noop");
+    assert_fails_the_run(code, &report);
+    for r in &report.results {
+        let m = mismatch(&r.id, &r.outcome);
+        assert_eq!(
+            m.what,
+            "crossing 1 of 2000: pattern written by host, read by OpenCL (the first of 1000 \
+             failing crossings, the last 1999)",
+            "{}: {m}",
+            r.id
+        );
+        assert_eq!((m.index, m.count), (0, 2 * n), "{}: {m}", r.id);
+    }
+}
+
 // ---- a worker killed by SIGKILL ----
 
 /// A worker that dies by SIGKILL no interrupt of the run's sent (the OOM killer's way) costs its
@@ -581,4 +601,5 @@ tests!(
     every_reuse_case_passes_on_a_clean_driver,
     a_reuse_crossing_handed_over_without_its_sync_fails_at_that_crossing,
     a_reuse_case_failing_every_crossing_stops_after_eight_failed_reads,
+    a_reuse_peer_that_never_writes_fails_every_crossing_opencl_reads,
 );

@@ -25,7 +25,8 @@ use crate::fft::FftCache;
 use crate::generate::{self, DataKind};
 use crate::model::{CaseError, Op, Pair, PathKind, Phase, SyncMode};
 use crate::ops::handoff::{
-    CL_CHECK_INIT, CL_CHECK_WORDS, cl_check_pattern, cl_pattern_verdict, pattern_verdict,
+    CL_CHECK_INIT, CL_CHECK_WORDS, CheckWords, cl_check_pattern, cl_pattern_verdict,
+    pattern_verdict,
 };
 use crate::ops::pipeline::{check_output, input_pair, opencl_stages, peer_stages, scale_of};
 use crate::ops::{OPENCL_LABEL_ENV, Plant};
@@ -469,7 +470,7 @@ fn handoff(
                 m.cl,
                 peer_seed,
                 words,
-                &check,
+                CheckWords::Own(&check),
                 None,
                 &[],
                 None,

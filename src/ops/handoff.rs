@@ -62,7 +62,7 @@ pub(super) fn handoff(
             m.cl,
             a,
             words,
-            &result_a,
+            CheckWords::Own(&result_a),
             Some(b),
             &sync::raw(&ready),
             plant,
@@ -88,7 +88,7 @@ pub(super) fn handoff(
             m.cl,
             c,
             words,
-            &result_c,
+            CheckWords::Own(&result_c),
             None,
             &sync::raw(&ready),
             plant,
@@ -144,6 +144,16 @@ pub(crate) const CL_CHECK_WORD_NAMES: [&str; CL_CHECK_WORDS] = [
     "word seen at the first mismatch",
 ];
 
+/// Where an OpenCL pattern check puts its [`CL_CHECK_WORDS`] result words.
+#[derive(Clone, Copy)]
+pub(crate) enum CheckWords<'a> {
+    /// A buffer of its own.
+    Own(&'a DeviceBuffer),
+    /// Slot `slot` of a buffer of such slots: the reuse op's 1,000 checks share one buffer, so
+    /// that making, writing and reading it back are three host waits, not four thousand.
+    Slot(&'a DeviceBuffer, u32),
+}
+
 /// OpenCL's bit-exact check of `words` pattern words of `mem` after `wait`: pattern_check, then
 /// pattern_observe (the word at the first mismatch), then, with `rewrite`, the pattern of the
 /// next seed written over it. `result` holds [`CL_CHECK_INIT`] and is read once the case's
@@ -155,36 +165,37 @@ pub(crate) fn cl_check_pattern(
     mem: crate::runtimes::opencl::ClMem,
     seed: u32,
     words: u32,
-    result: &DeviceBuffer,
+    result: CheckWords<'_>,
     rewrite: Option<u32>,
     wait: &[cl3::types::cl_event],
     plant: Option<Plant>,
 ) -> Result<ClEvent, CaseError> {
     let n = words as usize;
+    let (check, observe, result, slot) = match result {
+        CheckWords::Own(b) => ("pattern_check", "pattern_observe", b.arg(), None),
+        CheckWords::Slot(b, slot) => (
+            "pattern_check_slot",
+            "pattern_observe_slot",
+            b.arg(),
+            Some(ClArg::U32(slot)),
+        ),
+    };
     let checked = if plant == Some(Plant::SkipCheckKernel) {
         s.marker(wait)
     } else {
-        s.launch(
-            "pattern_check",
-            n,
-            &[
-                ClArg::Mem(mem),
-                ClArg::U32(seed),
-                ClArg::U32(words),
-                ClArg::Mem(result.arg()),
-            ],
-            wait,
-        )
+        let args = [
+            ClArg::Mem(mem),
+            ClArg::U32(seed),
+            ClArg::U32(words),
+            ClArg::Mem(result),
+        ];
+        let args: Vec<ClArg> = args.into_iter().chain(slot).collect();
+        s.launch(check, n, &args, wait)
     }
     .running()?;
-    let mut last = s
-        .launch(
-            "pattern_observe",
-            1,
-            &[ClArg::Mem(mem), ClArg::U32(words), ClArg::Mem(result.arg())],
-            &[checked.0],
-        )
-        .running()?;
+    let args = [ClArg::Mem(mem), ClArg::U32(words), ClArg::Mem(result)];
+    let args: Vec<ClArg> = args.into_iter().chain(slot).collect();
+    let mut last = s.launch(observe, 1, &args, &[checked.0]).running()?;
     if let Some(next) = rewrite {
         // The `cl-overrun` plant: one complex element (two words) past the memory.
         let fill = if plant == Some(Plant::ClOverrun) {

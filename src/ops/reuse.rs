@@ -6,7 +6,7 @@
 //! crossing where it stopped.
 //!
 //! Crossing k (from 0) is OpenCL's write read by the peer when k is even, the peer's write read
-//! by OpenCL when k is odd. OpenCL's checks go to one small result buffer per crossing, all
+//! by OpenCL when k is odd. OpenCL's checks go to a slot per crossing of one result buffer,
 //! read once the last crossing is done, so that no read adds a sync the case did not ask for;
 //! the peer's checks are its own and immediate. The verdict names the first failing crossing
 //! in causal order, and how many failed.
@@ -21,8 +21,8 @@ use crate::runtimes::{PatternCheck, PeerRuntime};
 use crate::sync::{self, Access};
 
 use super::handoff::{
-    CL_CHECK_INIT, CL_CHECK_WORD_NAMES, CL_CHECK_WORDS, cl_check_pattern, cl_pattern_verdict,
-    pattern_verdict,
+    CL_CHECK_INIT, CL_CHECK_WORD_NAMES, CL_CHECK_WORDS, CheckWords, cl_check_pattern,
+    cl_pattern_verdict, pattern_verdict,
 };
 use super::{Plant, peer_done, peer_work, with_shared};
 
@@ -110,20 +110,27 @@ pub(super) fn reuse(
     let peer_name = case.pair.peer.label();
     let seeds: Vec<u32> = (0..CROSSINGS).map(|k| crossing_seed(seed, k)).collect();
     // Made before the case starts: a blocking write later would drain the queue, a sync the
-    // case did not ask for.
-    let results = (0..ROUND_TRIPS)
-        .map(|r| {
-            DeviceBuffer::with_words_read_back(
-                session,
-                &format!(
-                    "OpenCL pattern check's result buffer for crossing {}",
-                    2 * r + 1
-                ),
-                &CL_CHECK_WORD_NAMES,
-                &CL_CHECK_INIT,
-            )
+    // case did not ask for. One slot of CL_CHECK_WORDS per round trip, in one buffer.
+    let names: Vec<String> = (0..ROUND_TRIPS)
+        .flat_map(|r| {
+            CL_CHECK_WORD_NAMES
+                .iter()
+                .map(move |w| format!("{w} of crossing {}", 2 * r + 1))
         })
-        .collect::<Result<Vec<_>, _>>()?;
+        .collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let init: Vec<u32> = CL_CHECK_INIT
+        .iter()
+        .copied()
+        .cycle()
+        .take(ROUND_TRIPS * CL_CHECK_WORDS)
+        .collect();
+    let results = DeviceBuffer::with_words_read_back(
+        session,
+        "OpenCL pattern checks' result buffer, a slot per odd crossing",
+        &names,
+        &init,
+    )?;
     let n = words as usize;
     let (seen, cl_ran) = with_shared(session, peer, case, case.n, |s, peer, m| {
         let mut seen: Vec<PatternCheck> = Vec::with_capacity(ROUND_TRIPS);
@@ -140,7 +147,7 @@ pub(super) fn reuse(
             .running()?;
         let mut gate: Option<Gate> = None;
         let mut failed_reads = 0;
-        for (r, result) in results.iter().enumerate() {
+        for r in 0..ROUND_TRIPS {
             let k = 2 * r;
             let planted = skip_one && k == PLANTED_CROSSING;
             let mode = if planted { SyncMode::None } else { case.sync };
@@ -163,7 +170,8 @@ pub(super) fn reuse(
                 gate = Some(g);
             }
             let next = seeds.get(k + 2).copied();
-            last = cl_check_pattern(s, m.cl, seeds[k + 1], words, result, next, &wait, plant)?;
+            let slot = CheckWords::Slot(&results, r as u32);
+            last = cl_check_pattern(s, m.cl, seeds[k + 1], words, slot, next, &wait, plant)?;
             cl_ran += 1;
             if failed_reads >= STOP_AFTER_FAILED_READS && stops_early(case.sync) {
                 break;
@@ -172,10 +180,15 @@ pub(super) fn reuse(
         Ok((seen, cl_ran))
     })?;
     // Every step under test has run; reading the results now adds no sync to the case.
-    let cl_seen = results[..cl_ran]
-        .iter()
-        .map(|b| b.read::<u32>(session, CL_CHECK_WORDS))
-        .collect::<Result<Vec<_>, _>>()?;
+    let cl_seen: Vec<Vec<u32>> = if cl_ran == 0 {
+        Vec::new()
+    } else {
+        results
+            .read::<u32>(session, cl_ran * CL_CHECK_WORDS)?
+            .chunks(CL_CHECK_WORDS)
+            .map(<[u32]>::to_vec)
+            .collect()
+    };
     let what = |k: usize| {
         if k.is_multiple_of(2) {
             format!("pattern written by OpenCL, read by {peer_name}")

@@ -7,6 +7,13 @@ use std::time::Duration;
 
 use super::control::RunControl;
 
+/// Long cases (the reuse op's) running at once on one GPU, at most. Measured on the full
+/// matrix, after the reuse op's checks moved to one result buffer (reports/README.md, "Where
+/// the full matrix's time goes"): no limit 78.1 s, 1 at once 74.4 s, 2 at once 71.8 s (one
+/// H100); 71.9 s at 2 on an H200. One at a time leaves the chain of reuse cases the longest
+/// thing in the run; with no limit they wait on each other's context switches.
+pub const LONG_AT_ONCE: usize = 2;
+
 #[derive(Debug, Clone)]
 pub struct RunOptions {
     pub seed: u64,
@@ -37,6 +44,9 @@ pub struct RunOptions {
     /// Globs (`*`) of kernel log lines that do not make a passing case `warn` (an
     /// expectation file's `kernel_log_allow`).
     pub kernel_log_allow: Vec<String>,
+    /// Long cases (the reuse op's) running at once on one GPU, at most; 0 for no limit
+    /// ([`LONG_AT_ONCE`]).
+    pub long_at_once: usize,
     pub control: Arc<RunControl>,
 }
 
@@ -56,6 +66,7 @@ impl RunOptions {
             spare_workers: false,
             gpu_pci: HashMap::new(),
             kernel_log_allow: Vec::new(),
+            long_at_once: LONG_AT_ONCE,
             control: Arc::new(RunControl::default()),
         }
     }

@@ -54,10 +54,43 @@ pub(super) fn next_of(
     }
 }
 
+/// What a worker gets from [`next_within`].
+pub(super) enum Pick {
+    Case(Box<Planned>),
+    /// Its next cases are long ones, and as many run on its GPU as may: ask again soon.
+    Wait,
+    /// Nothing it may take.
+    Done,
+}
+
+/// [`next_of`], with a long case ([`holds_long`]) taken only while `long_allowed`: else the
+/// first short case the worker may take, in queue order.
+pub(super) fn next_within(
+    queue: &mut VecDeque<Planned>,
+    env: Option<&[(String, String)]>,
+    long_allowed: bool,
+) -> Pick {
+    let mut blocked = false;
+    for i in 0..queue.len() {
+        if env.is_some_and(|e| queue[i].env != e) {
+            break;
+        }
+        if long_allowed || !holds_long(&queue[i]) {
+            return queue
+                .remove(i)
+                .map_or(Pick::Done, |p| Pick::Case(Box::new(p)));
+        }
+        blocked = true;
+    }
+    if blocked { Pick::Wait } else { Pick::Done }
+}
+
 /// What the runner threads share.
 struct Shared {
     /// One queue per GPU, in the plan's order of first appearance.
     queues: Vec<Mutex<VecDeque<Planned>>>,
+    /// Per queue, its long cases running now.
+    long_now: Vec<std::sync::atomic::AtomicUsize>,
     /// Each queue's GPU.
     gpus: Vec<String>,
     /// The GPUs lost so far, each with what says so.
@@ -99,6 +132,7 @@ pub(super) fn run_workers(
     let shared = Shared {
         gpus: groups.iter().map(|(gpu, _)| gpu.clone()).collect(),
         lost: Mutex::new(Vec::new()),
+        long_now: groups.iter().map(|_| Default::default()).collect(),
         queues: groups.into_iter().map(|(_, q)| Mutex::new(q)).collect(),
         aborted: Mutex::new(None),
         start_failures: Mutex::new(HashMap::new()),
@@ -156,8 +190,9 @@ pub(super) fn run_workers(
 /// Whether a case holds its worker long: the reuse op's 2,000 crossings, each a host wait on
 /// one API and then the other. Such cases slow each other down when they run side by side on
 /// one GPU (on an H200, 30 of them took 15-17 s one at a time and 28 s four or eight at a time:
-/// every crossing waits for the GPU to switch contexts), so the queue spreads them out: the
-/// H200's full matrix took 91.0 s so and 112.4 s with its reuse cases left together at the end.
+/// every crossing waits for the GPU to switch contexts), so the queue spreads them out (the
+/// H200's full matrix took 91.0 s so and 112.4 s with its reuse cases left together at the
+/// end), and at most [`RunOptions::long_at_once`] run at once on one GPU.
 fn holds_long(p: &Planned) -> bool {
     p.work
         .case()
@@ -244,6 +279,8 @@ fn run_thread(
     let gpu = &shared.gpus[queue];
     // A case of this GPU, whose pair a health check opens.
     let sample = lock(&shared.queues[queue]).front().cloned();
+    // Whether this thread's worker was last given a long case, counted in `long_now`.
+    let mut holding_long = false;
     let on_bus_at_start = opts
         .gpu_pci
         .get(gpu)
@@ -257,11 +294,32 @@ fn run_thread(
         }
         // The worker takes case after case from the GPU's queue while it lives: a new worker
         // costs two device contexts, whose creation the NVIDIA driver serialises.
-        let mut source = |env: Option<&[(String, String)]>| {
+        let mut source = |env: Option<&[(String, String)]>| loop {
             if lock(&shared.aborted).is_some() || opts.control.is_interrupted() {
                 return None;
             }
-            next_of(&mut lock(&shared.queues[queue]), env)
+            let mut q = lock(&shared.queues[queue]);
+            // Asked again: the worker's last case has ended.
+            let long_now = &shared.long_now[queue];
+            if std::mem::take(&mut holding_long) {
+                long_now.fetch_sub(1, Ordering::SeqCst);
+            }
+            let allowed =
+                opts.long_at_once == 0 || long_now.load(Ordering::SeqCst) < opts.long_at_once;
+            match next_within(&mut q, env, allowed) {
+                Pick::Case(p) => {
+                    if holds_long(&p) {
+                        long_now.fetch_add(1, Ordering::SeqCst);
+                        holding_long = true;
+                    }
+                    return Some(*p);
+                }
+                Pick::Done => return None,
+                Pick::Wait => {
+                    drop(q);
+                    std::thread::sleep(TICK);
+                }
+            }
         };
         let spares = opts.spare_workers.then_some(&mut spares);
         let before = mine.len();

@@ -129,38 +129,41 @@ fn a_lost_gpu_line_naming_the_gpu_s_device_is_evidence_and_another_s_is_not() {
     );
 }
 
+/// A nvidia0+cuda0 copy/finish case of `op` at size `n` whose worker needs `E=env`.
+fn planned(op: crate::model::Op, n: usize, env: &str) -> crate::results::Planned {
+    use crate::model::{Case, ClDeviceRef, Expectation, Pair, PathKind, Peer, SyncMode};
+    let case = Case {
+        pair: Pair {
+            opencl: ClDeviceRef {
+                platform_index: 0,
+                device_index: 0,
+                label: "nvidia0".into(),
+            },
+            peer: Peer {
+                api: Api::Cuda,
+                ordinal: 0,
+            },
+            install: None,
+            cl_gpu: None,
+        },
+        path: PathKind::Copy,
+        sync: SyncMode::Finish,
+        op,
+        n,
+        env: Default::default(),
+    };
+    let mut p = crate::results::Planned::case(case, Expectation::Pass);
+    p.env = vec![("E".into(), env.into())];
+    p
+}
+
 #[test]
 fn long_cases_are_spread_through_their_environment_s_run_of_the_queue() {
     use super::schedule::spread_long;
-    use crate::model::Expectation;
-    use crate::model::{Case, ClDeviceRef, Op, Pair, PathKind, Peer, SyncMode};
+    use crate::model::Op;
     use crate::results::Planned;
     use std::collections::VecDeque;
-    let item = |op: Op, n: usize, env: &str| {
-        let case = Case {
-            pair: Pair {
-                opencl: ClDeviceRef {
-                    platform_index: 0,
-                    device_index: 0,
-                    label: "nvidia0".into(),
-                },
-                peer: Peer {
-                    api: Api::Cuda,
-                    ordinal: 0,
-                },
-                install: None,
-                cl_gpu: None,
-            },
-            path: PathKind::Copy,
-            sync: SyncMode::Finish,
-            op,
-            n,
-            env: Default::default(),
-        };
-        let mut p = Planned::case(case, Expectation::Pass);
-        p.env = vec![("E".into(), env.into())];
-        p
-    };
+    let item = planned;
     // The plan's order: 12 short cases, then 4 reuse, then a second environment's 3 and 1.
     let mut plan: Vec<Planned> = (0..12).map(|n| item(Op::Handoff, n, "a")).collect();
     plan.extend((100..104).map(|n| item(Op::Reuse, n, "a")));
@@ -190,4 +193,51 @@ fn long_cases_are_spread_through_their_environment_s_run_of_the_queue() {
         .filter(|id| id.contains("/handoff/"))
         .collect();
     assert_eq!(short, ids(&plan[..12]), "short cases in plan order");
+}
+
+#[test]
+fn a_worker_takes_a_long_case_only_while_fewer_than_the_limit_run() {
+    use super::schedule::{Pick, next_within};
+    use crate::model::Op;
+    use std::collections::VecDeque;
+    let id = |p: Pick| match p {
+        Pick::Case(p) => p.id.clone(),
+        Pick::Wait => "wait".into(),
+        Pick::Done => "done".into(),
+    };
+    let mut q = VecDeque::from([
+        planned(Op::Reuse, 1, "a"),
+        planned(Op::Handoff, 2, "a"),
+        planned(Op::Reuse, 3, "b"),
+        planned(Op::Handoff, 4, "b"),
+    ]);
+    let reuse1 = q[0].id.clone();
+    let handoff2 = q[1].id.clone();
+    let handoff4 = q[3].id.clone();
+    // At the limit, a worker of environment `a` passes the reuse case by for the short one
+    // behind it, and never reaches into environment `b`'s run.
+    assert_eq!(
+        id(next_within(
+            &mut q,
+            Some(&planned(Op::Reuse, 0, "a").env),
+            false
+        )),
+        handoff2
+    );
+    assert_eq!(
+        id(next_within(
+            &mut q,
+            Some(&planned(Op::Reuse, 0, "a").env),
+            false
+        )),
+        "wait"
+    );
+    // Under it, the long case is next.
+    assert_eq!(id(next_within(&mut q, None, true)), reuse1);
+    // A new worker takes any environment's short case.
+    assert_eq!(id(next_within(&mut q, None, false)), handoff4);
+    assert_eq!(id(next_within(&mut q, None, false)), "wait");
+    assert_eq!(q.len(), 1);
+    let mut empty = VecDeque::new();
+    assert_eq!(id(next_within(&mut empty, None, false)), "done");
 }

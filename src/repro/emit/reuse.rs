@@ -26,7 +26,7 @@ enum Trip {
     Planted,
 }
 
-/// ops/reuse.rs's steps, in its order: OpenCL's result buffers made and read back before the
+/// ops/reuse.rs's steps, in its order: OpenCL's result buffer made and read back before the
 /// case, the memory created, OpenCL's write of crossing 0, the round trips, the release, then
 /// OpenCL's result words read and the verdict.
 pub(super) fn reuse(g: &mut Gen, b: &mut Body, plant: Option<Plant>) {
@@ -37,7 +37,7 @@ pub(super) fn reuse(g: &mut Gen, b: &mut Body, plant: Option<Plant>) {
         "cl_pattern",
         "reuse",
     ];
-    b.cl_kernels = vec!["pattern_check", "pattern_observe", "pattern_fill"];
+    b.cl_kernels = vec!["pattern_check_slot", "pattern_observe_slot", "pattern_fill"];
     b.peer_kernels = vec!["clhip_pattern_fill", "clhip_pattern_check"];
     b.scratch = true;
     b.constants.push_str(&format!(
@@ -52,22 +52,20 @@ pub(super) fn reuse(g: &mut Gen, b: &mut Body, plant: Option<Plant>) {
     } else {
         "int trips = 0;"
     });
-    g.declare("const uint32_t init[4] = {0, 0xFFFFFFFFu, 0, 0};");
-    g.declare("cl_mem *results = malloc(ROUND_TRIPS * sizeof *results);");
+    g.declare("uint32_t (*init)[4] = malloc(ROUND_TRIPS * sizeof *init);");
+    g.declare("cl_mem results;");
     g.declare("uint64_t (*peer_seen)[3] = calloc(ROUND_TRIPS, sizeof *peer_seen);");
     g.declare("uint32_t (*cl_words)[4] = malloc(ROUND_TRIPS * sizeof *cl_words);");
-    g.declare("char what[96] = \"\";");
     g.declare("cl_event last;");
     g.declare("cl_event checked;");
     g.out.comment(&format!(
-        "ops/reuse.rs: one buffer handed back and forth {ROUND_TRIPS} times. Crossing 2r is OpenCL's pattern read by {peer}, crossing 2r + 1 {peer}'s read by OpenCL, each with its own seed. OpenCL's checks go to a result buffer per round trip, read once every step has run, so that no read adds a sync the case does not make; {peer}'s are its own and immediate."
+        "ops/reuse.rs: one buffer handed back and forth {ROUND_TRIPS} times. Crossing 2r is OpenCL's pattern read by {peer}, crossing 2r + 1 {peer}'s read by OpenCL, each with its own seed. OpenCL's checks go to a slot per round trip of one result buffer, read once every step has run, so that no read adds a sync the case does not make; {peer}'s are its own and immediate."
     ));
     g.out.line(
-        "for (r = 0; r < ROUND_TRIPS; r++) {\n    \
-             snprintf(what, sizeof what, \"OpenCL pattern check's result buffer for crossing %d\", 2 * r + 1);\n    \
-             results[r] = device_buffer(16, init);\n    \
-             check_written(what, results[r], init);\n\
-         }",
+        "for (r = 0; r < ROUND_TRIPS; r++)\n    \
+             memcpy(init[r], (uint32_t[4]){0, 0xFFFFFFFFu, 0, 0}, 16);\n\
+         results = device_buffer(ROUND_TRIPS * 16, init);\n\
+         check_written_slots(\"OpenCL pattern checks' result buffer, a slot per odd crossing\", results, init, ROUND_TRIPS);",
     );
     let mut m = g.mem("m", "N");
     g.create(&m);
@@ -105,8 +103,8 @@ pub(super) fn reuse(g: &mut Gen, b: &mut Body, plant: Option<Plant>) {
         "every step has run: OpenCL's result words of the round trips run read, then the verdict (bit-exact), the first failing crossing in causal order",
     );
     g.out.line(format!(
-        "for (r = 0; r < trips; r++)\n    \
-             read_words(results[r], cl_words[r]);\n\
+        "if (trips)\n    \
+             CHECK(CL, clEnqueueReadBuffer(queue, results, CL_TRUE, 0, trips * sizeof *cl_words, cl_words, 0, NULL, NULL));\n\
          return reuse_verdict(\"{peer}\", peer_seen, cl_words, 2 * trips);"
     ));
 }
@@ -180,7 +178,7 @@ fn round_trip(g: &mut Gen, m: &mut Mem, trip: Trip) {
         waits(ready.as_deref())
     };
     g.out.line(format!(
-        "checked = cl_check_pattern({}, crossing_seed(SEED, 2 * r + 1), results[r], {wait});\n\
+        "checked = cl_check_pattern_slot({}, crossing_seed(SEED, 2 * r + 1), results, r, {wait});\n\
          if (r + 1 < ROUND_TRIPS)\n    \
              last = launch(\"pattern_fill\", 2 * N, 3, (struct arg[]){{{}, u32(crossing_seed(SEED, 2 * r + 2)), u32(2 * N)}}, 1, &checked);\n\
          trips = r + 1;",

@@ -555,6 +555,15 @@ static cl_event cl_check_pattern(struct arg m, uint32_t seed, cl_mem result, cl_
     return launch("pattern_observe", 1, 3, (struct arg[]){m, u32(2 * N), mem(result)}, 1, &checked);
 }
 
+/* cl_check_pattern into slot `slot` of a buffer of 4-word slots (pattern_check_slot): the reuse
+   op's checks share one buffer, made and read back once (ops/reuse.rs). */
+static cl_event cl_check_pattern_slot(struct arg m, uint32_t seed, cl_mem results, uint32_t slot,
+                                      cl_uint nwait, const cl_event *wait)
+{
+    cl_event checked = launch("pattern_check_slot", 2 * N, 5, (struct arg[]){m, u32(seed), u32(2 * N), mem(results), u32(slot)}, nwait, wait);
+    return launch("pattern_observe_slot", 1, 4, (struct arg[]){m, u32(2 * N), mem(results), u32(slot)}, 1, &checked);
+}
+
 /* A bit-exact check's verdict from its words: the mismatches, the first one's index and the
    word seen there. */
 static int pattern_verdict(const char *what, const uint64_t seen[3], uint32_t seed)
@@ -583,6 +592,18 @@ static void check_written(const char *what, cl_mem result, const uint32_t want[4
     if (memcmp(r, want, 16) != 0)
         printf("FAIL: %s, read back after clEnqueueWriteBuffer: {0x%08x, 0x%08x, 0x%08x, 0x%08x}, not the "
                "words written\n", what, r[0], r[1], r[2], r[3]), finish(1);
+}
+
+/* check_written for a buffer of `slots` 4-word slots. */
+static void check_written_slots(const char *what, cl_mem results, const uint32_t (*want)[4], size_t slots)
+{
+    uint32_t (*r)[4] = malloc(slots * sizeof *r);
+    CHECK(CL, clEnqueueReadBuffer(queue, results, CL_TRUE, 0, slots * 16, r, 0, NULL, NULL));
+    for (size_t k = 0; k < slots; k++)
+        if (memcmp(r[k], want[k], 16) != 0)
+            printf("FAIL: %s, read back after clEnqueueWriteBuffer: slot %zu holds {0x%08x, 0x%08x, 0x%08x, 0x%08x}, "
+                   "not the words written\n", what, k, r[k][0], r[k][1], r[k][2], r[k][3]), finish(1);
+    free(r);
 }
 
 /* The verdict of OpenCL's check from its result words, read after the case's steps. */
