@@ -207,11 +207,25 @@ pub fn of_group(lines: Vec<String>, pgid: u32) -> Vec<String> {
     of_group_by(lines, pgid, |pid| in_group(pid, pgid))
 }
 
-/// Whether process `pid` is `pgid`'s leader or still in its group.
+/// Whether process `pid` is `pgid`'s leader or still in its group. Only a process: a thread's
+/// id is taken from the same numbers, and after they wrap a worker's thread can hold the id of
+/// a process that died before it (a dead worker's Xid 13 lines made a passing case on an H200
+/// `warn`), where the driver names processes.
 pub fn in_group(pid: u32, pgid: u32) -> bool {
     pid == pgid
-        || nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid as i32)))
-            .is_ok_and(|g| g.as_raw() as u32 == pgid)
+        || (is_process(pid)
+            && nix::unistd::getpgid(Some(nix::unistd::Pid::from_raw(pid as i32)))
+                .is_ok_and(|g| g.as_raw() as u32 == pgid))
+}
+
+/// Whether `pid` is a live process (its thread group's leader), not another thread.
+fn is_process(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).is_ok_and(|status| {
+        status
+            .lines()
+            .find_map(|l| l.strip_prefix("Tgid:"))
+            .is_some_and(|tgid| tgid.trim() == pid.to_string())
+    })
 }
 
 fn of_group_by(lines: Vec<String>, pgid: u32, in_group: impl Fn(u32) -> bool) -> Vec<String> {
@@ -478,6 +492,28 @@ mod tests {
         log.clear();
         assert!(log.driver_warnings().is_empty());
         let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_thread_of_the_group_is_not_a_process_of_it() {
+        let me = std::process::id();
+        let group = nix::unistd::getpgid(None).expect("getpgid").as_raw() as u32;
+        assert!(in_group(me, group));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            tx.send(nix::unistd::gettid().as_raw() as u32)
+                .expect("send");
+            let _ = done_rx.recv();
+        });
+        let tid = rx.recv().expect("tid");
+        assert_ne!(tid, me);
+        assert!(
+            !in_group(tid, group),
+            "a thread's id named in a kernel line is not this group's process"
+        );
+        drop(done_tx);
+        t.join().expect("thread");
     }
 
     #[test]
