@@ -809,9 +809,11 @@ fn the_cuda_kernels_a_reproducer_embeds_compile() {
 /// exit, 30 lines, and for the handoff its kernels and their compiler).
 fn common_reproducers_are_short() {
     let seeded = DataKind::Seeded;
+    // The pattern checks' kernel text holds a helper since the reuse op checks into slots of
+    // one result buffer (kernels/pattern.cl): about nine lines more in every pattern case.
     let budget = [
-        ("pocl0+host/copy/finish/handoff/n=4097", seeded, 345),
-        ("pocl0+host/use-host-ptr/map/handoff/n=1", seeded, 355),
+        ("pocl0+host/copy/finish/handoff/n=4097", seeded, 355),
+        ("pocl0+host/use-host-ptr/map/handoff/n=1", seeded, 365),
         ("pocl0+host/copy/finish/fft/n=2", DataKind::Ones, 335),
         (
             "pocl0+host/use-host-ptr/map/fft/n=8",
@@ -828,16 +830,16 @@ fn common_reproducers_are_short() {
         ),
         ("nvidia0+cuda0/copy/finish/gemm/n=2", DataKind::Ones, 415),
         ("nvidia0+cuda0/copy/finish/gemm/n=33", seeded, 450),
-        ("nvidia0+cuda0/copy/finish/handoff/n=4097", seeded, 515),
+        ("nvidia0+cuda0/copy/finish/handoff/n=4097", seeded, 525),
         (
             "nvidia0+cuda0/cl-svm-coarse/finish/handoff/n=1",
             seeded,
-            500,
+            510,
         ),
-        ("rocm0+hip0/copy/finish/handoff/n=4097", seeded, 505),
+        ("rocm0+hip0/copy/finish/handoff/n=4097", seeded, 515),
         // The reuse op's 2,000 crossings are one loop over a round trip, not 2,000 steps.
         ("pocl0+host/copy/finish/reuse/n=4097", seeded, 395),
-        ("pocl0+host/use-host-ptr/map/reuse/n=4097", seeded, 400),
+        ("pocl0+host/use-host-ptr/map/reuse/n=4097", seeded, 410),
         ("nvidia0+cuda0/copy/finish/reuse/n=4097", seeded, 560),
         ("rocm0+hip0/cl-svm-coarse/map/reuse/n=1", seeded, 545),
     ];
