@@ -47,6 +47,10 @@ fn main() {
             || kernel_warning_is_warn().map_err(Failed::from),
         ),
         Trial::ignorable_test(
+            "a_gpu_driver_s_line_during_a_pocl_case_is_not_its_warning",
+            driver_line_beside_a_cpu_case,
+        ),
+        Trial::ignorable_test(
             "bench_runner_measures_worker_starts_and_a_run_prints_its_floor",
             start_floor_on_pocl,
         ),
@@ -650,4 +654,98 @@ fn reset_stops_the_worker() -> Result<(), String> {
     }
     let _ = std::fs::remove_dir_all(&dir);
     Ok(())
+}
+
+/// `clhip run ARGS` in `dir` while another thread appends an NVIDIA driver line naming no
+/// process or GPU to the kernel log every few milliseconds, as a GPU's firmware assertion
+/// beside the run would: the results file.
+fn run_beside_driver_lines(dir: &Path, args: &[&str]) -> Result<Value, String> {
+    use std::io::Write as _;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let log = dir.join("kmsg");
+    std::fs::write(&log, "").map_err(|e| e.to_string())?;
+    let stop = AtomicBool::new(false);
+    let out = std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&log)
+                .expect("kernel log file");
+            let mut seq = 0u64;
+            while !stop.load(Ordering::SeqCst) {
+                seq += 1;
+                let _ = writeln!(
+                    f,
+                    "4,{seq},{seq},-;NVRM: nvAssertFailedNoLog: Assertion failed: [test] a line naming no process"
+                );
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        let out = clhip()
+            .args(args)
+            .args(["--json", "r.json"])
+            .env("CLHIP_KERNEL_LOG", &log)
+            .current_dir(dir)
+            .output();
+        stop.store(true, Ordering::SeqCst);
+        out
+    })
+    .map_err(|e| e.to_string())?;
+    let text = std::fs::read_to_string(dir.join("r.json")).map_err(|e| {
+        format!(
+            "r.json: {e}; stderr: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    })?;
+    serde_json::from_str(&text).map_err(|e| e.to_string())
+}
+
+/// A GPU driver's line that names no process may be any GPU case's, and makes a passing one
+/// `warn` (the mock's cases, on a mock GPU); a PoCL case with the host peer uses no GPU, so it
+/// is not its (seen on an H200: an `NVRM: nvAssertFailedNoLog` line during a PoCL case).
+fn driver_line_beside_a_cpu_case() -> Result<Completion, Failed> {
+    let cases = [
+        "pocl0+host/copy/finish/handoff/n=4097",
+        "pocl0+host/use-host-ptr/map/handoff/n=4097",
+    ];
+    let listed = clhip()
+        .arg("list")
+        .args(cases)
+        .output()
+        .map_err(|e| e.to_string())?;
+    if !listed.status.success() {
+        let why = format!(
+            "no PoCL cases ({})",
+            String::from_utf8_lossy(&listed.stderr).trim()
+        );
+        if required("CLHIP_REQUIRE_OPENCL") {
+            return Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into());
+        }
+        return Ok(Completion::ignored_with(why));
+    }
+    let dir = scratch("cpu-warn");
+    let mut args = vec!["run"];
+    args.extend(cases);
+    let v = run_beside_driver_lines(&dir, &args)?;
+    for id in cases {
+        let r = result(&v, id)?;
+        if r["outcome"]["outcome"] != "pass" {
+            return Err(format!("{id} is not a plain pass: {r}").into());
+        }
+    }
+    // The control: the same lines during the mock's passing cases on a GPU make them `warn`.
+    let dir = scratch("gpu-warn");
+    let v = run_beside_driver_lines(
+        &dir,
+        &["run", "--mock-cases", "slow,slow", "--mock-gpus", "1"],
+    )?;
+    let warned = v["results"].as_array().map_or(0, |rs| {
+        rs.iter()
+            .filter(|r| r["outcome"]["outcome"] == "warn")
+            .count()
+    });
+    if warned == 0 {
+        return Err(format!("no mock case on a GPU warned: {v}").into());
+    }
+    Ok(Completion::Completed)
 }

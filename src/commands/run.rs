@@ -665,7 +665,8 @@ pub fn run(mut args: RunArgs) -> anyhow::Result<ExitCode> {
         .rocm_paths(&args.rocm_path)
         .plant(args.plant, &args.plant_only)?
         .build();
-    opts.gpu_pci = gpu_pci(&probe, &items);
+    opts.gpu_pci = clhip::plan::gpu_pci(&probe, &items);
+    opts.no_gpu = clhip::plan::no_gpu_queues(&probe, &items);
     opts.kernel_log_allow = known
         .as_ref()
         .map(Expectations::kernel_log_allow)
@@ -947,24 +948,6 @@ fn stale_baseline(
 
 /// The exit status of a run that lost a GPU: its other GPUs' cases ran, its own did not.
 const LOST_GPU_EXIT: u8 = 3;
-
-/// Each GPU's PCI device (`domain:bus:device.function`) by its label in the plan, where the
-/// probe knows it: the pair's OpenCL device is that GPU (a host pair's OpenCL device is its
-/// own GPU).
-fn gpu_pci(probe: &Probe, items: &[Planned]) -> HashMap<String, String> {
-    let mut out = HashMap::new();
-    for p in items {
-        let Some(c) = p.work.case() else {
-            continue;
-        };
-        if let Some(dev) = probe.cl_device(&c.pair.opencl.label)
-            && let clhip::probe::Queried::Value(pci) = &dev.pci_bus_id
-        {
-            out.entry(p.gpu.clone()).or_insert_with(|| pci.clone());
-        }
-    }
-    out
-}
 
 /// The run's exit status, said on stderr where it is not the verdict: 130 interrupted, 2
 /// stopped, 3 a GPU lost, 1 for a broken driver or an outcome worse than expected.

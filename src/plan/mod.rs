@@ -68,6 +68,46 @@ pub fn plan_item(probe: &Probe, c: Case, e: Expectation) -> Planned {
     p
 }
 
+/// Each GPU's PCI device (`domain:bus:device.function`) by its label in the plan, where the
+/// probe knows it: the pair's OpenCL device is that GPU (a host pair's OpenCL device is its
+/// own GPU).
+pub fn gpu_pci(probe: &Probe, items: &[Planned]) -> std::collections::HashMap<String, String> {
+    let mut out = std::collections::HashMap::new();
+    for p in items {
+        let Some(c) = p.work.case() else {
+            continue;
+        };
+        if let Some(dev) = probe.cl_device(&c.pair.opencl.label)
+            && let Queried::Value(pci) = &dev.pci_bus_id
+        {
+            out.entry(p.gpu.clone()).or_insert_with(|| pci.clone());
+        }
+    }
+    out
+}
+
+/// The plan's queues (`Planned::gpu`) whose cases use no GPU: each an OpenCL CPU device (PoCL)
+/// with the host peer. No GPU driver's kernel line is theirs.
+pub fn no_gpu_queues(probe: &Probe, items: &[Planned]) -> std::collections::HashSet<String> {
+    let on_cpu = |p: &Planned| {
+        p.work.case().is_some_and(|c| {
+            c.pair.peer.api == Api::Host
+                && probe
+                    .cl_device(&c.pair.opencl.label)
+                    .is_some_and(|d| d.is_cpu())
+        })
+    };
+    let mut out: std::collections::HashSet<String> = items
+        .iter()
+        .filter(|p| on_cpu(p))
+        .map(|p| p.gpu.clone())
+        .collect();
+    for p in items.iter().filter(|p| !on_cpu(p)) {
+        out.remove(&p.gpu);
+    }
+    out
+}
+
 /// What the worker of `case` needs in its environment: its pair's ([`worker_env`]), then the
 /// case's environment variant, set last so that it wins where both name a variable (a
 /// variant of `CUDA_DEVICE_MAX_CONNECTIONS`).

@@ -264,3 +264,19 @@ fn a_plant_reaches_the_workers_with_the_cases_it_is_limited_to() {
         (8, 4, true, 3)
     );
 }
+
+#[test]
+fn only_a_queue_of_a_cpu_device_with_the_host_peer_uses_no_gpu() {
+    let mut p = h200();
+    let e = Expectation::Unbaselined;
+    let items = |p: &Probe| {
+        ["pocl0+host", "nvidia0+host", "nvidia0+cuda0"]
+            .map(|pair| plan_item(p, case(p, pair, PathKind::Copy, Op::Handoff, 4096), e))
+    };
+    // A probe file older than the device type says nothing: every queue may touch a GPU.
+    assert!(no_gpu_queues(&p, &items(&p)).is_empty());
+    device_mut(&mut p, "pocl0").device_type = Some("CPU".into());
+    device_mut(&mut p, "nvidia0").device_type = Some("GPU".into());
+    let queues = no_gpu_queues(&p, &items(&p));
+    assert_eq!(queues, ["pocl0".to_string()].into_iter().collect());
+}

@@ -210,6 +210,24 @@ fn probe_device(d: &opencl::ClDevice) -> DeviceProbe {
         extensions,
         icd_library: None,
         icd_label: None,
+        device_type: opencl::device_u64(id, CL_DEVICE_TYPE)
+            .ok()
+            .map(device_type_name),
+    }
+}
+
+/// `CL_DEVICE_TYPE`'s bits by name (OpenCL 3.0, table 5): `CPU`, `GPU+ACCELERATOR`.
+fn device_type_name(bits: u64) -> String {
+    let names = [(2, "CPU"), (4, "GPU"), (8, "ACCELERATOR"), (16, "CUSTOM")];
+    let named: Vec<&str> = names
+        .iter()
+        .filter(|(b, _)| bits & b != 0)
+        .map(|(_, n)| *n)
+        .collect();
+    if named.is_empty() {
+        format!("{bits:#x}")
+    } else {
+        named.join("+")
     }
 }
 

@@ -77,6 +77,18 @@ pub struct DeviceProbe {
     /// calls `pocl1` because another PoCL vendor came first. `None` where `icd_library` is.
     #[serde(default)]
     pub icd_label: Option<String>,
+    /// `CL_DEVICE_TYPE` by name (`CPU`, `GPU`, `ACCELERATOR`, `CUSTOM`, `+` between two). `None`
+    /// where the query failed, and in probe files older than this field.
+    #[serde(default)]
+    pub device_type: Option<String>,
+}
+
+impl DeviceProbe {
+    /// Whether the device is the host's CPU (PoCL's): a case on it with the host peer uses no
+    /// GPU, so no GPU driver's kernel line is its doing.
+    pub fn is_cpu(&self) -> bool {
+        self.device_type.as_deref() == Some("CPU")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

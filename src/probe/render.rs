@@ -234,6 +234,10 @@ fn render_device(o: &mut String, d: &DeviceProbe) {
     let _ = writeln!(o, "    device {}: {}", d.label, d.name);
     let rows: Vec<(&str, String)> = vec![
         ("vendor", str_(&d.vendor)),
+        (
+            "type",
+            d.device_type.clone().unwrap_or_else(|| "unknown".into()),
+        ),
         ("device version", str_(&d.device_version)),
         ("driver version", str_(&d.driver_version)),
         ("OpenCL C", str_(&d.opencl_c_version)),

@@ -44,6 +44,11 @@ pub struct RunOptions {
     /// Globs (`*`) of kernel log lines that do not make a passing case `warn` (an
     /// expectation file's `kernel_log_allow`).
     pub kernel_log_allow: Vec<String>,
+    /// The plan's queues (`Planned::gpu`) whose cases use no GPU: an OpenCL CPU device with the
+    /// host peer. A GPU driver's kernel line during one of their cases is another worker's
+    /// (on an H200, an `NVRM: nvAssertFailedNoLog` line naming no process made a PoCL case
+    /// `warn`).
+    pub no_gpu: std::collections::HashSet<String>,
     /// Long cases (the reuse op's) running at once on one GPU, at most; 0 for no limit
     /// ([`LONG_AT_ONCE`]).
     pub long_at_once: usize,
@@ -66,6 +71,7 @@ impl RunOptions {
             spare_workers: false,
             gpu_pci: HashMap::new(),
             kernel_log_allow: Vec::new(),
+            no_gpu: Default::default(),
             long_at_once: LONG_AT_ONCE,
             control: Arc::new(RunControl::default()),
         }
