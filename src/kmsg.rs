@@ -209,8 +209,8 @@ pub fn of_group(lines: Vec<String>, pgid: u32) -> Vec<String> {
 
 /// Whether process `pid` is `pgid`'s leader or still in its group. Only a process: the drivers
 /// name processes (NVRM's `pid=` is its channel's owner), a thread's id is taken from the same
-/// numbers, and once they wrap (`pid_max` is 32768 on the lent H200s) a worker's thread can hold
-/// the number of a process that has died: a thread's match is a coincidence.
+/// numbers, and once they wrap (`pid_max` is 32768 on the H200 hosts measured) a worker's
+/// thread can hold the number of a process that has died: a thread's match is a coincidence.
 pub fn in_group(pid: u32, pgid: u32) -> bool {
     pid == pgid
         || (is_process(pid)
