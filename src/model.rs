@@ -245,6 +245,11 @@ impl Op {
     pub fn is_matrix(self) -> bool {
         matches!(self, Op::Gemm | Op::Cholesky)
     }
+
+    /// Ops whose data is the bit-exact pattern (kernels/pattern.*), not a generator's draw.
+    pub fn checks_a_pattern(self) -> bool {
+        matches!(self, Op::Handoff | Op::Reuse)
+    }
 }
 
 /// See [`Case::is_negative_control`]. `finish` breaks the rule of a path whose memory OpenCL

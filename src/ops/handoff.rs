@@ -430,5 +430,17 @@ mod tests {
             .expect_err("a garbled write");
         assert_eq!((m.index, m.count), (2, 1));
         assert!(m.what.contains("word 2 is the ran-marker"), "{}", m.what);
+        // In a buffer of slots (the reuse op's), a word is named by its place in its slot.
+        let slots: Vec<u32> = CL_CHECK_INIT.repeat(3);
+        let mut read = slots.clone();
+        read[9] = 7;
+        let m = crate::paths::written_as_asked(what, &CL_CHECK_WORD_NAMES, &slots, &read)
+            .expect_err("a garbled slot");
+        assert_eq!((m.index, m.count), (9, 1));
+        assert!(
+            m.what.contains("word 9 is the first mismatching index"),
+            "{}",
+            m.what
+        );
     }
 }

@@ -47,6 +47,13 @@ pub fn stops_early(sync: SyncMode) -> bool {
     sync != SyncMode::None
 }
 
+/// Whether the `skip-one-sync` plant applies to a case handed over with `sync`: a wait, a map
+/// or nothing more. A semaphore or an acquisition left out once leaves the next handover
+/// unpaired, which is another error than a missing sync. The reproducer asks the same.
+pub fn skip_one_sync_applies(sync: SyncMode) -> bool {
+    matches!(sync, SyncMode::Finish | SyncMode::Event | SyncMode::Map)
+}
+
 /// The pattern seed of crossing `k`: distinct for every k (the pattern's word function is a
 /// bijection of its index for one seed), so that memory still holding an earlier crossing's
 /// pattern never passes for this one's.
@@ -79,9 +86,7 @@ impl Drop for Gate {
     }
 }
 
-/// Runs the round trips. The `skip-one-sync` plant applies to the syncs that hand over with a
-/// wait, a map or nothing more: a semaphore or an acquisition left out once leaves the next
-/// handover unpaired, which is another error than a missing sync.
+/// Runs the round trips, the `skip-one-sync` plant where [`skip_one_sync_applies`].
 pub(super) fn reuse(
     session: &mut ClSession,
     peer: &mut dyn PeerRuntime,
@@ -96,12 +101,7 @@ pub(super) fn reuse(
         ))
     })?;
     let skip_one = plant == Some(Plant::SkipOneSync);
-    if skip_one
-        && !matches!(
-            case.sync,
-            SyncMode::Finish | SyncMode::Event | SyncMode::Map
-        )
-    {
+    if skip_one && !skip_one_sync_applies(case.sync) {
         return Err(CaseError::Skip(format!(
             "the SkipOneSync plant leaves out a wait or a map, not a {} handover",
             case.sync
@@ -111,14 +111,6 @@ pub(super) fn reuse(
     let seeds: Vec<u32> = (0..CROSSINGS).map(|k| crossing_seed(seed, k)).collect();
     // Made before the case starts: a blocking write later would drain the queue, a sync the
     // case did not ask for. One slot of CL_CHECK_WORDS per round trip, in one buffer.
-    let names: Vec<String> = (0..ROUND_TRIPS)
-        .flat_map(|r| {
-            CL_CHECK_WORD_NAMES
-                .iter()
-                .map(move |w| format!("{w} of crossing {}", 2 * r + 1))
-        })
-        .collect();
-    let names: Vec<&str> = names.iter().map(String::as_str).collect();
     let init: Vec<u32> = CL_CHECK_INIT
         .iter()
         .copied()
@@ -127,8 +119,8 @@ pub(super) fn reuse(
         .collect();
     let results = DeviceBuffer::with_words_read_back(
         session,
-        "OpenCL pattern checks' result buffer, a slot per odd crossing",
-        &names,
+        "OpenCL pattern checks' result buffer, slot r (words 4r to 4r + 3) for crossing 2r + 1",
+        &CL_CHECK_WORD_NAMES,
         &init,
     )?;
     let n = words as usize;
@@ -180,15 +172,12 @@ pub(super) fn reuse(
         Ok((seen, cl_ran))
     })?;
     // Every step under test has run; reading the results now adds no sync to the case.
-    let cl_seen: Vec<Vec<u32>> = if cl_ran == 0 {
-        Vec::new()
-    } else {
-        results
-            .read::<u32>(session, cl_ran * CL_CHECK_WORDS)?
-            .chunks(CL_CHECK_WORDS)
-            .map(<[u32]>::to_vec)
-            .collect()
-    };
+    // At least one round trip ran: the loop's first ends in OpenCL's check or the case's error.
+    let cl_seen: Vec<Vec<u32>> = results
+        .read::<u32>(session, cl_ran * CL_CHECK_WORDS)?
+        .chunks(CL_CHECK_WORDS)
+        .map(<[u32]>::to_vec)
+        .collect();
     let what = |k: usize| {
         if k.is_multiple_of(2) {
             format!("pattern written by OpenCL, read by {peer_name}")

@@ -55,7 +55,8 @@ impl DeviceBuffer {
     /// A buffer of the harness's bookkeeping (a check kernel's counters) holding `words`, read
     /// back at once. A driver that drops or garbles the write would otherwise show only later,
     /// as counters that make no sense: what it left there instead is its failure, named by
-    /// word (`names`, one per word). Before the case's first step, so the read adds no sync.
+    /// word (`names`, one per word, or one per word of a slot that `words` repeats). Before the
+    /// case's first step, so the read adds no sync.
     pub fn with_words_read_back(
         session: &ClSession,
         what: &str,
@@ -166,7 +167,8 @@ fn wait_watching_peer(ev: &crate::runtimes::opencl::ClEvent) -> Result<(), CaseE
 }
 
 /// `read`, what a buffer held after clEnqueueWriteBuffer of `wrote`, against `wrote`: the
-/// first differing word named (`names`), with what was asked and what was read.
+/// first differing word named (`names`, repeated where `wrote` is slots of such words), with
+/// what was asked and what was read.
 pub fn written_as_asked(
     what: &str,
     names: &[&str],
@@ -177,7 +179,10 @@ pub fn written_as_asked(
     let Some(first) = (0..wrote.len()).find(|&i| differ(i)) else {
         return Ok(());
     };
-    let name = names.get(first).copied().unwrap_or("word");
+    let name = names
+        .get(first % names.len().max(1))
+        .copied()
+        .unwrap_or("word");
     Err(Box::new(crate::model::Mismatch {
         what: format!(
             "{what}, read back after clEnqueueWriteBuffer (word {first} is the {name}): the driver did not write what it was given"

@@ -62,7 +62,7 @@ pub(super) fn target(api: &DeviceApi, case: &ReproCase, b: &Body) -> Target {
     for (used, name) in [
         (b.event, "event"),
         (kernels, "kernels"),
-        (matches!(case.op, Op::Handoff | Op::Reuse), "pattern"),
+        (case.op.checks_a_pattern(), "pattern"),
         (
             matches!(case.op, Op::Pipeline | Op::Placement),
             "elementwise",

@@ -4,6 +4,8 @@
 //! calls this case makes, in the order it makes them. [`assemble`] then puts around it only
 //! the helpers, kernels and checks those calls use.
 
+mod reuse;
+
 use crate::generate::DataKind;
 use crate::model::{Op, SyncMode};
 use crate::ops::Plant;
@@ -15,8 +17,6 @@ pub(super) use crate::paths::c::Dialect;
 
 use super::ReproCase;
 use super::kernels;
-
-mod reuse;
 use super::tidy::{
     collapse_repeated_syncs, drop_unused, drop_unused_functions, merge_declarations,
 };

@@ -13,7 +13,7 @@ pub(super) const OPS: &[Op] = &[Op::Handoff, Op::Fft, Op::Pipeline, Op::Reuse];
 /// The program and its build script.
 pub(super) fn program(case: &ReproCase, b: &Body) -> (String, String) {
     let mut peer = section(HOST, "host_peer").to_string();
-    if matches!(case.op, Op::Handoff | Op::Reuse) {
+    if case.op.checks_a_pattern() {
         peer.push_str(section(HOST, "host_pattern"));
     }
     if case.op == Op::Pipeline {

@@ -181,7 +181,7 @@ pub fn issue(case: &ReproCase, header: &Header, build_sh: &str) -> String {
     );
     let cpu = get("host cpu");
     let mut additional = format!("{}\nSize: {}\n", fenced(&fp.join("\n")), md(&header.shrink));
-    if !matches!(case.op, Op::Handoff | Op::Reuse) && !header.data.is_empty() {
+    if !case.op.checks_a_pattern() && !header.data.is_empty() {
         additional.push_str(&format!("Data: {}\n", md(&header.data)));
     }
     additional.push_str(&format!(

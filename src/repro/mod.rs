@@ -377,12 +377,7 @@ pub fn check_plant(case: &ReproCase, plant: Option<Plant>) -> anyhow::Result<()>
              clhip skips such a case",
             case.op
         ),
-        Some(Plant::SkipOneSync)
-            if !matches!(
-                case.sync,
-                SyncMode::Finish | SyncMode::Event | SyncMode::Map
-            ) =>
-        {
+        Some(Plant::SkipOneSync) if !crate::ops::reuse::skip_one_sync_applies(case.sync) => {
             bail!(
                 "the skip-one-sync plant leaves out a wait or a map, not a {} handover: clhip \
                  skips such a case",
@@ -416,7 +411,7 @@ fn header_text(
         None => t.push_str("Outcome clhip saw: not run\n"),
     }
     t.push_str(&format!("Size: {}\n", h.shrink));
-    if !matches!(case.op, Op::Handoff | Op::Reuse) {
+    if !case.op.checks_a_pattern() {
         t.push_str(&format!("Data: {}", data_text(kind)));
         if !h.data.is_empty() {
             t.push_str(&format!("; {}", h.data));
