@@ -113,6 +113,26 @@ fn pocl() -> Result<ClDeviceRef, String> {
         })
 }
 
+/// The PoCL device, with a C compiler to build reproducers; or the trial ignored with why
+/// (failed where `CLHIP_REQUIRE_OPENCL=1` asks for PoCL). The first enumeration goes through
+/// `test_device`, which makes it once for every test thread.
+fn pocl_and_cc() -> Result<Result<ClDeviceRef, Completion>, Failed> {
+    if clhip::runtimes::opencl::test_device().is_none() {
+        return Ok(Err(Completion::ignored_with("no OpenCL device")));
+    }
+    let pocl = match pocl() {
+        Ok(d) => d,
+        Err(why) if required("CLHIP_REQUIRE_OPENCL") => {
+            return Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into());
+        }
+        Err(why) => return Ok(Err(Completion::ignored_with(why))),
+    };
+    if let Some(why) = missing("cc") {
+        return Ok(Err(Completion::ignored_with(why)));
+    }
+    Ok(Ok(pocl))
+}
+
 /// How one side of the comparison runs here: the workers' environment, how a reproducer is
 /// built, and the environment it runs in.
 struct Setup {
@@ -376,19 +396,10 @@ fn judge(name: &str, results: &[Compared]) -> Result<(), Failed> {
 
 /// Every host case of the default matrix on PoCL.
 fn host_cases_on_pocl() -> Result<Completion, Failed> {
-    if clhip::runtimes::opencl::test_device().is_none() {
-        return Ok(Completion::ignored_with("no OpenCL device"));
-    }
-    let label = match pocl() {
+    let label = match pocl_and_cc()? {
         Ok(d) => d.label,
-        Err(why) if required("CLHIP_REQUIRE_OPENCL") => {
-            return Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into());
-        }
-        Err(why) => return Ok(Completion::ignored_with(why)),
+        Err(ignored) => return Ok(ignored),
     };
-    if let Some(why) = missing("cc") {
-        return Ok(Completion::ignored_with(why));
-    }
     let (cases, refused): (Vec<Case>, Vec<Case>) = host_matrix(&label)?
         .into_iter()
         .partition(|c| ReproCase::parse(&c.id()).is_ok_and(|r| repro::check_covered(&r).is_ok()));
@@ -749,19 +760,10 @@ fn stub_setup(
     stub: &Stub,
     env: &[(String, String)],
 ) -> Result<Result<(ClDeviceRef, Setup), Completion>, Failed> {
-    if clhip::runtimes::opencl::test_device().is_none() {
-        return Ok(Err(Completion::ignored_with("no OpenCL device")));
-    }
-    let pocl = match pocl() {
+    let pocl = match pocl_and_cc()? {
         Ok(d) => d,
-        Err(why) if required("CLHIP_REQUIRE_OPENCL") => {
-            return Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into());
-        }
-        Err(why) => return Ok(Err(Completion::ignored_with(why))),
+        Err(ignored) => return Ok(Err(ignored)),
     };
-    if let Some(why) = missing("cc") {
-        return Ok(Err(Completion::ignored_with(why)));
-    }
     let dir = scratch(&format!("{}-stub", stub.api.name()));
     if let Err(why) = build_stub(&dir, stub)? {
         return Ok(Err(Completion::ignored_with(why)));
@@ -808,16 +810,10 @@ fn stub_setup(
 /// place).
 fn reuse_skip_one_sync_on_pocl_and_the_stubs() -> Result<Completion, Failed> {
     let name = "reuse_skip_one_sync_on_pocl_and_the_stubs";
-    let label = match pocl() {
+    let label = match pocl_and_cc()? {
         Ok(d) => d.label,
-        Err(why) if required("CLHIP_REQUIRE_OPENCL") => {
-            return Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into());
-        }
-        Err(why) => return Ok(Completion::ignored_with(why)),
+        Err(ignored) => return Ok(ignored),
     };
-    if let Some(why) = missing("cc") {
-        return Ok(Completion::ignored_with(why));
-    }
     let pick = |cases: Vec<Case>, ids: &[&str]| -> Vec<Case> {
         cases
             .into_iter()

@@ -66,6 +66,28 @@ fn required(var: &str) -> bool {
     std::env::var(var).as_deref() == Ok("1")
 }
 
+/// How many cases `clhip list` finds of `cases`; where fewer than `at_least` (no PoCL here),
+/// the trial's end instead: ignored with why, or failed where `CLHIP_REQUIRE_OPENCL=1` asks
+/// for PoCL.
+fn pocl_cases(cases: &[&str], at_least: usize) -> Result<usize, Result<Completion, Failed>> {
+    let listed = match clhip().arg("list").args(cases).output() {
+        Ok(out) => out,
+        Err(e) => return Err(Err(e.to_string().into())),
+    };
+    let found = String::from_utf8_lossy(&listed.stdout).lines().count();
+    if listed.status.success() && found >= at_least {
+        return Ok(found);
+    }
+    let why = format!(
+        "no PoCL cases to run ({})",
+        String::from_utf8_lossy(&listed.stderr).trim()
+    );
+    if required("CLHIP_REQUIRE_OPENCL") {
+        return Err(Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into()));
+    }
+    Err(Ok(Completion::ignored_with(why)))
+}
+
 /// A scratch directory of this test's own.
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("clhip-fleet-{name}-{}", std::process::id()));
@@ -175,22 +197,10 @@ const POCL_CASES: [&str; 3] = [
 ];
 
 fn killed_and_resumed_on_pocl() -> Result<Completion, Failed> {
-    let listed = clhip()
-        .arg("list")
-        .args(POCL_CASES)
-        .output()
-        .map_err(|e| e.to_string())?;
-    let cases = String::from_utf8_lossy(&listed.stdout).lines().count();
-    if !listed.status.success() || cases < 10 {
-        let why = format!(
-            "no PoCL cases to run ({})",
-            String::from_utf8_lossy(&listed.stderr).trim()
-        );
-        if required("CLHIP_REQUIRE_OPENCL") {
-            return Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into());
-        }
-        return Ok(Completion::ignored_with(why));
-    }
+    let cases = match pocl_cases(&POCL_CASES, 10) {
+        Ok(n) => n,
+        Err(end) => return end,
+    };
     let dir = scratch("resume");
     let whole = dir.join("whole.json");
     let mut args: Vec<&str> = vec!["run", "--json"];
@@ -524,20 +534,8 @@ fn start_floor_on_pocl() -> Result<Completion, Failed> {
         "pocl0+host/copy/finish/handoff/n=1",
         "pocl0+host/copy/event/handoff/n=1",
     ];
-    let listed = clhip()
-        .arg("list")
-        .args(cases)
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !listed.status.success() {
-        let why = format!(
-            "no PoCL cases ({})",
-            String::from_utf8_lossy(&listed.stderr).trim()
-        );
-        if required("CLHIP_REQUIRE_OPENCL") {
-            return Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into());
-        }
-        return Ok(Completion::ignored_with(why));
+    if let Err(end) = pocl_cases(&cases, 1) {
+        return end;
     }
     let dir = scratch("starts");
     let out = clhip()
@@ -708,20 +706,8 @@ fn driver_line_beside_a_cpu_case() -> Result<Completion, Failed> {
         "pocl0+host/copy/finish/handoff/n=4097",
         "pocl0+host/use-host-ptr/map/handoff/n=4097",
     ];
-    let listed = clhip()
-        .arg("list")
-        .args(cases)
-        .output()
-        .map_err(|e| e.to_string())?;
-    if !listed.status.success() {
-        let why = format!(
-            "no PoCL cases ({})",
-            String::from_utf8_lossy(&listed.stderr).trim()
-        );
-        if required("CLHIP_REQUIRE_OPENCL") {
-            return Err(format!("CLHIP_REQUIRE_OPENCL=1 but {why}").into());
-        }
-        return Ok(Completion::ignored_with(why));
+    if let Err(end) = pocl_cases(&cases, 1) {
+        return end;
     }
     let dir = scratch("cpu-warn");
     let mut args = vec!["run"];
