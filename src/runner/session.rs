@@ -382,12 +382,13 @@ impl<'s, 'q> Session<'s, 'q> {
         );
         let pid = self.worker.pid();
         // The GPU driver's warnings of this worker's group (lines that name no process
-        // included), less those an expectation file allows; none for a case on no GPU.
-        let driver_lines = if opts.no_gpu.contains(&planned.gpu) {
-            Vec::new()
-        } else {
-            self.kernel_log.driver_warnings()
-        };
+        // included), less those an expectation file allows; none for a case on no GPU. Read
+        // whatever the case: the read brings the window's last lines, which the look for a
+        // lost GPU below takes too.
+        let mut driver_lines = self.kernel_log.driver_warnings();
+        if opts.no_gpu.contains(&planned.gpu) {
+            driver_lines.clear();
+        }
         let warnings: Vec<String> = crate::kmsg::of_group(driver_lines, pid)
             .into_iter()
             .filter(|l| {
