@@ -5,10 +5,17 @@
 //!
 //! Values are shared read-only (`Arc`): an op never writes into what it got from here, so a
 //! case cannot leak into the next one through the cache.
+//!
+//! Below it, the run's [`shared`] store: what one worker of the run made, the others read
+//! from a file instead of making it again.
+
+pub mod shared;
 
 use std::any::Any;
 use std::collections::VecDeque;
 use std::sync::Arc;
+
+use shared::{Shareable, SharedData};
 
 /// Environment variable: the cache's budget in MiB (default [`DEFAULT_BUDGET_MIB`]); `0`
 /// turns it off.
@@ -32,6 +39,7 @@ pub struct DataCache {
     entries: VecDeque<Entry>,
     held: usize,
     budget: usize,
+    shared: Option<SharedData>,
 }
 
 impl Default for DataCache {
@@ -40,7 +48,10 @@ impl Default for DataCache {
             .ok()
             .and_then(|v| v.trim().parse::<usize>().ok())
             .unwrap_or(DEFAULT_BUDGET_MIB);
-        DataCache::with_budget(mib << 20)
+        DataCache {
+            shared: SharedData::from_env(),
+            ..DataCache::with_budget(mib << 20)
+        }
     }
 }
 
@@ -50,12 +61,21 @@ impl DataCache {
             entries: VecDeque::new(),
             held: 0,
             budget: bytes,
+            shared: None,
         }
     }
 
-    /// The value `what` for `(seed, n)`, made by `make` the first time. `bytes` is its size,
-    /// for the budget.
-    pub fn get<T: Any + Send + Sync>(
+    /// This cache over the run's shared store.
+    pub fn over(self, shared: SharedData) -> Self {
+        DataCache {
+            shared: Some(shared),
+            ..self
+        }
+    }
+
+    /// The value `what` for `(seed, n)`, made by `make` the first time (or read from the run's
+    /// shared store, where another worker made it). `bytes` is its size, for the budget.
+    pub fn get<T: Any + Send + Sync + Shareable>(
         &mut self,
         what: &'static str,
         seed: u64,
@@ -74,7 +94,7 @@ impl DataCache {
             // Same key, another type: a programming error in the caller's key names. Make it
             // afresh rather than hand back the wrong thing.
         }
-        let value = Arc::new(crate::trace::timed(&format!("data: {what} n={n}"), make));
+        let value = Arc::new(self.make_or_read(what, seed, n, bytes, make));
         if bytes <= self.budget {
             while self.held + bytes > self.budget {
                 match self.entries.pop_front() {
@@ -87,6 +107,35 @@ impl DataCache {
                 key,
                 value: value.clone(),
                 bytes,
+            });
+        }
+        value
+    }
+}
+
+impl DataCache {
+    fn make_or_read<T: Shareable>(
+        &self,
+        what: &'static str,
+        seed: u64,
+        n: usize,
+        bytes: usize,
+        make: impl FnOnce() -> T,
+    ) -> T {
+        if let Some(s) = &self.shared
+            && let Some(v) = crate::trace::timed(&format!("data: {what} n={n} (read)"), || {
+                s.load(what, seed, n)
+            })
+        {
+            return v;
+        }
+        let started = std::time::Instant::now();
+        let value = crate::trace::timed(&format!("data: {what} n={n}"), make);
+        if let Some(s) = &self.shared
+            && shared::worth_storing(bytes, started.elapsed())
+        {
+            crate::trace::timed(&format!("data: {what} n={n} (stored)"), || {
+                s.store(what, seed, n, &value, bytes)
             });
         }
         value
@@ -149,5 +198,34 @@ mod tests {
         let a: Arc<u32> = cache.get("k", 1, 1, 4, || 7u32);
         let b: Arc<u64> = cache.get("k", 1, 1, 8, || 9u64);
         assert_eq!((*a, *b), (7, 9));
+    }
+
+    /// Two workers of one run: what the first made slowly, the second reads from the store
+    /// and does not make; what was quick to make, each makes itself.
+    #[test]
+    fn a_second_worker_reads_what_the_first_made() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let worker = || DataCache::with_budget(64 << 20).over(SharedData::at(dir.path()));
+        let made = Cell::new(0);
+        let slow = |seed: u64| {
+            made.set(made.get() + 1);
+            // 20 ms is worth a file of up to 5 MiB (shared::READ_RATE).
+            std::thread::sleep(std::time::Duration::from_millis(20));
+            vec![seed as u32; 1024]
+        };
+        let mut first = worker();
+        let a = first.get("x", 1, 2, 4096, || slow(1));
+        let mut second = worker();
+        let b = second.get("x", 1, 2, 4096, || slow(9));
+        assert_eq!((made.get(), &*a), (1, &*b), "read, not made");
+        let c = second.get("x", 2, 2, 4096, || slow(2));
+        assert_eq!((made.get(), c[0]), (2, 2), "another seed is made");
+        for cache in [&mut first, &mut second] {
+            cache.get("quick", 1, 1, 1 << 30, || {
+                made.set(made.get() + 1);
+                vec![1u32, 2]
+            });
+        }
+        assert_eq!(made.get(), 4, "what is quick to make is not stored");
     }
 }

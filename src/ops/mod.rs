@@ -444,7 +444,7 @@ pub(crate) struct Inputs<'a> {
 impl Inputs<'_> {
     /// The seeded value `what` at size `n` from the cache (made by `make` the first time); a
     /// simple input is made afresh, since the cache knows seeds, not kinds.
-    fn get<T: std::any::Any + Send + Sync>(
+    fn get<T: std::any::Any + Send + Sync + data::shared::Shareable>(
         &mut self,
         what: &'static str,
         n: usize,

@@ -49,6 +49,8 @@ pub fn run(
     }
     let planned: HashMap<String, Planned> =
         plan.iter().map(|p| (p.id.clone(), p.clone())).collect();
+    let (opts, _shared) = with_shared_data(opts);
+    let opts = &opts;
     let mut end = run_workers(plan, opts, on_event)?;
     if opts.retries > 0 && end.stopped.is_none() {
         for r in &mut end.results {
@@ -61,6 +63,21 @@ pub fn run(
         }
     }
     Ok(end)
+}
+
+/// `opts` with the run's shared data directory for its workers, and the guard that removes it:
+/// the workers make each slow input and reference once between them. Without it (a temporary
+/// directory that cannot be made) each worker makes its own.
+fn with_shared_data(opts: &RunOptions) -> (RunOptions, Option<tempfile::TempDir>) {
+    let shared = crate::ops::data::shared::make_run_dir().ok();
+    let mut opts = opts.clone();
+    if let Some(dir) = &shared {
+        opts.worker_env.push((
+            crate::ops::data::shared::DIR_ENV.to_string(),
+            dir.path().display().to_string(),
+        ));
+    }
+    (opts, shared)
 }
 
 /// Runs a case that came out worse than expected again alone, `opts.retries` times: a rerun

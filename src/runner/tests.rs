@@ -241,3 +241,25 @@ fn a_worker_takes_a_long_case_only_while_fewer_than_the_limit_run() {
     let mut empty = VecDeque::new();
     assert_eq!(id(next_within(&mut empty, None, false)), "done");
 }
+
+/// Every worker of a run is told the run's shared data directory, which exists while the run
+/// does and is gone after it.
+#[test]
+fn a_run_s_workers_share_a_data_directory_that_ends_with_the_run() {
+    let opts = super::RunOptions::new("/nonexistent/clhip".into(), 1);
+    let (with, guard) = super::with_shared_data(&opts);
+    let dir = with
+        .worker_env
+        .iter()
+        .find(|(k, _)| k == crate::ops::data::shared::DIR_ENV)
+        .map(|(_, v)| std::path::PathBuf::from(v))
+        .expect("the workers' environment names the directory");
+    assert!(dir.is_dir());
+    assert!(guard.is_some());
+    assert!(
+        opts.worker_env.is_empty(),
+        "the caller's options are untouched"
+    );
+    drop(guard);
+    assert!(!dir.exists());
+}
