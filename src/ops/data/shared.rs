@@ -1,8 +1,9 @@
 //! The run's shared store of case data: files in a directory the runner makes for the run
-//! ([`DIR_ENV`]), so that a 2048 x 2048 Cholesky input and its f64 reference are computed once
-//! per run, not once per worker. A worker's cache ([`super::DataCache`]) lives as long as the
-//! worker, and a fault ends a worker by design: on an H100 the full matrix computed the
-//! Cholesky inputs of n = 2048 in 32 workers, 30 s of worker time, and its data 85 s in all.
+//! ([`DIR_ENV`]), so that a 2048 x 2048 Cholesky input and its f64 reference are made once per
+//! run (or a few times, by workers that need them at the same moment), not once per worker. A
+//! worker's cache ([`super::DataCache`]) lives as long as the worker, and a fault ends a worker
+//! by design: on an H100 the full matrix made the Cholesky inputs of n = 2048 in 32 workers,
+//! 30 s of worker time, and its data 67-85 s in all; with the store, 32 s.
 //!
 //! An entry is written to a temporary file and renamed into place, so a reader sees a whole
 //! entry or none; it names its key and the build that wrote it, and carries a checksum of its
