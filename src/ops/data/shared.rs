@@ -267,6 +267,8 @@ pub fn make_run_dir() -> std::io::Result<tempfile::TempDir> {
         .tempdir_in(base)
 }
 
+/// A run in another pid namespace sharing this directory looks dead from here; removing its
+/// directory costs that run only its sharing (a miss, then a store that cannot be written).
 fn remove_orphans(base: &Path) {
     let Ok(entries) = std::fs::read_dir(base) else {
         return;
