@@ -99,6 +99,27 @@ pub struct Pair {
 /// and CUDA on another GPU, cuda1, whichever GPU nvidia0 is.
 pub const ACROSS_GPUS: &str = ".xgpu";
 
+#[cfg(test)]
+impl Pair {
+    /// `nvidia0+cuda0` on OpenCL's first platform and device: the pair unit tests build their
+    /// NVIDIA cases on.
+    pub(crate) fn nvidia0_cuda0() -> Pair {
+        Pair {
+            opencl: ClDeviceRef {
+                platform_index: 0,
+                device_index: 0,
+                label: "nvidia0".into(),
+            },
+            peer: Peer {
+                api: Api::Cuda,
+                ordinal: 0,
+            },
+            install: None,
+            cl_gpu: None,
+        }
+    }
+}
+
 impl Pair {
     /// The pair's kind, what its worker starts cost: its OpenCL vendor family and its peer's
     /// API (`nvidia0+cuda1` is `nvidia+cuda`).

@@ -270,22 +270,6 @@ fn columns_count_characters_not_bytes() {
     assert!(e.column <= 15, "a character column, not a byte one: {e}");
 }
 
-fn cuda_pair() -> Pair {
-    Pair {
-        opencl: ClDeviceRef {
-            platform_index: 0,
-            device_index: 0,
-            label: "nvidia0".into(),
-        },
-        peer: Peer {
-            api: Api::Cuda,
-            ordinal: 0,
-        },
-        install: None,
-        cl_gpu: None,
-    }
-}
-
 /// A matrix of one handoff group naming `variants`, after `tables` (`[[variant]]`s).
 fn with_variants(tables: &str, variants: &str) -> String {
     format!(
@@ -309,7 +293,11 @@ fn a_variant_runs_its_groups_on_the_pairs_of_its_peers_with_its_id_segment() {
         ]
     );
     // The plain environment first, then the variant's: each environment's cases together.
-    let cuda: Vec<String> = m.expand(&[cuda_pair()]).iter().map(Case::id).collect();
+    let cuda: Vec<String> = m
+        .expand(&[Pair::nvidia0_cuda0()])
+        .iter()
+        .map(Case::id)
+        .collect();
     assert_eq!(
         cuda,
         [
@@ -320,7 +308,7 @@ fn a_variant_runs_its_groups_on_the_pairs_of_its_peers_with_its_id_segment() {
         ]
     );
     // Filters see the segment like any other part of the id.
-    let cases = m.expand(&[cuda_pair()]);
+    let cases = m.expand(&[Pair::nvidia0_cuda0()]);
     let only = filter(cases.clone(), &["*/env:CUDA_MODULE_LOADING=EAGER".into()]).unwrap();
     assert_eq!(only.len(), 2);
     assert!(only.iter().all(|c| !c.env.is_empty()));
@@ -336,7 +324,7 @@ fn a_group_without_the_variant_runs_only_in_the_plain_environment() {
     );
     let ids: Vec<String> = parse(&text)
         .unwrap()
-        .expand(&[cuda_pair()])
+        .expand(&[Pair::nvidia0_cuda0()])
         .iter()
         .map(Case::id)
         .collect();
@@ -441,7 +429,7 @@ fn the_shipped_variants_apply_to_their_vendors_pairs_only() {
     }
     // The host pair runs what it ran before the variants.
     assert!(m.expand(&[pair()]).iter().all(|c| c.env.is_empty()));
-    let cuda = m.expand(&[cuda_pair()]);
+    let cuda = m.expand(&[Pair::nvidia0_cuda0()]);
     assert!(
         cuda.iter()
             .any(|c| c.id().ends_with("/env:CUDA_MODULE_LOADING=EAGER"))

@@ -131,21 +131,9 @@ fn a_lost_gpu_line_naming_the_gpu_s_device_is_evidence_and_another_s_is_not() {
 
 /// A nvidia0+cuda0 copy/finish case of `op` at size `n` whose worker needs `E=env`.
 fn planned(op: crate::model::Op, n: usize, env: &str) -> crate::results::Planned {
-    use crate::model::{Case, ClDeviceRef, Expectation, Pair, PathKind, Peer, SyncMode};
+    use crate::model::{Case, Expectation, Pair, PathKind, SyncMode};
     let case = Case {
-        pair: Pair {
-            opencl: ClDeviceRef {
-                platform_index: 0,
-                device_index: 0,
-                label: "nvidia0".into(),
-            },
-            peer: Peer {
-                api: Api::Cuda,
-                ordinal: 0,
-            },
-            install: None,
-            cl_gpu: None,
-        },
+        pair: Pair::nvidia0_cuda0(),
         path: PathKind::Copy,
         sync: SyncMode::Finish,
         op,
