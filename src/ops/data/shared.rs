@@ -217,10 +217,6 @@ impl SharedData {
             let _ = std::fs::remove_file(&tmp);
         }
     }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
 }
 
 fn encode<T: Shareable>(value: &T, key: &str, bytes: usize) -> Vec<u8> {
