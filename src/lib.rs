@@ -26,6 +26,7 @@ pub mod hash;
 pub mod history;
 pub mod input;
 pub mod ipc;
+pub mod keyed_file;
 pub mod kmsg;
 pub mod merge;
 pub mod mock;

@@ -111,9 +111,9 @@ impl DataCache {
         }
         value
     }
-}
 
-impl DataCache {
+    /// What `make` makes, or the run's shared store holds for `(what, seed, n)`; stored there
+    /// when it was slow to make.
     fn make_or_read<T: Shareable>(
         &self,
         what: &'static str,

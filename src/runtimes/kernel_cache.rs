@@ -26,6 +26,7 @@ use std::path::{Path, PathBuf};
 
 use crate::hash::fnv1a64;
 use crate::input::{KERNEL_CACHE_ENTRY_LIMIT, Links};
+use crate::keyed_file::{self, Format};
 
 /// Environment variable naming the cache directory, or `off`.
 pub const ENV: &str = "CLHIP_KERNEL_CACHE";
@@ -186,47 +187,25 @@ impl KernelCache {
             std::process::id(),
             fnv1a64(key.as_bytes()) & 0xffff
         ));
-        // A new file, never an existing one: a link planted at the temporary name would
-        // otherwise have its target overwritten.
-        let _ = std::fs::remove_file(&tmp);
-        let written = std::fs::create_dir_all(dir)
-            .and_then(|()| std::fs::File::create_new(&tmp))
-            .and_then(|mut f| f.write_all(&entry))
-            .and_then(|()| std::fs::rename(&tmp, &path));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
+        let _ = std::fs::create_dir_all(dir).and_then(|()| keyed_file::write(&path, &tmp, &entry));
     }
 }
 
+const FORMAT: Format = Format {
+    magic: MAGIC,
+    checksum: fnv1a64,
+};
+
 fn encode(key: &str, binary: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(MAGIC.len() + key.len() + binary.len() + 24);
-    out.extend_from_slice(MAGIC);
-    out.extend_from_slice(&(key.len() as u64).to_le_bytes());
-    out.extend_from_slice(key.as_bytes());
-    out.extend_from_slice(&(binary.len() as u64).to_le_bytes());
-    out.extend_from_slice(binary);
-    out.extend_from_slice(&fnv1a64(binary).to_le_bytes());
-    out
+    FORMAT.encode(key, binary.len(), |out| out.extend_from_slice(binary))
 }
 
 /// The payload of an entry whose stored key is `key` and whose checksum holds.
 fn decode(bytes: &[u8], key: &str) -> Option<Vec<u8>> {
-    let rest = bytes.strip_prefix(MAGIC)?;
-    let (key_len, rest) = take_u64(rest)?;
-    let (stored_key, rest) = rest.split_at_checked(usize::try_from(key_len).ok()?)?;
-    if stored_key != key.as_bytes() {
-        return None;
-    }
-    let (len, rest) = take_u64(rest)?;
-    let (payload, rest) = rest.split_at_checked(usize::try_from(len).ok()?)?;
-    let (sum, rest) = take_u64(rest)?;
-    (rest.is_empty() && sum == fnv1a64(payload) && !payload.is_empty()).then(|| payload.to_vec())
-}
-
-fn take_u64(bytes: &[u8]) -> Option<(u64, &[u8])> {
-    let (head, rest) = bytes.split_at_checked(8)?;
-    Some((u64::from_le_bytes(head.try_into().ok()?), rest))
+    FORMAT
+        .decode(bytes, key)
+        .filter(|payload| !payload.is_empty())
+        .map(<[u8]>::to_vec)
 }
 
 #[cfg(test)]

@@ -5,19 +5,19 @@
 //! by design: on an H100 the full matrix made the Cholesky inputs of n = 2048 in 32 workers,
 //! 30 s of worker time, and its data 67-85 s in all; with the store, 32 s.
 //!
-//! An entry is written to a temporary file and renamed into place, so a reader sees a whole
-//! entry or none; it names its key and the build that wrote it, and carries a checksum of its
-//! payload. Anything else (missing, short, another key or build, a checksum that differs) is a
-//! miss, and the value is made afresh: the store can save time, never change a verdict.
+//! An entry is a [`keyed_file`] (as the kernel cache's are): written whole or not at all, naming
+//! its key and the build that wrote it, with a checksum of its payload. Anything else
+//! (missing, short, another key or build, a checksum that differs) is a miss, and the value is
+//! made afresh: the store can save time, never change a verdict.
 //!
 //! The values are flat arrays of numbers, so the image is written by hand ([`Shareable`]):
 //! each array after its length, as its bytes in this machine's order (an entry lives within
 //! one run on one machine). A serde format crate would write the same bytes one number at a
 //! time through its visitor, slower than making some of the values.
 
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use crate::keyed_file::{self, Format};
 use crate::reference::PipelineReference;
 
 /// Environment variable: the run's shared data directory, set by the runner for its workers.
@@ -45,10 +45,7 @@ pub trait Shareable: Sized {
 }
 
 fn take_bytes<'a>(input: &mut &'a [u8], n: usize) -> Option<&'a [u8]> {
-    if input.len() < n {
-        return None;
-    }
-    let (head, rest) = input.split_at(n);
+    let (head, rest) = input.split_at_checked(n)?;
     *input = rest;
     Some(head)
 }
@@ -141,24 +138,6 @@ impl Shareable for PipelineReference {
     }
 }
 
-/// A checksum of an entry's payload: FNV-1a's step over 8-byte words rather than bytes, an
-/// eighth of the steps over the largest entries (64 MiB). It guards against damage, not
-/// against an adversary.
-fn checksum(bytes: &[u8]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut words = bytes.chunks_exact(8);
-    for w in &mut words {
-        let w: [u8; 8] = w.try_into().unwrap_or_default();
-        h ^= u64::from_le_bytes(w);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    for &b in words.remainder() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0000_0100_0000_01b3);
-    }
-    h
-}
-
 /// The store of one run, in `dir`.
 #[derive(Debug, Clone)]
 pub struct SharedData {
@@ -210,43 +189,22 @@ impl SharedData {
             path.file_name()
                 .map_or_else(String::new, |f| f.to_string_lossy().into_owned())
         ));
-        let written = std::fs::File::create(&tmp)
-            .and_then(|mut f| f.write_all(&encode(value, &key, bytes)))
-            .and_then(|()| std::fs::rename(&tmp, &path));
-        if written.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
+        let _ = keyed_file::write(&path, &tmp, &encode(value, &key, bytes));
     }
 }
 
+/// The store's entries: payloads of tens of MiB, so a checksum over words, not bytes.
+const FORMAT: Format = Format {
+    magic: MAGIC,
+    checksum: crate::hash::fnv1a64_words,
+};
+
 fn encode<T: Shareable>(value: &T, key: &str, bytes: usize) -> Vec<u8> {
-    let mut out = Vec::with_capacity(MAGIC.len() + key.len() + bytes + 64);
-    out.extend_from_slice(MAGIC);
-    key.len().put(&mut out);
-    out.extend_from_slice(key.as_bytes());
-    let len_at = out.len();
-    0usize.put(&mut out);
-    let payload_at = out.len();
-    value.put(&mut out);
-    let payload_len = out.len() - payload_at;
-    out[len_at..payload_at].copy_from_slice(bytemuck::bytes_of(&payload_len));
-    let sum = checksum(&out[payload_at..]);
-    sum.put(&mut out);
-    out
+    FORMAT.encode(key, bytes, |out| value.put(out))
 }
 
 fn decode<T: Shareable>(bytes: &[u8], key: &str) -> Option<T> {
-    let mut input = bytes.strip_prefix(MAGIC)?;
-    let key_len = usize::take(&mut input)?;
-    if take_bytes(&mut input, key_len)? != key.as_bytes() {
-        return None;
-    }
-    let payload_len = usize::take(&mut input)?;
-    let mut payload = take_bytes(&mut input, payload_len)?;
-    let sum = u64::take(&mut input)?;
-    if !input.is_empty() || checksum(payload) != sum {
-        return None;
-    }
+    let mut payload = FORMAT.decode(bytes, key)?;
     let value = T::take(&mut payload)?;
     // Bytes left over mean the entry is not what this type wrote.
     payload.is_empty().then_some(value)
